@@ -1,0 +1,3 @@
+from mentis.cli import main
+
+main()

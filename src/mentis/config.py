@@ -1,0 +1,43 @@
+"""Settings read from the environment, in one place.
+
+- ``MENTIS_HOME``: directory of the store (default: the user data dir, e.g. ~/.local/share/mentis)
+- ``MENTIS_DB``: path of the SQLite file (default ``$MENTIS_HOME/mentis.db``)
+- ``MENTIS_EMBEDDER``: ``local`` (default, all-MiniLM-L6-v2 offline) or ``hash`` (tests only)
+- ``MENTIS_AGENT_ID``: the agent identity for writes over stdio and from the CLI
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    db_path: Path
+    embedder: str = "local"
+    agent_id: str | None = None
+
+    @classmethod
+    def from_env(cls, db: str | Path | None = None) -> Settings:
+        home = Path(os.environ.get("MENTIS_HOME") or platformdirs.user_data_dir("mentis"))
+        db_path = Path(db or os.environ.get("MENTIS_DB") or home / "mentis.db")
+        return cls(
+            home=home,
+            db_path=db_path,
+            embedder=os.environ.get("MENTIS_EMBEDDER", "local"),
+            agent_id=os.environ.get("MENTIS_AGENT_ID") or None,
+        )
+
+
+def default_cli_agent() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"cli:{user}"

@@ -1,0 +1,339 @@
+"""The ledger: canonical encoding, entry hashing and chain verification (DESIGN §3).
+
+An entry is ``{v, chain, seq, kind, id, at, agent, prev, body_hash, key_id?, sig?}``;
+``hash = sha256(canonical(entry without sig))``, ``prev`` is the hash of entry ``seq - 1``
+(``""`` for seq 0) and ``body_hash = sha256(canonical(body))``. Bodies are stored apart, so
+forgetting erases a body while the entry, and with it the chain, stays verifiable.
+
+``canonical`` is RFC 8785 (JCS). Hashed documents hold no floats and no integers beyond
+±(2^53 - 1); within that domain orjson with sorted keys produces the same bytes as JCS as long
+as every object key lies in the Basic Multilingual Plane (JCS sorts keys by UTF-16 code units,
+orjson by code points; the two orders agree there). Documents outside the fast domain go
+through the reference ``rfc8785`` encoder. ``tests/test_ledger.py`` proves byte-equality on a
+hypothesis-generated corpus.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import rfc8785
+
+from mentis.errors import IntegrityError, InvalidInput
+
+VERSION = 1
+MAX_SAFE_INT = 2**53 - 1
+KINDS = frozenset({"attempt", "correction", "forget"})
+"""Entry kinds this version writes and reads. Unknown kinds fail verification."""
+
+_SORT = orjson.OPT_SORT_KEYS
+
+
+def _fast_domain(obj: Any) -> bool:
+    """True when orjson's sorted output equals JCS for ``obj``; raises on floats."""
+    if isinstance(obj, str) or obj is None or isinstance(obj, bool):
+        return True
+    if isinstance(obj, int):
+        if -MAX_SAFE_INT <= obj <= MAX_SAFE_INT:
+            return True
+        raise InvalidInput(f"integer {obj} is outside ±(2^53 - 1) and cannot be hashed exactly")
+    if isinstance(obj, float):
+        raise InvalidInput("floats are not allowed in hashed documents; use integers or strings")
+    if isinstance(obj, dict):
+        ok = True
+        for key, value in obj.items():
+            if not isinstance(key, str):
+                raise InvalidInput("object keys in hashed documents must be strings")
+            if ok and any(ord(ch) > 0xFFFF for ch in key):
+                ok = False
+            if not _fast_domain(value):
+                ok = False
+        return ok
+    if isinstance(obj, list | tuple):
+        return all([_fast_domain(item) for item in obj])
+    raise InvalidInput(f"{type(obj).__name__} values cannot be hashed")
+
+
+def canonical(obj: Any) -> bytes:
+    """RFC 8785 canonical bytes of ``obj`` (no floats; integers within ±(2^53 - 1))."""
+    if _fast_domain(obj):
+        return orjson.dumps(obj, option=_SORT)
+    return rfc8785.dumps(obj)
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One ledger entry. ``hash`` covers every field but ``sig``."""
+
+    chain: str
+    seq: int
+    kind: str
+    id: str
+    at: str
+    agent: str
+    prev: str
+    body_hash: str
+    hash: str
+    key_id: str | None = None
+    sig: str | None = None
+    v: int = VERSION
+
+    def document(self) -> dict[str, Any]:
+        """The hashed document (everything except ``hash`` and ``sig``)."""
+        return _document(
+            self.v,
+            self.chain,
+            self.seq,
+            self.kind,
+            self.id,
+            self.at,
+            self.agent,
+            self.prev,
+            self.body_hash,
+            self.key_id,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out = self.document()
+        out["hash"] = self.hash
+        if self.sig is not None:
+            out["sig"] = self.sig
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Entry:
+        try:
+            return cls(
+                v=data["v"],
+                chain=data["chain"],
+                seq=data["seq"],
+                kind=data["kind"],
+                id=data["id"],
+                at=data["at"],
+                agent=data["agent"],
+                prev=data["prev"],
+                body_hash=data["body_hash"],
+                hash=data["hash"],
+                key_id=data.get("key_id"),
+                sig=data.get("sig"),
+            )
+        except (KeyError, TypeError) as exc:
+            raise IntegrityError(f"malformed ledger entry: missing {exc}") from None
+
+
+def _document(
+    v: int,
+    chain: str,
+    seq: int,
+    kind: str,
+    id_: str,
+    at: str,
+    agent: str,
+    prev: str,
+    body_hash: str,
+    key_id: str | None,
+) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "v": v,
+        "chain": chain,
+        "seq": seq,
+        "kind": kind,
+        "id": id_,
+        "at": at,
+        "agent": agent,
+        "prev": prev,
+        "body_hash": body_hash,
+    }
+    if key_id is not None:
+        doc["key_id"] = key_id
+    return doc
+
+
+def entry_hash(doc: dict[str, Any]) -> str:
+    # Entry documents hold only strings and small integers; keys are ASCII. The chain name
+    # and ids are strings, which orjson and JCS encode identically (keys are what differ).
+    return hashlib.sha256(orjson.dumps(doc, option=_SORT)).hexdigest()
+
+
+def seal(
+    *,
+    chain: str,
+    seq: int,
+    prev: str,
+    kind: str,
+    id: str,
+    at: str,
+    agent: str,
+    body: bytes,
+) -> Entry:
+    """Build the entry that appends ``body`` at ``seq`` after an entry whose hash is ``prev``."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown entry kind {kind!r}")
+    body_hash = sha256_hex(body)
+    doc = _document(VERSION, chain, seq, kind, id, at, agent, prev, body_hash, None)
+    return Entry(
+        chain=chain,
+        seq=seq,
+        kind=kind,
+        id=id,
+        at=at,
+        agent=agent,
+        prev=prev,
+        body_hash=body_hash,
+        hash=entry_hash(doc),
+    )
+
+
+# ---------------------------------------------------------------- verification
+
+
+Row = tuple[Any, ...]
+"""(v, chain, seq, kind, id, at, agent, prev, body_hash, key_id, sig, hash, body | None)."""
+
+
+@dataclass
+class ChainReport:
+    chain: str
+    entries: int = 0
+    head_seq: int = -1
+    head_hash: str = ""
+    bodies_erased: int = 0
+    _missing: list[int] = field(default_factory=list, repr=False)
+    _erased: set[int] = field(default_factory=set, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "chain": self.chain,
+            "ok": True,
+            "entries": self.entries,
+            "head_seq": self.head_seq,
+            "head_hash": self.head_hash,
+            "bodies_erased": self.bodies_erased,
+        }
+
+
+def _fail(chain: str, seq: int, what: str) -> IntegrityError:
+    return IntegrityError(
+        f"ledger does not verify: chain {chain!r} seq {seq}: {what}. "
+        "The store was changed outside Mentis; restore it from a backup or an export.",
+        chain=chain,
+        seq=seq,
+    )
+
+
+def verify_rows(rows: Iterable[Row], heads: dict[str, tuple[int, str]] | None = None) -> list[ChainReport]:
+    """Verify entries ordered by (chain, seq); raise IntegrityError at the first mismatch.
+
+    ``heads`` (chain → (seq, hash)), when given, is the store's record of each chain's head;
+    a chain whose last entry differs from it (truncation) or a head with no chain fails.
+    """
+    reports: list[ChainReport] = []
+    report: ChainReport | None = None
+    expected_prev = ""
+    sha256 = hashlib.sha256
+    dumps = orjson.dumps
+    for v, chain, seq, kind, id_, at, agent, prev, body_hash, key_id, sig, hash_, body in rows:
+        if report is None or chain != report.chain:
+            if report is not None:
+                _close(report)
+            report = ChainReport(chain)
+            reports.append(report)
+            expected_prev = ""
+        if seq != report.entries:
+            raise _fail(chain, report.entries, f"expected seq {report.entries}, found seq {seq}")
+        if prev != expected_prev:
+            raise _fail(chain, seq, "prev does not match the hash of the entry before it")
+        if v != VERSION or kind not in KINDS:
+            raise _fail(chain, seq, f"unknown entry version {v!r} or kind {kind!r}")
+        doc = {
+            "v": v,
+            "chain": chain,
+            "seq": seq,
+            "kind": kind,
+            "id": id_,
+            "at": at,
+            "agent": agent,
+            "prev": prev,
+            "body_hash": body_hash,
+        }
+        if key_id is not None:
+            doc["key_id"] = key_id
+        if sha256(dumps(doc, option=_SORT)).hexdigest() != hash_:
+            raise _fail(chain, seq, "entry hash does not match its contents")
+        if sig is not None:
+            raise _fail(chain, seq, "signed entries are not supported by this version")
+        if body is None:
+            report._missing.append(seq)
+        else:
+            if sha256(body).hexdigest() != body_hash:
+                raise _fail(chain, seq, "body does not match its body_hash")
+            if kind == "forget":
+                report._erased.update(_erased_seqs(chain, seq, body))
+        report.entries += 1
+        report.head_seq = seq
+        report.head_hash = hash_
+        expected_prev = hash_
+    if report is not None:
+        _close(report)
+    if heads is not None:
+        seen = {r.chain: r for r in reports}
+        for chain, (seq, hash_) in heads.items():
+            r = seen.get(chain)
+            if r is None:
+                raise _fail(chain, seq, "the chain head is recorded but the chain has no entries")
+            if (r.head_seq, r.head_hash) != (seq, hash_):
+                raise _fail(
+                    chain,
+                    r.head_seq + 1,
+                    f"chain ends at seq {r.head_seq} but its recorded head is seq {seq} "
+                    "(entries were removed or the head was altered)",
+                )
+        for r in reports:
+            if r.chain not in heads:
+                raise _fail(r.chain, r.head_seq, "the chain has no recorded head")
+    return reports
+
+
+def _erased_seqs(chain: str, seq: int, body: bytes) -> list[int]:
+    try:
+        erased = orjson.loads(body)["erased"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        raise _fail(chain, seq, "forget tombstone body is malformed") from None
+    if not isinstance(erased, list) or not all(isinstance(s, int) and s < seq for s in erased):
+        raise _fail(chain, seq, "forget tombstone lists invalid seqs")
+    return erased
+
+
+def _close(report: ChainReport) -> None:
+    for seq in report._missing:
+        if seq not in report._erased:
+            raise _fail(report.chain, seq, "body is missing and no forget tombstone explains it")
+    report.bodies_erased = len(report._missing)
+
+
+def entry_rows(pairs: Iterable[tuple[Entry, bytes | None]]) -> Iterator[Row]:
+    """Rows for :func:`verify_rows` from parsed entries (used for exports)."""
+    for e, body in pairs:
+        yield (
+            e.v,
+            e.chain,
+            e.seq,
+            e.kind,
+            e.id,
+            e.at,
+            e.agent,
+            e.prev,
+            e.body_hash,
+            e.key_id,
+            e.sig,
+            e.hash,
+            body,
+        )

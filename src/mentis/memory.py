@@ -1,0 +1,407 @@
+"""The service: every operation lives here once; transports only parse, call and format.
+
+``Memory`` owns one store and one embedder for the life of a process. Each operation takes
+the :class:`Caller` (who is asking, and what they may touch) and a validated input model from
+``mentis.model``; it authorises, embeds before it writes, and returns an output model.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+import numpy as np
+import orjson
+
+from mentis import retrieval
+from mentis.config import Settings
+from mentis.embed import Embedder, check_vectors, load_embedder
+from mentis.errors import ConfigError, Forbidden, IntegrityError, InvalidInput, NotFound
+from mentis.ledger import ChainReport, Entry, canonical, entry_rows, verify_rows
+from mentis.model import (
+    AttemptPreview,
+    ChainResult,
+    CorrectionOut,
+    ForgetInput,
+    ForgetResult,
+    LedgerRef,
+    MarkOutdatedInput,
+    MarkOutdatedResult,
+    RecallInput,
+    RecallResult,
+    RecordAttemptInput,
+    RecordAttemptResult,
+    ScoreParts,
+    SearchInput,
+    SearchResult,
+    TaskResult,
+    VerifyResult,
+    now_iso,
+)
+from mentis.store.base import StoredAttempt
+from mentis.store.sqlite import SqliteStore
+
+log = logging.getLogger(__name__)
+
+RECALL_MAX_ROWS = 100
+RECALL_MAX_BYTES = 512_000
+RECALL_TIMEOUT_S = 5.0
+EXPORT_FORMAT = "mentis-ledger"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling. ``repositories`` None means every repository (local, unscoped use)."""
+
+    agent_id: str
+    session_id: str | None = None
+    can_write: bool = True
+    repositories: tuple[str, ...] | None = None
+
+    def sees(self, repository: str) -> bool:
+        if self.repositories is None:
+            return True
+        from fnmatch import fnmatchcase
+
+        return any(fnmatchcase(repository, pattern) for pattern in self.repositories)
+
+
+def attempt_text(body: dict[str, Any]) -> str:
+    """What an attempt's vector is computed from (the model truncates at 256 tokens)."""
+    parts = [body.get("task_title"), body["action"], body["observation"], body.get("inference")]
+    return "\n".join(p for p in parts if p)
+
+
+class Memory:
+    def __init__(self, store: SqliteStore, embedder: Embedder) -> None:
+        self.store = store
+        self.embedder = embedder
+        self._check_model()
+
+    @classmethod
+    def open(cls, settings: Settings, embedder: Embedder | None = None) -> Memory:
+        """Open and verify the store (refusing a store that does not verify), load the embedder."""
+        embedder = embedder or load_embedder(settings.embedder)
+        store = SqliteStore(settings.db_path, embedder.dim)
+        try:
+            return cls(store, embedder)
+        except BaseException:
+            store.close()
+            raise
+
+    def close(self) -> None:
+        self.store.close()
+
+    def _check_model(self) -> None:
+        model = self.store.get_meta("embed_model")
+        if model is None:
+            self.store.set_meta("embed_model", self.embedder.model_id)
+            self.store.set_meta("embed_dim", str(self.embedder.dim))
+        elif model != self.embedder.model_id:
+            raise ConfigError(
+                f"{self.store.path} was embedded with {model!r} but the configured embedder is "
+                f"{self.embedder.model_id!r}; set MENTIS_EMBEDDER to match the store"
+            )
+
+    # ------------------------------------------------------------ helpers
+
+    @staticmethod
+    def _may_write(caller: Caller, repository: str) -> None:
+        if not caller.can_write:
+            raise Forbidden("this caller may only read; use a token with write scope")
+        if not caller.sees(repository):
+            raise Forbidden(f"this caller may not write to repository {repository!r}")
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = self.embedder.embed(texts)
+        return check_vectors(vectors, len(texts), self.embedder.dim)
+
+    def _embed_bodies(self, bodies: Sequence[dict[str, Any]]) -> np.ndarray:
+        return self._embed([attempt_text(b) for b in bodies])
+
+    def _owned_attempt(self, caller: Caller, repository: str, attempt_id: str) -> None:
+        found = self.store.find_attempt(attempt_id)
+        if found is None or found[0] != repository or not caller.sees(found[0]):
+            raise NotFound(f"no attempt {attempt_id} in repository {repository}; search or recall to find its id")
+
+    # ------------------------------------------------------------ record_attempt
+
+    def record_attempt(self, caller: Caller, req: RecordAttemptInput) -> RecordAttemptResult:
+        self._may_write(caller, req.repository)
+        attempt_id = str(uuid.uuid4())
+        at = now_iso()
+        body: dict[str, Any] = {
+            "attempt_id": attempt_id,
+            "repository": req.repository,
+            "task_id": req.task_id,
+            "agent_id": caller.agent_id,
+            "action": req.action,
+            "files": list(req.files),
+            "observation": req.observation,
+            "tags": list(req.tags),
+            "created_at": at,
+        }
+        optional = {
+            "task_title": req.task_title,
+            "session_id": req.session_id or caller.session_id,
+            "inference": req.inference,
+            "code_context": req.code_context.model_dump(exclude_none=True) if req.code_context else None,
+            "check": req.check.model_dump(exclude_none=True) if req.check else None,
+        }
+        body.update({k: v for k, v in optional.items() if v is not None})
+        vector = self._embed([attempt_text(body)])[0]
+        entry = self.store.append_attempt(req.repository, attempt_id, at, caller.agent_id, body, vector)
+        status = req.check.status if req.check else "unverified"
+        return RecordAttemptResult(attempt_id=attempt_id, status=status, ledger=_ref(entry))
+
+    # ------------------------------------------------------------ search
+
+    def search(self, caller: Caller, req: SearchInput) -> SearchResult:
+        if req.repository is not None and not caller.sees(req.repository):
+            raise Forbidden(f"this caller may not read repository {req.repository!r}")
+        query_vec = self._embed([req.query])[0]
+        match = retrieval.fts_match(req.query)
+        lexical = self.store.lexical(match, req.repository, retrieval.CANDIDATES) if match else []
+        vector = self.store.vector(query_vec, req.repository, retrieval.CANDIDATES)
+        ranked = retrieval.fuse(lexical, vector)
+        keys = self.store.attempt_keys([s.rowid for s in ranked])
+        if caller.repositories is not None:
+            keys = {r: k for r, k in keys.items() if caller.sees(k[0])}
+        hits = retrieval.group_tasks(ranked, {r: (k[0], k[1]) for r, k in keys.items()}, req.limit)
+        previews = self.store.load_attempts([h.attempts[0].rowid for h in hits])
+        info = self.store.task_info([(h.repository, h.task_id) for h in hits])
+        current = dict(req.current_file_hashes or {})
+        tasks = []
+        for hit in hits:
+            best = hit.attempts[0]
+            stored = previews.get(best.rowid)
+            if stored is None:  # forgotten while we ranked
+                continue
+            title, count = info.get((hit.repository, hit.task_id), (None, 0))
+            matched = [keys[a.rowid][2] for a in hit.attempts]
+            tasks.append(
+                TaskResult(
+                    repository=hit.repository,
+                    task_id=hit.task_id,
+                    title=title,
+                    score=round(best.fused, 6),
+                    score_parts=ScoreParts(**best.parts()),
+                    attempt=_preview(stored, current if req.current_file_hashes is not None else None),
+                    matched_attempt_ids=matched,
+                    attempt_count=count,
+                )
+            )
+        ranking = "fused (bm25 + vector, reciprocal rank)" if match else "vector (no query terms for bm25)"
+        return SearchResult(tasks=tasks, ranking=ranking)
+
+    # ------------------------------------------------------------ recall
+
+    def recall(self, caller: Caller, req: RecallInput) -> RecallResult:
+        history = req.repository is not None or req.task_id is not None
+        if history and (req.repository is None or req.task_id is None):
+            raise InvalidInput("recall: a task's history needs both repository and task_id", field="task_id")
+        if req.sql is not None and history:
+            raise InvalidInput("recall: give either sql or repository + task_id, not both", field="sql")
+        if req.sql is None and not history:
+            raise InvalidInput("recall: give sql, or repository + task_id for a task's history", field="sql")
+        if history:
+            assert req.repository is not None and req.task_id is not None
+            return self._history(caller, req.repository, req.task_id)
+        assert req.sql is not None
+        result = self.store.run_sql(
+            req.sql,
+            req.params,
+            visible=caller.sees,
+            max_rows=RECALL_MAX_ROWS,
+            max_bytes=RECALL_MAX_BYTES,
+            timeout_s=RECALL_TIMEOUT_S,
+        )
+        return RecallResult(
+            columns=result.columns,
+            rows=result.rows,
+            truncated=result.truncated,
+            truncation_reason=result.truncation_reason,
+        )
+
+    HISTORY_COLUMNS = (
+        "attempt_id", "created_at", "agent_id", "status", "action", "observation", "inference",
+        "files", "commit", "branch", "check_command", "check_exit_code", "check_output", "tags",
+        "corrections",
+    )  # fmt: skip
+
+    def _history(self, caller: Caller, repository: str, task_id: str) -> RecallResult:
+        if not caller.sees(repository):
+            raise Forbidden(f"this caller may not read repository {repository!r}")
+        attempts = self.store.task_history(repository, task_id)
+        if not attempts:
+            raise NotFound(f"no task {task_id!r} in repository {repository!r} (or all its attempts were forgotten)")
+        rows: list[list[Any]] = []
+        size = 2
+        truncated, reason = False, None
+        for a in attempts:
+            b = a.body
+            ctx, check = b.get("code_context") or {}, b.get("check") or {}
+            row = [
+                b["attempt_id"], b["created_at"], b["agent_id"], check.get("status", "unverified"),
+                b["action"], b["observation"], b.get("inference"), b.get("files", []),
+                ctx.get("commit"), ctx.get("branch"), check.get("command"), check.get("exit_code"),
+                check.get("output"), b.get("tags", []), [_correction(c).model_dump() for c in a.corrections],
+            ]  # fmt: skip
+            size += len(orjson.dumps(row)) + 1
+            if size > RECALL_MAX_BYTES:
+                truncated, reason = True, f"more than {RECALL_MAX_BYTES:,} bytes"
+                break
+            rows.append(row)
+        return RecallResult(
+            columns=list(self.HISTORY_COLUMNS), rows=rows, truncated=truncated, truncation_reason=reason
+        )
+
+    # ------------------------------------------------------------ corrections and forgetting
+
+    def mark_conclusion_outdated(self, caller: Caller, req: MarkOutdatedInput) -> MarkOutdatedResult:
+        self._may_write(caller, req.repository)
+        self._owned_attempt(caller, req.repository, req.attempt_id)
+        at = now_iso()
+        body: dict[str, Any] = {
+            "attempt_id": req.attempt_id,
+            "repository": req.repository,
+            "reason": req.reason,
+            "at": at,
+            "agent_id": caller.agent_id,
+        }
+        if req.latest_commit is not None:
+            body["latest_commit"] = req.latest_commit
+        entry, count = self.store.append_correction(
+            req.repository, str(uuid.uuid4()), at, caller.agent_id, body
+        )
+        return MarkOutdatedResult(
+            attempt_id=req.attempt_id, correction=_correction(body), corrections_count=count, ledger=_ref(entry)
+        )
+
+    def forget_attempt(self, caller: Caller, req: ForgetInput) -> ForgetResult:
+        self._may_write(caller, req.repository)
+        self._owned_attempt(caller, req.repository, req.attempt_id)
+        entry = self.store.forget_attempt(
+            req.repository, str(uuid.uuid4()), now_iso(), caller.agent_id, req.attempt_id, req.reason
+        )
+        return ForgetResult(forgotten=True, attempt_id=req.attempt_id, ledger=_ref(entry))
+
+    # ------------------------------------------------------------ integrity, export, import, rebuild
+
+    def verify_integrity(self, caller: Caller, repository: str | None = None) -> VerifyResult:
+        if repository is not None and not caller.sees(repository):
+            raise Forbidden(f"this caller may not read repository {repository!r}")
+        reports = [
+            r
+            for r in self.store.verify()
+            if caller.sees(r.chain) and (repository is None or r.chain == repository)
+        ]
+        if repository is not None and not reports:
+            raise NotFound(f"no chain for repository {repository!r}")
+        return VerifyResult(ok=True, chains=[ChainResult(**r.to_json()) for r in reports])
+
+    def export(self, caller: Caller, out: IO[bytes], repository: str | None = None) -> int:
+        """Write the ledger and bodies as JSONL; returns the number of entries written."""
+        if repository is not None and not caller.sees(repository):
+            raise Forbidden(f"this caller may not read repository {repository!r}")
+        items = [
+            (e, body)
+            for e, body in self.store.iter_ledger()
+            if caller.sees(e.chain) and (repository is None or e.chain == repository)
+        ]
+        heads: dict[str, list[Any]] = {}
+        for e, _ in items:
+            heads[e.chain] = [e.seq, e.hash]
+        header = {"format": EXPORT_FORMAT, "version": 1, "exported_at": now_iso(), "heads": heads,
+                  "embed_model": self.embedder.model_id}  # fmt: skip
+        out.write(orjson.dumps(header) + b"\n")
+        for e, body in items:
+            line = {"entry": e.to_json(), "body": None if body is None else orjson.loads(body)}
+            out.write(orjson.dumps(line) + b"\n")
+        return len(items)
+
+    def import_(self, caller: Caller, lines: Iterable[bytes]) -> int:
+        """Verify an export completely, then append its chains to this store."""
+        items, heads = read_export(lines)
+        for chain in heads:
+            self._may_write(caller, chain)
+        verify_rows(entry_rows(items), heads)
+        count = self.store.import_ledger(items, self._embed_bodies)
+        self.store.verify()
+        return count
+
+    def rebuild(self, progress: Callable[[int], None] | None = None) -> int:
+        return self.store.rebuild(self._embed_bodies, progress)
+
+    def chain_reports(self) -> list[ChainReport]:
+        return self.store.verify()
+
+
+def read_export(lines: Iterable[bytes]) -> tuple[list[tuple[Entry, bytes | None]], dict[str, tuple[int, str]]]:
+    """Parse an export (header line, then one entry per line) without trusting it."""
+    it: Iterator[bytes] = iter(lines)
+    try:
+        header = orjson.loads(next(it))
+    except StopIteration:
+        raise InvalidInput("the export is empty") from None
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput(f"line 1 of the export is not JSON: {exc}") from None
+    if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
+        raise InvalidInput(f"line 1 is not a {EXPORT_FORMAT} header; was this file made by `mentis export`?")
+    try:
+        heads = {str(c): (int(h[0]), str(h[1])) for c, h in header["heads"].items()}
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+        raise InvalidInput("the export header has no valid chain heads") from None
+    items: list[tuple[Entry, bytes | None]] = []
+    for number, raw in enumerate(it, start=2):
+        if not raw.strip():
+            continue
+        try:
+            line = orjson.loads(raw)
+            entry = Entry.from_json(line["entry"])
+            body = None if line["body"] is None else canonical(line["body"])
+        except (orjson.JSONDecodeError, KeyError, TypeError, InvalidInput) as exc:
+            raise IntegrityError(f"export line {number} is malformed: {exc}") from None
+        items.append((entry, body))
+    items.sort(key=lambda item: (item[0].chain, item[0].seq))
+    return items, heads
+
+
+def _ref(entry: Entry) -> LedgerRef:
+    return LedgerRef(seq=entry.seq, hash=entry.hash)
+
+
+def _correction(body: dict[str, Any]) -> CorrectionOut:
+    return CorrectionOut(
+        reason=body["reason"], latest_commit=body.get("latest_commit"), at=body["at"], agent_id=body["agent_id"]
+    )
+
+
+def _preview(stored: StoredAttempt, current: dict[str, str] | None) -> AttemptPreview:
+    b = stored.body
+    ctx = b.get("code_context") or {}
+    stale = None
+    if current is not None and ctx.get("file_hashes"):
+        stale = sorted(p for p, h in ctx["file_hashes"].items() if p in current and current[p] != h)
+    check = b.get("check")
+    return AttemptPreview(
+        attempt_id=b["attempt_id"],
+        action=b["action"],
+        observation=b["observation"],
+        inference=b.get("inference"),
+        status=check["status"] if check else "unverified",
+        files=b.get("files", []),
+        commit=ctx.get("commit"),
+        created_at=b["created_at"],
+        agent_id=b["agent_id"],
+        correction=_correction(stored.corrections[-1]) if stored.corrections else None,
+        corrections_count=len(stored.corrections),
+        stale_files=stale,
+    )
+
+
+def open_memory(settings: Settings | None = None, embedder: Embedder | None = None) -> Memory:
+    return Memory.open(settings or Settings.from_env(), embedder)

@@ -1,0 +1,311 @@
+"""The records and the inputs of every operation, with their limits.
+
+Every limit is defined here once; MCP, the CLI (and later REST) publish and enforce the
+same ones because they all build these models. All models forbid unknown fields.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from mentis.errors import InvalidInput
+
+# ---------------------------------------------------------------- limits (documented in README)
+
+MAX_TEXT_BYTES = 65_536
+"""action, observation, inference, check output, reasons: 64 KiB of UTF-8 each."""
+MAX_ID_CHARS = 256
+"""repository, task_id, attempt ids, agent ids, commits, branches."""
+MAX_TITLE_CHARS = 1_000
+MAX_COMMAND_CHARS = 8_192
+MAX_PATH_CHARS = 4_096
+MAX_FILES = 1_000
+MAX_TAGS = 64
+MAX_TAG_CHARS = 128
+MAX_QUERY_CHARS = 8_192
+MAX_SQL_CHARS = 16_384
+MAX_SEARCH_LIMIT = 50
+EXIT_CODE_RANGE = (-(2**31), 2**31 - 1)
+
+_GIT_SHA = re.compile(r"^[0-9a-fA-F]{4,64}$")
+
+
+def _checked_text(value: str, *, max_bytes: int | None = None) -> str:
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"is not valid UTF-8 text (lone surrogate at character {exc.start})"
+        ) from None
+    if "\x00" in value:
+        raise ValueError("contains a NUL character")
+    if max_bytes is not None and size > max_bytes:
+        raise ValueError(f"is {size:,} bytes of UTF-8; the limit is {max_bytes:,} bytes")
+    return value
+
+
+def _text(value: str) -> str:
+    return _checked_text(value, max_bytes=MAX_TEXT_BYTES)
+
+
+def _plain(value: str) -> str:
+    return _checked_text(value)
+
+
+def _identifier(value: str) -> str:
+    _checked_text(value)
+    if not value.strip():
+        raise ValueError("must not be empty or whitespace")
+    if value != value.strip():
+        raise ValueError("must not start or end with whitespace")
+    if any(ord(ch) < 32 for ch in value):
+        raise ValueError("must not contain control characters")
+    return value
+
+
+def _git_sha(value: str) -> str:
+    if not _GIT_SHA.match(value):
+        raise ValueError("must be a hexadecimal git object id (4 to 64 hex digits)")
+    return value.lower()
+
+
+Identifier = Annotated[
+    str, Field(min_length=1, max_length=MAX_ID_CHARS), AfterValidator(_identifier)
+]
+Text = Annotated[str, Field(max_length=MAX_TEXT_BYTES), AfterValidator(_text)]
+NonEmptyText = Annotated[
+    str, Field(min_length=1, max_length=MAX_TEXT_BYTES), AfterValidator(_text)
+]
+Title = Annotated[str, Field(max_length=MAX_TITLE_CHARS), AfterValidator(_plain)]
+Command = Annotated[str, Field(min_length=1, max_length=MAX_COMMAND_CHARS), AfterValidator(_plain)]
+FilePath = Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS), AfterValidator(_identifier)]
+Tag = Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS), AfterValidator(_identifier)]
+GitSha = Annotated[str, Field(min_length=4, max_length=64), AfterValidator(_git_sha)]
+ExitCode = Annotated[int, Field(ge=EXIT_CODE_RANGE[0], le=EXIT_CODE_RANGE[1])]
+
+
+def _query(value: str) -> str:
+    _checked_text(value)
+    if not value.strip():
+        raise ValueError("must not be empty or whitespace")
+    return value
+
+
+Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS), AfterValidator(_query)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strict=True)
+
+
+# ---------------------------------------------------------------- records
+
+
+class CodeContext(Strict):
+    """Where the attempt ran: the commit, branch, whether the tree was dirty, file blob hashes."""
+
+    commit: GitSha | None = None
+    branch: Identifier | None = None
+    dirty: bool | None = None
+    file_hashes: Annotated[dict[FilePath, GitSha], Field(max_length=MAX_FILES)] | None = None
+
+
+class Check(Strict):
+    """The check an attempt ran: a command and whether it passed."""
+
+    command: Command
+    status: Literal["passed", "failed"]
+    exit_code: ExitCode | None = None
+    output: Text | None = None
+
+
+AttemptStatus = Literal["passed", "failed", "unverified"]
+
+
+def now_iso() -> str:
+    """UTC timestamp with microseconds, the one time format of the ledger."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# ---------------------------------------------------------------- operation inputs
+
+
+class RecordAttemptInput(Strict):
+    repository: Identifier
+    task_id: Identifier
+    task_title: Title | None = None
+    code_context: CodeContext | None = None
+    action: NonEmptyText
+    files: Annotated[list[FilePath], Field(max_length=MAX_FILES)] = Field(default_factory=list)
+    observation: NonEmptyText
+    inference: Text | None = None
+    check: Check | None = None
+    tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] = Field(default_factory=list)
+    session_id: Identifier | None = None
+
+
+class SearchInput(Strict):
+    query: Query
+    repository: Identifier | None = None
+    limit: Annotated[int, Field(ge=1, le=MAX_SEARCH_LIMIT)] = 10
+    current_commit: GitSha | None = None
+    current_file_hashes: Annotated[dict[FilePath, GitSha], Field(max_length=MAX_FILES)] | None = None
+
+
+SqlText = Annotated[str, Field(min_length=1, max_length=MAX_SQL_CHARS), AfterValidator(_query)]
+
+
+class RecallInput(Strict):
+    sql: SqlText | None = None
+    params: Annotated[dict[Identifier, str | int | float | bool | None], Field(max_length=100)] | None = (
+        None
+    )
+    repository: Identifier | None = None
+    task_id: Identifier | None = None
+
+
+class MarkOutdatedInput(Strict):
+    repository: Identifier
+    attempt_id: Identifier
+    reason: NonEmptyText
+    latest_commit: GitSha | None = None
+
+
+class ForgetInput(Strict):
+    repository: Identifier
+    attempt_id: Identifier
+    reason: Text | None = None
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse(model: type[M], data: dict[str, Any]) -> M:
+    """Validate ``data`` into ``model``, turning pydantic's error into one clear InvalidInput."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise invalid_from(exc) from None
+
+
+def invalid_from(exc: ValidationError) -> InvalidInput:
+    """One message naming every offending field and why."""
+    parts = []
+    first_field = None
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "input"
+        first_field = first_field or loc
+        msg = err["msg"]
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, ") :]
+        if err["type"] == "extra_forbidden":
+            msg = "is not a known field"
+        elif err["type"] == "missing":
+            msg = "is required"
+        elif err["type"] == "string_unicode":
+            msg = "is not valid UTF-8 text (it holds a lone surrogate)"
+        parts.append(f"{loc}: {msg}")
+    return InvalidInput("invalid input: " + "; ".join(parts), field=first_field)
+
+
+# ---------------------------------------------------------------- operation outputs
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LedgerRef(Out):
+    seq: int
+    hash: str
+
+
+class RecordAttemptResult(Out):
+    attempt_id: str
+    status: AttemptStatus
+    ledger: LedgerRef
+    warnings: list[str] = Field(default_factory=list)
+
+
+class CorrectionOut(Out):
+    reason: str
+    latest_commit: str | None = None
+    at: str
+    agent_id: str
+
+
+class AttemptPreview(Out):
+    attempt_id: str
+    action: str
+    observation: str
+    inference: str | None = None
+    status: AttemptStatus
+    files: list[str]
+    commit: str | None = None
+    created_at: str
+    agent_id: str
+    correction: CorrectionOut | None = None
+    corrections_count: int = 0
+    stale_files: list[str] | None = None
+
+
+class ScoreParts(Out):
+    lexical: float | None = Field(None, description="BM25 score of the best attempt (higher is better)")
+    lexical_rank: int | None = None
+    vector: float | None = Field(None, description="cosine similarity of the best attempt")
+    vector_rank: int | None = None
+    fused: float = Field(description="reciprocal-rank fusion of the two ranks")
+
+
+class TaskResult(Out):
+    repository: str
+    task_id: str
+    title: str | None = None
+    score: float
+    score_parts: ScoreParts
+    attempt: AttemptPreview
+    matched_attempt_ids: list[str]
+    attempt_count: int
+
+
+class SearchResult(Out):
+    tasks: list[TaskResult]
+    ranking: str
+
+
+class RecallResult(Out):
+    columns: list[str]
+    rows: list[list[Any]]
+    truncated: bool
+    truncation_reason: str | None = None
+
+
+class MarkOutdatedResult(Out):
+    attempt_id: str
+    correction: CorrectionOut
+    corrections_count: int
+    ledger: LedgerRef
+
+
+class ForgetResult(Out):
+    forgotten: bool
+    attempt_id: str
+    ledger: LedgerRef
+
+
+class ChainResult(Out):
+    chain: str
+    ok: bool
+    entries: int
+    head_seq: int
+    head_hash: str
+    bodies_erased: int
+
+
+class VerifyResult(Out):
+    ok: bool
+    chains: list[ChainResult]

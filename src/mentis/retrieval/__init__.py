@@ -1,0 +1,113 @@
+"""Candidate generation, fusion and grouping for ``search`` (DESIGN §5).
+
+The store supplies lexical (BM25 over FTS5) and vector (cosine) candidates; this package
+fuses them with reciprocal-rank fusion and groups attempts into tasks. Everything here is
+pure: given candidates it returns a ranking, so it is tested without a store.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+RRF_K = 60
+"""Reciprocal-rank fusion constant (Cormack et al. 2009); not tuned on our data."""
+CANDIDATES = 200
+"""Lexical and vector candidates taken per query, each."""
+MAX_ATTEMPTS_PER_TASK = 5
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+# Words too common to carry meaning in a problem description. Removing them keeps FTS5 from
+# scoring nearly every row for a long query; BM25 would give them ~0 weight anyway.
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its itself
+    just me more most my myself no nor not now of off on once only or other our ours ourselves out
+    over own same she should so some such than that the their theirs them themselves then there
+    these they this those through to too under until up very was we were what when where which
+    while who whom why will with would you your yours yourself yourselves""".split()
+)
+MAX_QUERY_TERMS = 64
+
+
+def fts_match(text: str) -> str | None:
+    """An FTS5 MATCH expression: the query's distinct words, quoted, OR-ed (None if none)."""
+    seen: dict[str, None] = {}
+    for word in _TOKEN.findall(text.lower()):
+        if word not in STOPWORDS and word not in seen:
+            seen[word] = None
+        if len(seen) == MAX_QUERY_TERMS:
+            break
+    if not seen:
+        return None
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in seen)
+
+
+@dataclass
+class Scored:
+    """One attempt's scores: the parts and the fused total."""
+
+    rowid: int
+    lexical: float | None = None
+    lexical_rank: int | None = None
+    vector: float | None = None
+    vector_rank: int | None = None
+    fused: float = 0.0
+
+    def parts(self) -> dict[str, Any]:
+        return {
+            "lexical": None if self.lexical is None else round(self.lexical, 4),
+            "lexical_rank": self.lexical_rank,
+            "vector": None if self.vector is None else round(self.vector, 4),
+            "vector_rank": self.vector_rank,
+            "fused": round(self.fused, 6),
+        }
+
+
+def fuse(
+    lexical: Sequence[tuple[int, float]], vector: Sequence[tuple[int, float]], k: int = RRF_K
+) -> list[Scored]:
+    """Reciprocal-rank fusion of two ranked lists of (rowid, score), best first."""
+    by_row: dict[int, Scored] = {}
+    for rank, (rowid, score) in enumerate(lexical, start=1):
+        s = by_row.setdefault(rowid, Scored(rowid))
+        s.lexical, s.lexical_rank = score, rank
+        s.fused += 1.0 / (k + rank)
+    for rank, (rowid, score) in enumerate(vector, start=1):
+        s = by_row.setdefault(rowid, Scored(rowid))
+        s.vector, s.vector_rank = score, rank
+        s.fused += 1.0 / (k + rank)
+    return sorted(by_row.values(), key=lambda s: (-s.fused, s.rowid))
+
+
+@dataclass
+class TaskHit:
+    repository: str
+    task_id: str
+    attempts: list[Scored] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        return self.attempts[0].fused
+
+
+def group_tasks(
+    ranked: Sequence[Scored], keys: dict[int, tuple[str, str]], limit: int
+) -> list[TaskHit]:
+    """Group attempts by (repository, task_id), best task first, ≤ 5 attempts each."""
+    tasks: dict[tuple[str, str], TaskHit] = {}
+    for s in ranked:
+        key = keys.get(s.rowid)
+        if key is None:  # forgotten between candidate generation and grouping
+            continue
+        hit = tasks.get(key)
+        if hit is None:
+            if len(tasks) == limit:
+                continue
+            hit = tasks[key] = TaskHit(*key)
+        if len(hit.attempts) < MAX_ATTEMPTS_PER_TASK:
+            hit.attempts.append(s)
+    return sorted(tasks.values(), key=lambda t: -t.score)

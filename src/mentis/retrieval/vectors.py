@@ -1,0 +1,87 @@
+"""An exact in-process vector index: one float32 matrix, cosine by dot product.
+
+Rows are unit vectors keyed by the attempt's store rowid, with the repository as a small
+integer code so a repository filter is a mask. At 100k × 384 a query is one matrix-vector
+product (~40 M multiply-adds) plus a partial sort. The owning store feeds it rows and tells
+it when another process changed the file.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+
+class VectorIndex:
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self._lock = threading.Lock()
+        self.clear()
+
+    def clear(self) -> None:
+        self._matrix = np.zeros((0, self.dim), dtype=np.float32)
+        self._rowids = np.zeros(0, dtype=np.int64)
+        self._codes = np.zeros(0, dtype=np.int32)
+        self._size = 0
+        self._repos: dict[str, int] = {}
+        self.max_rowid = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def _code(self, repository: str) -> int:
+        code = self._repos.get(repository)
+        if code is None:
+            code = self._repos[repository] = len(self._repos)
+        return code
+
+    def add(self, rowids: list[int], repositories: list[str], vectors: np.ndarray) -> None:
+        if not rowids:
+            return
+        with self._lock:
+            need = self._size + len(rowids)
+            if need > len(self._rowids):
+                cap = max(need, 2 * len(self._rowids), 1024)
+                matrix = np.zeros((cap, self.dim), dtype=np.float32)
+                matrix[: self._size] = self._matrix[: self._size]
+                ids = np.zeros(cap, dtype=np.int64)
+                ids[: self._size] = self._rowids[: self._size]
+                codes = np.zeros(cap, dtype=np.int32)
+                codes[: self._size] = self._codes[: self._size]
+                self._matrix, self._rowids, self._codes = matrix, ids, codes
+            end = self._size + len(rowids)
+            self._matrix[self._size : end] = vectors
+            self._rowids[self._size : end] = rowids
+            self._codes[self._size : end] = [self._code(r) for r in repositories]
+            self._size = end
+            self.max_rowid = max(self.max_rowid, max(rowids))
+
+    def remove(self, rowid: int) -> None:
+        with self._lock:
+            hits = np.nonzero(self._rowids[: self._size] == rowid)[0]
+            if len(hits) == 0:
+                return
+            i = int(hits[0])
+            last = self._size - 1
+            self._matrix[i] = self._matrix[last]
+            self._rowids[i] = self._rowids[last]
+            self._codes[i] = self._codes[last]
+            self._size = last
+
+    def search(self, query: np.ndarray, repository: str | None, limit: int) -> list[tuple[int, float]]:
+        with self._lock:
+            n = self._size
+            if n == 0:
+                return []
+            scores = self._matrix[:n] @ query.astype(np.float32, copy=False)
+            if repository is not None:
+                code = self._repos.get(repository)
+                if code is None:
+                    return []
+                scores = np.where(self._codes[:n] == code, scores, -np.inf)
+            k = min(limit, n)
+            top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
+            top = top[np.argsort(-scores[top], kind="stable")]
+            rowids = self._rowids[top]
+        return [(int(r), float(s)) for r, s in zip(rowids, scores[top], strict=True) if s > -np.inf]

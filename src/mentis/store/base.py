@@ -1,0 +1,79 @@
+"""The Store protocol every backend implements, and the records it passes back.
+
+A store persists ledger entries, their bodies and the tables derived from them; it knows
+nothing of validation or scopes (those live in ``memory.py``). Conformance expectations:
+
+- ``append_*`` runs in one transaction that includes the ledger entry; concurrent writers
+  (threads or processes) never lose, duplicate or fork an entry.
+- every read that returns content returns it from a body whose hash was checked;
+- ``verify`` checks every chain (DESIGN §3) and ``open`` refuses a store that fails it;
+- ``rebuild`` regenerates every derived table from the ledger alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from mentis.ledger import ChainReport, Entry
+
+
+@dataclass(frozen=True, slots=True)
+class StoredAttempt:
+    """An attempt's verified body plus what the index knows of it."""
+
+    rowid: int
+    entry: Entry
+    body: dict[str, Any]
+    corrections: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    rowid: int
+    repository: str
+    task_id: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class SqlResult:
+    columns: list[str]
+    rows: list[list[Any]]
+    truncated: bool
+    truncation_reason: str | None
+
+
+Embed = Callable[[Sequence[str]], np.ndarray]
+
+
+class Store(Protocol):
+    path: str
+
+    def verify(self) -> list[ChainReport]: ...
+    def get_meta(self, key: str) -> str | None: ...
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    def append_attempt(self, chain: str, attempt_id: str, at: str, agent: str,
+                       body: dict[str, Any], vector: np.ndarray) -> Entry: ...
+    def append_correction(self, chain: str, correction_id: str, at: str, agent: str,
+                          body: dict[str, Any]) -> tuple[Entry, int]: ...
+    def forget_attempt(self, chain: str, tombstone_id: str, at: str, agent: str,
+                       attempt_id: str, reason: str | None) -> Entry: ...
+
+    def attempt_state(self, attempt_id: str) -> tuple[str, bool] | None: ...
+    def lexical(self, match: str, repository: str | None, limit: int) -> list[Candidate]: ...
+    def vector(self, query: np.ndarray, repository: str | None, limit: int) -> list[Candidate]: ...
+    def load_attempts(self, rowids: Sequence[int]) -> dict[int, StoredAttempt]: ...
+    def task_info(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[str | None, int]]: ...
+    def task_history(self, repository: str, task_id: str) -> list[StoredAttempt]: ...
+    def run_sql(self, sql: str, params: dict[str, Any] | None, *, max_rows: int,
+                max_bytes: int, timeout_s: float) -> SqlResult: ...
+
+    def iter_ledger(self) -> Iterator[tuple[Entry, bytes | None]]: ...
+    def import_ledger(self, items: Sequence[tuple[Entry, bytes | None]], embed: Embed) -> int: ...
+    def rebuild(self, embed: Embed, progress: Callable[[int], None] | None = None) -> int: ...
+    def close(self) -> None: ...

@@ -1,0 +1,64 @@
+"""Shared fixtures: real SQLite files in tmp_path, the deterministic embedder for unit tests and
+the real all-MiniLM-L6-v2 model (loaded once per session) for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mentis.config import Settings
+from mentis.embed import Embedder, HashEmbedder
+from mentis.memory import Caller, Memory
+
+REPO = "github.com/acme/shop"
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "mentis.db"
+
+
+@pytest.fixture
+def settings(db_path: Path) -> Settings:
+    return Settings(home=db_path.parent, db_path=db_path, embedder="hash")
+
+
+@pytest.fixture
+def memory(settings: Settings) -> Iterator[Memory]:
+    m = Memory.open(settings, HashEmbedder())
+    yield m
+    m.close()
+
+
+@pytest.fixture(scope="session")
+def real_embedder() -> Embedder:
+    from mentis.embed.local import LocalEmbedder
+
+    return LocalEmbedder.load()
+
+
+@pytest.fixture
+def real_memory(settings: Settings, real_embedder: Embedder) -> Iterator[Memory]:
+    m = Memory.open(settings, real_embedder)
+    yield m
+    m.close()
+
+
+@pytest.fixture
+def caller() -> Caller:
+    return Caller(agent_id="test-agent")
+
+
+@pytest.fixture
+def mentis_env(db_path: Path) -> dict[str, str]:
+    """Environment for a `mentis` subprocess on this test's store (hash embedder)."""
+    env = dict(os.environ)
+    env.update(MENTIS_DB=str(db_path), MENTIS_EMBEDDER="hash", MENTIS_AGENT_ID="test-agent")
+    return env
+
+
+MENTIS = [sys.executable, "-m", "mentis"]
