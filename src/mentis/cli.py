@@ -43,9 +43,15 @@ err = Console(stderr=True)
 
 DbOpt = Annotated[
     Path | None,
-    typer.Option("--db", help="SQLite file (default: $MENTIS_DB or $MENTIS_HOME/mentis.db).", show_default=False),
+    typer.Option(
+        "--db",
+        help="SQLite file (default: $MENTIS_DB or $MENTIS_HOME/mentis.db).",
+        show_default=False,
+    ),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (the default when stdout is not a terminal).")]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print JSON (the default when stdout is not a terminal).")
+]
 RepoOpt = Annotated[str, typer.Option("--repo", "-r", help="Repository identity, e.g. github.com/acme/shop.")]
 
 
@@ -77,16 +83,24 @@ def _memory(db: Path | None) -> Iterator[tuple[Memory, Caller]]:
             memory.close()
 
 
-def _emit(result: BaseModel | dict[str, Any], as_json: bool, human: Callable[[Any], None] | None = None) -> None:
+def _emit(
+    result: BaseModel | dict[str, Any], as_json: bool, human: Callable[[Any], None] | None = None
+) -> None:
     data = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
     if as_json or not sys.stdout.isatty() or human is None:
-        sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=None if not sys.stdout.isatty() else 2) + "\n")
+        sys.stdout.write(
+            json.dumps(data, ensure_ascii=False, indent=None if not sys.stdout.isatty() else 2) + "\n"
+        )
     else:
         human(result)
 
 
-def _run(db: Path | None, as_json: bool, op: Callable[[Memory, Caller], BaseModel],
-         human: Callable[[Any], None] | None = None) -> None:  # fmt: skip
+def _run(
+    db: Path | None,
+    as_json: bool,
+    op: Callable[[Memory, Caller], BaseModel],
+    human: Callable[[Any], None] | None = None,
+) -> None:
     with _memory(db) as (memory, caller), _errors():
         _emit(op(memory, caller), as_json, human)
 
@@ -115,14 +129,24 @@ def serve(db: DbOpt = None) -> None:
 
 
 def _harness_hint(settings: Settings) -> str:
-    entry = {"mcpServers": {"mentis": {"command": sys.argv[0] if sys.argv[0].endswith("mentis") else "mentis",
-             "args": ["serve"], "env": {"MENTIS_DB": str(settings.db_path)}}}}  # fmt: skip
+    entry = {
+        "mcpServers": {
+            "mentis": {
+                "command": sys.argv[0] if sys.argv[0].endswith("mentis") else "mentis",
+                "args": ["serve"],
+                "env": {"MENTIS_DB": str(settings.db_path)},
+            }
+        }
+    }
     return "harness config (e.g. .mcp.json):\n" + json.dumps(entry, indent=2)
 
 
 @app.command()
-def verify(db: DbOpt = None, as_json: JsonOpt = False,
-           repository: Annotated[str | None, typer.Option("--repo", "-r", help="Only this chain.")] = None) -> None:  # fmt: skip
+def verify(
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+    repository: Annotated[str | None, typer.Option("--repo", "-r", help="Only this chain.")] = None,
+) -> None:
     """Verify every hash chain; exit non-zero (6) naming chain and seq when the store was altered."""
     _run(db, as_json, lambda m, c: m.verify_integrity(c, repository), _print_verify)
 
@@ -133,9 +157,15 @@ def record(
     task_id: Annotated[str, typer.Option("--task", "-t", help="Task id within the repository.")],
     action: Annotated[str, typer.Option(help="What you did.")],
     observation: Annotated[str, typer.Option(help="What you observed.")],
-    title: Annotated[str | None, typer.Option(help="Task title (kept from the first attempt that gives one).")] = None,
-    inference: Annotated[str | None, typer.Option(help="What you concluded, kept apart from the observation.")] = None,
-    files: Annotated[list[str] | None, typer.Option("--file", "-f", help="An affected path (repeatable).")] = None,
+    title: Annotated[
+        str | None, typer.Option(help="Task title (kept from the first attempt that gives one).")
+    ] = None,
+    inference: Annotated[
+        str | None, typer.Option(help="What you concluded, kept apart from the observation.")
+    ] = None,
+    files: Annotated[
+        list[str] | None, typer.Option("--file", "-f", help="An affected path (repeatable).")
+    ] = None,
     tags: Annotated[list[str] | None, typer.Option("--tag", help="A tag (repeatable).")] = None,
     check_command: Annotated[str | None, typer.Option(help="The check you ran.")] = None,
     check_status: Annotated[str | None, typer.Option(help="passed or failed.")] = None,
@@ -145,9 +175,16 @@ def record(
     as_json: JsonOpt = False,
 ) -> None:
     """Record an attempt (the record_attempt tool)."""
-    data: dict[str, Any] = {"repository": repository, "task_id": task_id, "task_title": title, "action": action,
-                            "observation": observation, "inference": inference, "files": files or [],
-                            "tags": tags or []}  # fmt: skip
+    data: dict[str, Any] = {
+        "repository": repository,
+        "task_id": task_id,
+        "task_title": title,
+        "action": action,
+        "observation": observation,
+        "inference": inference,
+        "files": files or [],
+        "tags": tags or [],
+    }
     if check_command is not None or check_status is not None or exit_code is not None:
         data["check"] = {"command": check_command, "status": check_status, "exit_code": exit_code}
     if commit is not None:
@@ -173,18 +210,26 @@ def search(
 
 @app.command()
 def recall(
-    sql: Annotated[str | None, typer.Argument(help="Read-only SQL over the views tasks, attempts, corrections.")] = None,
-    repository: Annotated[str | None, typer.Option("--repo", "-r", help="With --task: that task's history.")] = None,
+    sql: Annotated[
+        str | None,
+        typer.Argument(help="Read-only SQL over the views tasks, attempts, corrections."),
+    ] = None,
+    repository: Annotated[
+        str | None, typer.Option("--repo", "-r", help="With --task: that task's history.")
+    ] = None,
     task_id: Annotated[str | None, typer.Option("--task", "-t", help="Task id for its full history.")] = None,
-    param: Annotated[list[str] | None, typer.Option("--param", "-p", help="NAME=VALUE for :NAME in the SQL.")] = None,
+    param: Annotated[
+        list[str] | None, typer.Option("--param", "-p", help="NAME=VALUE for :NAME in the SQL.")
+    ] = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """A task's full history, or read-only SQL over the documented views (the recall tool)."""
     with _errors():
         params = dict(_split_param(p) for p in param or [])
-        req = parse(RecallInput, {"sql": sql, "repository": repository, "task_id": task_id,
-                                  "params": params or None})  # fmt: skip
+        req = parse(
+            RecallInput, {"sql": sql, "repository": repository, "task_id": task_id, "params": params or None}
+        )
     _run(db, as_json, lambda m, c: m.recall(c, req), _print_rows)
 
 
@@ -206,8 +251,15 @@ def outdated(
 ) -> None:
     """Mark an attempt's conclusion outdated (the mark_conclusion_outdated tool)."""
     with _errors():
-        req = parse(MarkOutdatedInput, {"repository": repository, "attempt_id": attempt_id, "reason": reason,
-                                        **({"latest_commit": latest_commit} if latest_commit else {})})  # fmt: skip
+        req = parse(
+            MarkOutdatedInput,
+            {
+                "repository": repository,
+                "attempt_id": attempt_id,
+                "reason": reason,
+                **({"latest_commit": latest_commit} if latest_commit else {}),
+            },
+        )
     _run(db, as_json, lambda m, c: m.mark_conclusion_outdated(c, req))
 
 
@@ -243,7 +295,9 @@ def export(
 
 @app.command("import")
 def import_(
-    source: Annotated[Path, typer.Argument(help="A file written by `mentis export`.", exists=True, dir_okay=False)],
+    source: Annotated[
+        Path, typer.Argument(help="A file written by `mentis export`.", exists=True, dir_okay=False)
+    ],
     db: DbOpt = None,
 ) -> None:
     """Verify an export completely, then add its chains to this store (nothing is written if it fails)."""
@@ -273,8 +327,10 @@ def _print_search(result: SearchResult) -> None:
     for i, t in enumerate(result.tasks, start=1):
         a = t.attempt
         flag = " [yellow](outdated)[/]" if a.correction else ""
-        console.print(f"[bold]{i}. {t.title or t.task_id}[/]  {t.repository} · {t.task_id} · "
-                      f"{t.attempt_count} attempt(s) · score {t.score:.4f}")  # fmt: skip
+        console.print(
+            f"[bold]{i}. {t.title or t.task_id}[/]  {t.repository} · {t.task_id} · "
+            f"{t.attempt_count} attempt(s) · score {t.score:.4f}"
+        )
         console.print(f"   [{_colour(a.status)}]{a.status}[/]{flag} {a.action}", highlight=False)
         console.print(f"   {a.observation[:300]}", highlight=False)
         if a.correction:
@@ -298,8 +354,11 @@ def _print_rows(result: Any) -> None:
 def _print_verify(result: Any) -> None:
     console = Console()
     for c in result.chains:
-        console.print(f"[green]ok[/] {c.chain}: {c.entries} entries, head seq {c.head_seq}, "
-                      f"{c.bodies_erased} bodies erased", highlight=False)  # fmt: skip
+        console.print(
+            f"[green]ok[/] {c.chain}: {c.entries} entries, head seq {c.head_seq}, "
+            f"{c.bodies_erased} bodies erased",
+            highlight=False,
+        )
     console.print(f"{len(result.chains)} chain(s) verified")
 
 

@@ -99,16 +99,15 @@ class MissingExtra(MentisError):
 
     def __init__(self, module: str, extra: str) -> None:
         super().__init__(
-            f"the optional dependency {module!r} is not installed; "
-            f"run: pip install 'mentis[{extra}]'"
+            f"the optional dependency {module!r} is not installed; run: pip install 'mentis[{extra}]'"
         )
         self.module = module
         self.extra = extra
 
 
 __all__ = [
-    "Conflict",
     "ConfigError",
+    "Conflict",
     "EmbeddingError",
     "Forbidden",
     "IntegrityError",

@@ -125,7 +125,9 @@ class Memory:
     def _owned_attempt(self, caller: Caller, repository: str, attempt_id: str) -> None:
         found = self.store.find_attempt(attempt_id)
         if found is None or found[0] != repository or not caller.sees(found[0]):
-            raise NotFound(f"no attempt {attempt_id} in repository {repository}; search or recall to find its id")
+            raise NotFound(
+                f"no attempt {attempt_id} in repository {repository}; search or recall to find its id"
+            )
 
     # ------------------------------------------------------------ record_attempt
 
@@ -227,17 +229,31 @@ class Memory:
         )
 
     HISTORY_COLUMNS = (
-        "attempt_id", "created_at", "agent_id", "status", "action", "observation", "inference",
-        "files", "commit", "branch", "check_command", "check_exit_code", "check_output", "tags",
+        "attempt_id",
+        "created_at",
+        "agent_id",
+        "status",
+        "action",
+        "observation",
+        "inference",
+        "files",
+        "commit",
+        "branch",
+        "check_command",
+        "check_exit_code",
+        "check_output",
+        "tags",
         "corrections",
-    )  # fmt: skip
+    )
 
     def _history(self, caller: Caller, repository: str, task_id: str) -> RecallResult:
         if not caller.sees(repository):
             raise Forbidden(f"this caller may not read repository {repository!r}")
         attempts = self.store.task_history(repository, task_id)
         if not attempts:
-            raise NotFound(f"no task {task_id!r} in repository {repository!r} (or all its attempts were forgotten)")
+            raise NotFound(
+                f"no task {task_id!r} in repository {repository!r} (or all its attempts were forgotten)"
+            )
         rows: list[list[Any]] = []
         size = 2
         truncated, reason = False, None
@@ -245,18 +261,32 @@ class Memory:
             b = a.body
             ctx, check = b.get("code_context") or {}, b.get("check") or {}
             row = [
-                b["attempt_id"], b["created_at"], b["agent_id"], check.get("status", "unverified"),
-                b["action"], b["observation"], b.get("inference"), b.get("files", []),
-                ctx.get("commit"), ctx.get("branch"), check.get("command"), check.get("exit_code"),
-                check.get("output"), b.get("tags", []), [_correction(c).model_dump() for c in a.corrections],
-            ]  # fmt: skip
+                b["attempt_id"],
+                b["created_at"],
+                b["agent_id"],
+                check.get("status", "unverified"),
+                b["action"],
+                b["observation"],
+                b.get("inference"),
+                b.get("files", []),
+                ctx.get("commit"),
+                ctx.get("branch"),
+                check.get("command"),
+                check.get("exit_code"),
+                check.get("output"),
+                b.get("tags", []),
+                [_correction(c).model_dump() for c in a.corrections],
+            ]
             size += len(orjson.dumps(row)) + 1
             if size > RECALL_MAX_BYTES:
                 truncated, reason = True, f"more than {RECALL_MAX_BYTES:,} bytes"
                 break
             rows.append(row)
         return RecallResult(
-            columns=list(self.HISTORY_COLUMNS), rows=rows, truncated=truncated, truncation_reason=reason
+            columns=list(self.HISTORY_COLUMNS),
+            rows=rows,
+            truncated=truncated,
+            truncation_reason=reason,
         )
 
     # ------------------------------------------------------------ corrections and forgetting
@@ -278,14 +308,22 @@ class Memory:
             req.repository, str(uuid.uuid4()), at, caller.agent_id, body
         )
         return MarkOutdatedResult(
-            attempt_id=req.attempt_id, correction=_correction(body), corrections_count=count, ledger=_ref(entry)
+            attempt_id=req.attempt_id,
+            correction=_correction(body),
+            corrections_count=count,
+            ledger=_ref(entry),
         )
 
     def forget_attempt(self, caller: Caller, req: ForgetInput) -> ForgetResult:
         self._may_write(caller, req.repository)
         self._owned_attempt(caller, req.repository, req.attempt_id)
         entry = self.store.forget_attempt(
-            req.repository, str(uuid.uuid4()), now_iso(), caller.agent_id, req.attempt_id, req.reason
+            req.repository,
+            str(uuid.uuid4()),
+            now_iso(),
+            caller.agent_id,
+            req.attempt_id,
+            req.reason,
         )
         return ForgetResult(forgotten=True, attempt_id=req.attempt_id, ledger=_ref(entry))
 
@@ -315,8 +353,13 @@ class Memory:
         heads: dict[str, list[Any]] = {}
         for e, _ in items:
             heads[e.chain] = [e.seq, e.hash]
-        header = {"format": EXPORT_FORMAT, "version": 1, "exported_at": now_iso(), "heads": heads,
-                  "embed_model": self.embedder.model_id}  # fmt: skip
+        header = {
+            "format": EXPORT_FORMAT,
+            "version": 1,
+            "exported_at": now_iso(),
+            "heads": heads,
+            "embed_model": self.embedder.model_id,
+        }
         out.write(orjson.dumps(header) + b"\n")
         for e, body in items:
             line = {"entry": e.to_json(), "body": None if body is None else orjson.loads(body)}
@@ -340,7 +383,9 @@ class Memory:
         return self.store.verify()
 
 
-def read_export(lines: Iterable[bytes]) -> tuple[list[tuple[Entry, bytes | None]], dict[str, tuple[int, str]]]:
+def read_export(
+    lines: Iterable[bytes],
+) -> tuple[list[tuple[Entry, bytes | None]], dict[str, tuple[int, str]]]:
     """Parse an export (header line, then one entry per line) without trusting it."""
     it: Iterator[bytes] = iter(lines)
     try:
@@ -376,7 +421,10 @@ def _ref(entry: Entry) -> LedgerRef:
 
 def _correction(body: dict[str, Any]) -> CorrectionOut:
     return CorrectionOut(
-        reason=body["reason"], latest_commit=body.get("latest_commit"), at=body["at"], agent_id=body["agent_id"]
+        reason=body["reason"],
+        latest_commit=body.get("latest_commit"),
+        at=body["at"],
+        agent_id=body["agent_id"],
     )
 
 

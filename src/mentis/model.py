@@ -38,9 +38,7 @@ def _checked_text(value: str, *, max_bytes: int | None = None) -> str:
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError as exc:
-        raise ValueError(
-            f"is not valid UTF-8 text (lone surrogate at character {exc.start})"
-        ) from None
+        raise ValueError(f"is not valid UTF-8 text (lone surrogate at character {exc.start})") from None
     if "\x00" in value:
         raise ValueError("contains a NUL character")
     if max_bytes is not None and size > max_bytes:
@@ -73,13 +71,9 @@ def _git_sha(value: str) -> str:
     return value.lower()
 
 
-Identifier = Annotated[
-    str, Field(min_length=1, max_length=MAX_ID_CHARS), AfterValidator(_identifier)
-]
+Identifier = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS), AfterValidator(_identifier)]
 Text = Annotated[str, Field(max_length=MAX_TEXT_BYTES), AfterValidator(_text)]
-NonEmptyText = Annotated[
-    str, Field(min_length=1, max_length=MAX_TEXT_BYTES), AfterValidator(_text)
-]
+NonEmptyText = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_BYTES), AfterValidator(_text)]
 Title = Annotated[str, Field(max_length=MAX_TITLE_CHARS), AfterValidator(_plain)]
 Command = Annotated[str, Field(min_length=1, max_length=MAX_COMMAND_CHARS), AfterValidator(_plain)]
 FilePath = Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS), AfterValidator(_identifier)]
@@ -99,7 +93,7 @@ Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS), AfterVal
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 # ---------------------------------------------------------------- records
@@ -161,9 +155,7 @@ SqlText = Annotated[str, Field(min_length=1, max_length=MAX_SQL_CHARS), AfterVal
 
 class RecallInput(Strict):
     sql: SqlText | None = None
-    params: Annotated[dict[Identifier, str | int | float | bool | None], Field(max_length=100)] | None = (
-        None
-    )
+    params: Annotated[dict[Identifier, str | int | float | bool | None], Field(max_length=100)] | None = None
     repository: Identifier | None = None
     task_id: Identifier | None = None
 

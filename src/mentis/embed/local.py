@@ -249,9 +249,7 @@ class LocalEmbedder:
         except EmbeddingError:
             raise
         except Exception as exc:
-            raise EmbeddingError(
-                f"could not load the local embedding model {MODEL_ID}: {exc}"
-            ) from exc
+            raise EmbeddingError(f"could not load the local embedding model {MODEL_ID}: {exc}") from exc
         logger.info("loaded %s from %s in %.2fs", MODEL_ID, path, time.perf_counter() - started)
         return cls(session, tokenizer)
 

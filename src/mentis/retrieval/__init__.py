@@ -21,15 +21,16 @@ MAX_ATTEMPTS_PER_TASK = 5
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 # Words too common to carry meaning in a problem description. Removing them keeps FTS5 from
 # scoring nearly every row for a long query; BM25 would give them ~0 weight anyway.
-STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before being
-    below between both but by can could did do does doing down during each few for from further
-    had has have having he her here hers herself him himself his how i if in into is it its itself
-    just me more most my myself no nor not now of off on once only or other our ours ourselves out
-    over own same she should so some such than that the their theirs them themselves then there
-    these they this those through to too under until up very was we were what when where which
-    while who whom why will with would you your yours yourself yourselves""".split()
-)
+_STOPWORDS_TEXT = """
+a about above after again against all am an and any are as at be because been before being below
+between both but by can could did do does doing down during each few for from further had has have
+having he her here hers herself him himself his how i if in into is it its itself just me more most
+my myself no nor not now of off on once only or other our ours ourselves out over own same she
+should so some such than that the their theirs them themselves then there these they this those
+through to too under until up very was we were what when where which while who whom why will with
+would you your yours yourself yourselves
+"""
+STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
 MAX_QUERY_TERMS = 64
 
 
@@ -94,9 +95,7 @@ class TaskHit:
         return self.attempts[0].fused
 
 
-def group_tasks(
-    ranked: Sequence[Scored], keys: dict[int, tuple[str, str]], limit: int
-) -> list[TaskHit]:
+def group_tasks(ranked: Sequence[Scored], keys: dict[int, tuple[str, str]], limit: int) -> list[TaskHit]:
     """Group attempts by (repository, task_id), best task first, ≤ 5 attempts each."""
     tasks: dict[tuple[str, str], TaskHit] = {}
     for s in ranked:

@@ -47,7 +47,8 @@ class SqlResult:
     truncation_reason: str | None
 
 
-Embed = Callable[[Sequence[str]], np.ndarray]
+Embed = Callable[[Sequence[dict[str, Any]]], np.ndarray]
+"""Embeds attempt bodies (the service decides which text of a body is embedded)."""
 
 
 class Store(Protocol):
@@ -57,12 +58,27 @@ class Store(Protocol):
     def get_meta(self, key: str) -> str | None: ...
     def set_meta(self, key: str, value: str) -> None: ...
 
-    def append_attempt(self, chain: str, attempt_id: str, at: str, agent: str,
-                       body: dict[str, Any], vector: np.ndarray) -> Entry: ...
-    def append_correction(self, chain: str, correction_id: str, at: str, agent: str,
-                          body: dict[str, Any]) -> tuple[Entry, int]: ...
-    def forget_attempt(self, chain: str, tombstone_id: str, at: str, agent: str,
-                       attempt_id: str, reason: str | None) -> Entry: ...
+    def append_attempt(
+        self,
+        chain: str,
+        attempt_id: str,
+        at: str,
+        agent: str,
+        body: dict[str, Any],
+        vector: np.ndarray,
+    ) -> Entry: ...
+    def append_correction(
+        self, chain: str, correction_id: str, at: str, agent: str, body: dict[str, Any]
+    ) -> tuple[Entry, int]: ...
+    def forget_attempt(
+        self,
+        chain: str,
+        tombstone_id: str,
+        at: str,
+        agent: str,
+        attempt_id: str,
+        reason: str | None,
+    ) -> Entry: ...
 
     def attempt_state(self, attempt_id: str) -> tuple[str, bool] | None: ...
     def lexical(self, match: str, repository: str | None, limit: int) -> list[Candidate]: ...
@@ -70,8 +86,15 @@ class Store(Protocol):
     def load_attempts(self, rowids: Sequence[int]) -> dict[int, StoredAttempt]: ...
     def task_info(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[str | None, int]]: ...
     def task_history(self, repository: str, task_id: str) -> list[StoredAttempt]: ...
-    def run_sql(self, sql: str, params: dict[str, Any] | None, *, max_rows: int,
-                max_bytes: int, timeout_s: float) -> SqlResult: ...
+    def run_sql(
+        self,
+        sql: str,
+        params: dict[str, Any] | None,
+        *,
+        max_rows: int,
+        max_bytes: int,
+        timeout_s: float,
+    ) -> SqlResult: ...
 
     def iter_ledger(self) -> Iterator[tuple[Entry, bytes | None]]: ...
     def import_ledger(self, items: Sequence[tuple[Entry, bytes | None]], embed: Embed) -> int: ...

@@ -74,7 +74,14 @@ CREATE VIRTUAL TABLE IF NOT EXISTS attempt_fts USING fts5(
 CREATE TABLE IF NOT EXISTS vectors(
     rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, vec BLOB NOT NULL);
 """
-_DERIVED_TABLES = ("attempt_idx", "correction_idx", "task_idx", "forgotten", "attempt_fts", "vectors")
+_DERIVED_TABLES = (
+    "attempt_idx",
+    "correction_idx",
+    "task_idx",
+    "forgotten",
+    "attempt_fts",
+    "vectors",
+)
 
 _ENTRY_COLS = "e.v, e.chain, e.seq, e.kind, e.id, e.at, e.agent, e.prev, e.body_hash, e.key_id, e.sig, e.hash"
 
@@ -127,6 +134,17 @@ FROM main.task_idx t LEFT JOIN main.bodies tb ON tb.rowid = t.title_rowid
 WHERE mentis_visible(t.repository);
 """
 VIEW_NAMES = frozenset({"attempts", "corrections", "tasks"})
+_SYSTEM = frozenset(
+    {
+        "sqlite_master",
+        "sqlite_schema",
+        "sqlite_temp_master",
+        "sqlite_temp_schema",
+        "sqlite_sequence",
+        "sqlite_stat1",
+        "sqlite_stat4",
+    }
+)
 _DENIED_FUNCTIONS = frozenset({"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"})
 
 
@@ -154,13 +172,17 @@ class SqliteStore:
         self.dim = dim
         self._lock = threading.RLock()
         self._ro: sqlite3.Connection | None = None
+        self._authorizer = _Authorizer()
         self._index = VectorIndex(dim)
         self._index_count = 0
         self._index_stale = True
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         with self._translate("open"):
             self._conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+                self.path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=BUSY_TIMEOUT_MS / 1000,
             )
             self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
@@ -175,7 +197,8 @@ class SqliteStore:
                 found = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
                 if found is None:
                     conn.execute(
-                        "INSERT INTO meta(key, value) VALUES('schema_version', ?)", (str(SCHEMA_VERSION),)
+                        "INSERT INTO meta(key, value) VALUES('schema_version', ?)",
+                        (str(SCHEMA_VERSION),),
                     )
                 elif int(found[0]) > SCHEMA_VERSION:
                     raise StoreError(
@@ -268,7 +291,14 @@ class SqliteStore:
     # ------------------------------------------------------------ writes
 
     def _append(
-        self, conn: sqlite3.Connection, chain: str, kind: str, id_: str, at: str, agent: str, body: bytes
+        self,
+        conn: sqlite3.Connection,
+        chain: str,
+        kind: str,
+        id_: str,
+        at: str,
+        agent: str,
+        body: bytes,
     ) -> tuple[int, Entry]:
         head = conn.execute("SELECT seq, hash FROM heads WHERE chain=?", (chain,)).fetchone()
         seq, prev = (0, "") if head is None else (head[0] + 1, head[1])
@@ -280,7 +310,20 @@ class SqliteStore:
         cur = conn.execute(
             "INSERT INTO entries(v, chain, seq, kind, id, at, agent, prev, body_hash, key_id, sig, hash) "
             "VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
-            (e.v, e.chain, e.seq, e.kind, e.id, e.at, e.agent, e.prev, e.body_hash, e.key_id, e.sig, e.hash),
+            (
+                e.v,
+                e.chain,
+                e.seq,
+                e.kind,
+                e.id,
+                e.at,
+                e.agent,
+                e.prev,
+                e.body_hash,
+                e.key_id,
+                e.sig,
+                e.hash,
+            ),
         )
         rowid = int(cur.lastrowid or 0)
         if body is not None:
@@ -289,7 +332,13 @@ class SqliteStore:
         return rowid
 
     def append_attempt(
-        self, chain: str, attempt_id: str, at: str, agent: str, body: dict[str, Any], vector: np.ndarray
+        self,
+        chain: str,
+        attempt_id: str,
+        at: str,
+        agent: str,
+        body: dict[str, Any],
+        vector: np.ndarray,
     ) -> Entry:
         raw = canonical(body)
         with self._write() as conn:
@@ -304,14 +353,23 @@ class SqliteStore:
         with self._write() as conn:
             attempt_rowid = self._live_attempt_rowid(conn, chain, body["attempt_id"])
             rowid, entry = self._append(conn, chain, "correction", correction_id, at, agent, raw)
-            conn.execute("INSERT INTO correction_idx(rowid, attempt_rowid) VALUES(?,?)", (rowid, attempt_rowid))
+            conn.execute(
+                "INSERT INTO correction_idx(rowid, attempt_rowid) VALUES(?,?)",
+                (rowid, attempt_rowid),
+            )
             count = conn.execute(
                 "SELECT count(*) FROM correction_idx WHERE attempt_rowid=?", (attempt_rowid,)
             ).fetchone()[0]
         return entry, int(count)
 
     def forget_attempt(
-        self, chain: str, tombstone_id: str, at: str, agent: str, attempt_id: str, reason: str | None
+        self,
+        chain: str,
+        tombstone_id: str,
+        at: str,
+        agent: str,
+        attempt_id: str,
+        reason: str | None,
     ) -> Entry:
         with self._write() as conn:
             rowid = self._live_attempt_rowid(conn, chain, attempt_id)
@@ -395,7 +453,9 @@ class SqliteStore:
                 "tags) VALUES('delete',?,?,?,?,?,?,?)",
                 (rowid, *_fts_fields(body)),
             )
-        corr = [r for (r,) in conn.execute("SELECT rowid FROM correction_idx WHERE attempt_rowid=?", (rowid,))]
+        corr = [
+            r for (r,) in conn.execute("SELECT rowid FROM correction_idx WHERE attempt_rowid=?", (rowid,))
+        ]
         for r in [rowid, *corr]:
             conn.execute("DELETE FROM bodies WHERE rowid=?", (r,))
         conn.execute("DELETE FROM correction_idx WHERE attempt_rowid=?", (rowid,))
@@ -420,7 +480,8 @@ class SqliteStore:
             (repo, task_id),
         ).fetchone()[0]
         conn.execute(
-            "UPDATE task_idx SET title_rowid=? WHERE repository=? AND task_id=?", (titled, repo, task_id)
+            "UPDATE task_idx SET title_rowid=? WHERE repository=? AND task_id=?",
+            (titled, repo, task_id),
         )
 
     # ------------------------------------------------------------ reads
@@ -472,7 +533,8 @@ class SqliteStore:
                     self._index.clear()
                     start = 0
                 rows = self._conn.execute(
-                    "SELECT rowid, repository, vec FROM vectors WHERE rowid > ? ORDER BY rowid", (start,)
+                    "SELECT rowid, repository, vec FROM vectors WHERE rowid > ? ORDER BY rowid",
+                    (start,),
                 ).fetchall()
                 if rows:
                     matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
@@ -480,7 +542,9 @@ class SqliteStore:
                 if len(self._index) != count:
                     # A forget removed rows below our high-water mark: reload from scratch.
                     self._index.clear()
-                    rows = self._conn.execute("SELECT rowid, repository, vec FROM vectors ORDER BY rowid").fetchall()
+                    rows = self._conn.execute(
+                        "SELECT rowid, repository, vec FROM vectors ORDER BY rowid"
+                    ).fetchall()
                     if rows:
                         matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
                         self._index.add(
@@ -492,7 +556,9 @@ class SqliteStore:
             self._data_version = version
             self._index_stale = False
 
-    def _load(self, conn: sqlite3.Connection, rowids: Sequence[int], kind: str) -> dict[int, tuple[Entry, dict[str, Any]]]:
+    def _load(
+        self, conn: sqlite3.Connection, rowids: Sequence[int], kind: str
+    ) -> dict[int, tuple[Entry, dict[str, Any]]]:
         """Entries and parsed bodies for ``rowids``, each body checked against its entry's hash."""
         out: dict[int, tuple[Entry, dict[str, Any]]] = {}
         for start in range(0, len(rowids), 500):
@@ -505,8 +571,18 @@ class SqliteStore:
             ):
                 rowid, raw = row[0], row[-1]
                 e = Entry(
-                    v=row[1], chain=row[2], seq=row[3], kind=row[4], id=row[5], at=row[6], agent=row[7],
-                    prev=row[8], body_hash=row[9], key_id=row[10], sig=row[11], hash=row[12],
+                    v=row[1],
+                    chain=row[2],
+                    seq=row[3],
+                    kind=row[4],
+                    id=row[5],
+                    at=row[6],
+                    agent=row[7],
+                    prev=row[8],
+                    body_hash=row[9],
+                    key_id=row[10],
+                    sig=row[11],
+                    hash=row[12],
                 )
                 if entry_hash(e.document()) != e.hash or sha256_hex(raw) != e.body_hash or e.kind != kind:
                     raise IntegrityError(
@@ -550,10 +626,14 @@ class SqliteStore:
     def find_attempt(self, attempt_id: str) -> tuple[str, bool] | None:
         """(repository, forgotten) for an attempt id, or None when unknown."""
         with self._read() as conn:
-            row = conn.execute("SELECT repository FROM attempt_idx WHERE attempt_id=?", (attempt_id,)).fetchone()
+            row = conn.execute(
+                "SELECT repository FROM attempt_idx WHERE attempt_id=?", (attempt_id,)
+            ).fetchone()
             if row is not None:
                 return str(row[0]), False
-            row = conn.execute("SELECT repository FROM forgotten WHERE attempt_id=?", (attempt_id,)).fetchone()
+            row = conn.execute(
+                "SELECT repository FROM forgotten WHERE attempt_id=?", (attempt_id,)
+            ).fetchone()
             return None if row is None else (str(row[0]), True)
 
     def task_info(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[str | None, int]]:
@@ -563,8 +643,9 @@ class SqliteStore:
             title_rows: dict[int, tuple[str, str]] = {}
             for repo, task in keys:
                 row = conn.execute(
-                    "SELECT title_rowid, (SELECT count(*) FROM attempt_idx a WHERE a.repository = t.repository "
-                    "AND a.task_id = t.task_id) FROM task_idx t WHERE repository=? AND task_id=?",
+                    "SELECT title_rowid, (SELECT count(*) FROM attempt_idx a "
+                    "WHERE a.repository = t.repository AND a.task_id = t.task_id) "
+                    "FROM task_idx t WHERE repository=? AND task_id=?",
                     (repo, task),
                 ).fetchone()
                 if row is None:
@@ -608,6 +689,7 @@ class SqliteStore:
             conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 2_000)
             try:
                 try:
+                    self._authorizer.reset()
                     cur = conn.execute(sql, params or {})
                     columns = [d[0] for d in cur.description or ()]
                     rows: list[list[Any]] = []
@@ -649,7 +731,9 @@ class SqliteStore:
             ro.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             ro.create_function("mentis_visible", 1, lambda repo: 1)
             ro.executescript(_VIEWS)
-            ro.set_authorizer(_authorize)
+            tables = frozenset(n for (n,) in ro.execute("SELECT name FROM main.sqlite_master")) | _SYSTEM
+            self._authorizer = _Authorizer(tables)
+            ro.set_authorizer(self._authorizer)
             self._ro = ro
         return self._ro
 
@@ -664,8 +748,18 @@ class SqliteStore:
         for r in rows:
             yield (
                 Entry(
-                    v=r[0], chain=r[1], seq=r[2], kind=r[3], id=r[4], at=r[5], agent=r[6], prev=r[7],
-                    body_hash=r[8], key_id=r[9], sig=r[10], hash=r[11],
+                    v=r[0],
+                    chain=r[1],
+                    seq=r[2],
+                    kind=r[3],
+                    id=r[4],
+                    at=r[5],
+                    agent=r[6],
+                    prev=r[7],
+                    body_hash=r[8],
+                    key_id=r[9],
+                    sig=r[10],
+                    hash=r[11],
                 ),
                 r[12],
             )
@@ -697,8 +791,18 @@ class SqliteStore:
                 (
                     r[0],
                     Entry(
-                        v=r[1], chain=r[2], seq=r[3], kind=r[4], id=r[5], at=r[6], agent=r[7], prev=r[8],
-                        body_hash=r[9], key_id=r[10], sig=r[11], hash=r[12],
+                        v=r[1],
+                        chain=r[2],
+                        seq=r[3],
+                        kind=r[4],
+                        id=r[5],
+                        at=r[6],
+                        agent=r[7],
+                        prev=r[8],
+                        body_hash=r[9],
+                        key_id=r[10],
+                        sig=r[11],
+                        hash=r[12],
                     ),
                     r[13],
                 )
@@ -744,26 +848,49 @@ class SqliteStore:
                 ).fetchone()
                 if arow is not None:
                     conn.execute(
-                        "INSERT INTO correction_idx(rowid, attempt_rowid) VALUES(?,?)", (rowid, arow[0])
+                        "INSERT INTO correction_idx(rowid, attempt_rowid) VALUES(?,?)",
+                        (rowid, arow[0]),
                     )
             elif entry.kind == "forget":
                 self._derive_forget(conn, rowid, body)
         flush()
 
 
-def _authorize(action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None) -> int:
-    """Allow SELECT over the documented views only (reads inside a view are the view's)."""
-    if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE):
-        return sqlite3.SQLITE_OK
-    if action == sqlite3.SQLITE_READ:
-        if source in VIEW_NAMES or (db == "temp" and arg1 in VIEW_NAMES):
+class _Authorizer:
+    """Allow SELECT over the documented views only.
+
+    Reads inside a view are the view's. SQLite also reports a column-less read of a base table
+    at top level when it flattens ``count(*)`` over a view; that is allowed only for a table the
+    same statement already read through one of our views, so ``count(*)`` on an internal table
+    stays refused. ``reset`` runs before each statement is prepared.
+    """
+
+    def __init__(self, tables: frozenset[str] = frozenset()) -> None:
+        self.tables = tables
+        self.via_view: set[str] = set()
+
+    def reset(self) -> None:
+        self.via_view.clear()
+
+    def __call__(
+        self, action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None
+    ) -> int:
+        if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE):
             return sqlite3.SQLITE_OK
-        if arg1 is None and arg2 == "":  # e.g. count(*) on a view's subquery
-            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_READ:
+            if source in VIEW_NAMES:
+                self.via_view.add(str(arg1))
+                return sqlite3.SQLITE_OK
+            if db == "temp" and arg1 in VIEW_NAMES:
+                return sqlite3.SQLITE_OK
+            if db is None and arg1 not in self.tables:  # a CTE the statement defines
+                return sqlite3.SQLITE_OK
+            if arg2 == "" and arg1 in self.via_view:
+                return sqlite3.SQLITE_OK
+            return sqlite3.SQLITE_DENY
+        if action == sqlite3.SQLITE_FUNCTION:
+            return sqlite3.SQLITE_DENY if (arg2 or "").lower() in _DENIED_FUNCTIONS else sqlite3.SQLITE_OK
         return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_FUNCTION:
-        return sqlite3.SQLITE_DENY if (arg2 or "").lower() in _DENIED_FUNCTIONS else sqlite3.SQLITE_OK
-    return sqlite3.SQLITE_DENY
 
 
 def _jsonable(value: Any) -> Any:
@@ -776,7 +903,7 @@ def _store_error(what: str, path: str, exc: sqlite3.DatabaseError) -> StoreError
     text = str(exc)
     if isinstance(exc, sqlite3.OperationalError) and "locked" in text:
         return StoreError(f"{what} failed: {path} stayed locked past {BUSY_TIMEOUT_MS // 1000} s: {text}")
-    if "malformed" in text or isinstance(exc, sqlite3.DatabaseError) and "not a database" in text:
+    if "malformed" in text or (isinstance(exc, sqlite3.DatabaseError) and "not a database" in text):
         return StoreError(f"{what} failed: {path} is damaged ({text}); restore it from a backup or export")
     if "disk" in text or "full" in text:
         return StoreError(f"{what} failed: {path}: {text}; free some disk space")

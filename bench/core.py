@@ -1,0 +1,819 @@
+"""Core latency benchmark for the SQLite store: record_attempt, search, open + verify.
+
+    .venv/bin/python bench/core.py [--sizes 1000,10000,100000] [--repeats 3]
+                                   [--out bench/results/core-sqlite.json] [--profile]
+
+For each size a fresh SQLite file is filled in bulk (the store's own ledger + derivation code,
+``seal``/``canonical`` and ``_derive_attempt``, many attempts per transaction, random unit
+vectors instead of the model: the real model embeds ~220 texts/s, 100k would take ~8 min).
+On top of that file the real path is measured through ``Memory`` with the real local model.
+See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import io
+import os
+import platform
+import pstats
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+import mentis.retrieval as retrieval_mod
+from mentis.embed.local import DIM, MODEL_ID, LocalEmbedder
+from mentis.ledger import canonical, verify_rows
+from mentis.memory import Caller, Memory
+from mentis.model import Check, CodeContext, RecordAttemptInput, SearchInput
+from mentis.store import sqlite as sqlite_mod
+from mentis.store.sqlite import SqliteStore
+
+TARGETS = {
+    "search_p50_ms": 25.0,  # at 100k, including query embedding
+    "record_p50_ms": 15.0,
+    "verify_entries_per_s": 300_000.0,
+}
+FILL_BATCH = 2_000
+SEED = 20240601
+
+# ---------------------------------------------------------------- synthetic corpus
+
+STOP = (
+    "the a an and or but to of in on for with at by from is was are were be been it this that "
+    "these when then after before so because not no only also still again which while into"
+).split()
+
+CONTENT = """
+error exception traceback failed failure passed test tests pytest unittest fixture mock patch
+assert assertion timeout retry backoff deadlock race condition lock mutex thread async await
+coroutine event loop future callback promise queue worker pool scheduler cron job task batch
+stream buffer socket connection pool handshake tls certificate proxy dns request response header
+cookie session token auth oauth jwt login logout permission role scope middleware router handler
+endpoint route controller view template render component state props hook reducer store redux
+cache redis memcached eviction ttl invalidation key value hash index btree query join migration
+schema table column row primary foreign constraint transaction commit rollback savepoint isolation
+postgres mysql sqlite orm model serializer validator pydantic dataclass typing annotation generic
+protocol interface abstract inheritance mixin decorator closure lambda iterator generator
+comprehension slice tuple dict list set frozenset bytes string unicode encoding utf8 decode json
+yaml toml config settings environment variable secret dotenv flag option argument parser cli
+command subprocess shell pipe signal sigterm exit code stdout stderr logging logger level debug
+info warning trace span metric prometheus grafana alert dashboard latency throughput memory leak
+heap stack overflow recursion segfault core dump profiler flamegraph benchmark regression
+performance optimize vectorize numpy pandas dataframe array matrix tensor gpu cuda kernel batch
+gradient loss optimizer learning rate epoch checkpoint dataset loader tokenizer embedding
+vector similarity cosine search ranking bm25 index shard replica cluster node kubernetes pod
+deployment service ingress helm chart docker image container volume mount registry build
+dockerfile layer cache ci pipeline github actions workflow runner artifact release tag version
+semver dependency lockfile pip poetry npm yarn webpack vite bundle minify typescript javascript
+python rust golang java kotlin compile linker symbol undefined import module package namespace
+circular relative absolute path file directory permission denied read write append truncate
+rename delete glob watch inotify filesystem disk quota full inode symlink windows linux macos
+unicode locale timezone utc datetime timestamp parse format iso offset daylight leap calendar
+http grpc websocket rest graphql pagination cursor offset limit filter sort order group
+aggregate count sum average percentile histogram sample random seed deterministic flaky
+intermittent reproduce bisect blame revert cherry pick rebase merge conflict branch main
+upstream fork pull review approve comment lint ruff mypy flake8 black format style warning
+deprecation upgrade downgrade pin compatible breaking change api client sdk wrapper adapter
+plugin extension hookspec entrypoint registry factory singleton dependency injection container
+""".split()
+
+TAGS = (
+    "bug flaky perf regression security refactor feature docs ci build deps typing db cache "
+    "network auth api cli ui migration infra test hotfix windows async memory"
+).split()
+
+REPOS = (
+    "acme/api", "acme/web", "acme/infra", "oss/parser", "oss/cli", "tools/build",
+    "data/pipeline", "ml/train",
+)  # fmt: skip
+REPO_WEIGHTS = np.array([30, 20, 12, 10, 8, 8, 7, 5], dtype=float)
+AGENTS = ("claude-code", "codex", "cursor-agent", "aider", "devin")
+DIRS = ("src", "lib", "app", "tests", "scripts", "pkg")
+EXTS = (".py", ".ts", ".rs", ".go", ".py", ".py", ".tsx", ".sql", ".toml")
+
+
+class Corpus:
+    """Zipf-distributed words from a technical vocabulary, so queries have real matches."""
+
+    def __init__(self, seed: int, stream: int = 0) -> None:
+        """``seed`` fixes the vocabulary and files; ``stream`` the texts drawn from them."""
+        self.rng = np.random.default_rng(seed)
+        words = list(dict.fromkeys(CONTENT))
+        # Identifiers made of vocabulary words (snake_case and CamelCase), as code talk has.
+        extra = set()
+        while len(extra) < 1_500:
+            a, b = self.rng.choice(len(words), 2, replace=False)
+            w1, w2 = words[a], words[b]
+            extra.add(f"{w1}_{w2}" if self.rng.random() < 0.6 else w1.capitalize() + w2.capitalize())
+        vocab = words + sorted(extra)
+        order = self.rng.permutation(len(vocab))
+        self.vocab = np.array([vocab[i] for i in order], dtype=object)
+        ranks = np.arange(1, len(self.vocab) + 1, dtype=float)
+        p = 1.0 / ranks**1.05
+        self.cdf = np.cumsum(p / p.sum())
+        self.stop = np.array(STOP, dtype=object)
+        self.files = {
+            repo: [
+                f"{DIRS[self.rng.integers(len(DIRS))]}/{self.word()}/{self.word().lower()}"
+                f"{EXTS[self.rng.integers(len(EXTS))]}"
+                for _ in range(150)
+            ]
+            for repo in REPOS
+        }
+        self.rng = np.random.default_rng([seed, stream])
+
+    def _zipf(self, n: int) -> np.ndarray:
+        idx = np.searchsorted(self.cdf, self.rng.random(n))
+        return self.vocab[np.minimum(idx, len(self.vocab) - 1)]
+
+    def word(self) -> str:
+        return str(self._zipf(1)[0])
+
+    def text(self, n_words: int) -> str:
+        n_stop = int(n_words * 0.3)
+        mixed = np.concatenate([self._zipf(n_words - n_stop), self.rng.choice(self.stop, n_stop)])
+        self.rng.shuffle(mixed)
+        s = " ".join(mixed.tolist())
+        return s[0].upper() + s[1:] + "."
+
+    def hexid(self, n: int = 40) -> str:
+        return self.rng.bytes(n // 2).hex()
+
+
+class Workload:
+    """Generates attempt bodies shaped exactly like ``Memory.record_attempt`` writes them."""
+
+    def __init__(self, corpus: Corpus, n_target: int) -> None:
+        self.c = corpus
+        self.rng = corpus.rng
+        self.n_tasks = max(8, n_target // 4)  # ~4 attempts per task
+        self.task_repo = self.rng.choice(len(REPOS), self.n_tasks, p=REPO_WEIGHTS / REPO_WEIGHTS.sum())
+        self.titles = {}
+        self.clock = datetime(2025, 1, 1, tzinfo=UTC)
+
+    def _task(self) -> tuple[str, str, str]:
+        t = int(self.rng.integers(self.n_tasks))
+        title = self.titles.get(t)
+        if title is None:
+            title = self.titles[t] = self.c.text(int(self.rng.integers(4, 10))).rstrip(".")
+        return REPOS[self.task_repo[t]], f"T-{t:06d}", title
+
+    def fields(self) -> dict[str, Any]:
+        """The caller-supplied fields (what a RecordAttemptInput carries)."""
+        rng, c = self.rng, self.c
+        repo, task_id, title = self._task()
+        files = list(
+            dict.fromkeys(c.files[repo][int(i)] for i in rng.integers(0, 150, rng.integers(1, 5)))
+        )
+        f: dict[str, Any] = {
+            "repository": repo,
+            "task_id": task_id,
+            "action": c.text(int(rng.integers(10, 21))),
+            "files": files,
+            "observation": c.text(int(rng.integers(40, 81))),
+            "tags": sorted({TAGS[int(i)] for i in rng.integers(0, len(TAGS), rng.integers(1, 4))}),
+        }
+        if rng.random() < 0.6:
+            f["task_title"] = title
+        if rng.random() < 0.5:
+            f["inference"] = c.text(int(rng.integers(8, 20)))
+        ctx: dict[str, Any] = {"commit": c.hexid(), "branch": f"feat/{c.word().lower()[:40]}"}
+        if rng.random() < 0.5:
+            ctx["dirty"] = bool(rng.random() < 0.3)
+            ctx["file_hashes"] = {p: c.hexid() for p in files}
+        f["code_context"] = ctx
+        if rng.random() < 0.7:
+            ok = bool(rng.random() < 0.5)
+            f["check"] = {
+                "command": f"pytest tests/test_{c.word().lower()[:30]}.py -q",
+                "status": "passed" if ok else "failed",
+                "exit_code": 0 if ok else 1,
+                "output": c.text(int(rng.integers(5, 30))),
+            }
+        return f
+
+    def body(self) -> tuple[dict[str, Any], str]:
+        """A full attempt body (as Memory builds it) and its created_at."""
+        f = self.fields()
+        self.clock += timedelta(seconds=float(self.rng.integers(1, 600)))
+        at = self.clock.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        body: dict[str, Any] = {
+            "attempt_id": str(uuid.UUID(bytes=self.rng.bytes(16), version=4)),
+            "repository": f["repository"],
+            "task_id": f["task_id"],
+            "agent_id": AGENTS[int(self.rng.integers(len(AGENTS)))],
+            "action": f["action"],
+            "files": f["files"],
+            "observation": f["observation"],
+            "tags": f["tags"],
+            "created_at": at,
+            "session_id": f"s-{self.rng.integers(1 << 30):08x}",
+        }
+        for k in ("task_title", "inference", "code_context", "check"):
+            if k in f:
+                body[k] = f[k]
+        return body, at
+
+    def record_input(self) -> RecordAttemptInput:
+        f = self.fields()
+        return RecordAttemptInput(
+            repository=f["repository"],
+            task_id=f["task_id"],
+            task_title=f.get("task_title"),
+            code_context=CodeContext(**f["code_context"]),
+            action=f["action"],
+            files=f["files"],
+            observation=f["observation"],
+            inference=f.get("inference"),
+            check=Check(**f["check"]) if "check" in f else None,
+            tags=f["tags"],
+        )
+
+    def queries(self, n: int = 50) -> list[SearchInput]:
+        """Varied queries: keywords, questions, pasted errors, file names; some repo-scoped."""
+        rng, c = self.rng, self.c
+        out: list[SearchInput] = []
+        templates = (
+            "why does {a} fail with {b}",
+            "how did we fix the {a} {b} problem",
+            "{a} {b} {c}",
+            "{a} error when {b} {c} in {d}",
+            "flaky {a} test after {b} change",
+            "{a}",
+        )
+        for i in range(n):
+            kind = i % 5
+            if kind == 0:
+                q = c.text(int(rng.integers(2, 4))).rstrip(".")
+            elif kind == 1:
+                t = templates[int(rng.integers(len(templates)))]
+                q = t.format(a=c.word(), b=c.word(), c=c.word(), d=c.word())
+            elif kind == 2:
+                q = c.text(int(rng.integers(6, 12)))
+            elif kind == 3:  # a pasted traceback / log excerpt
+                q = "Traceback: " + c.text(int(rng.integers(20, 40)))
+            else:
+                repo = REPOS[int(rng.integers(len(REPOS)))]
+                q = c.files[repo][int(rng.integers(150))] + " " + c.text(int(rng.integers(3, 7)))
+            repository = REPOS[int(rng.integers(3))] if i % 4 == 3 else None
+            out.append(SearchInput(query=q, repository=repository, limit=10))
+        return out
+
+
+# ---------------------------------------------------------------- embedders
+
+
+class FixedEmbedder:
+    """No embedding cost: a fixed unit vector, under the store's model id (passes every check)."""
+
+    def __init__(self, model_id: str = MODEL_ID, dim: int = DIM) -> None:
+        self.model_id = model_id
+        self.dim = dim
+        self._vec = np.zeros(dim, dtype=np.float32)
+        self._vec[0] = 1.0
+
+    def embed(self, texts: Any) -> np.ndarray:
+        return np.tile(self._vec, (len(texts), 1))
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def pct(samples: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(samples), q)) if samples else float("nan")
+
+
+def summarize(runs: list[list[float]]) -> dict[str, Any]:
+    """Per-run p50/p95 (ms), reported as the median over runs."""
+    p50 = [pct(r, 50) for r in runs]
+    p95 = [pct(r, 95) for r in runs]
+    return {
+        "p50_ms": statistics.median(p50),
+        "p95_ms": statistics.median(p95),
+        "p50_runs_ms": p50,
+        "p95_runs_ms": p95,
+        "n_per_run": len(runs[0]) if runs else 0,
+        "runs": len(runs),
+    }
+
+
+def ms(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1000.0
+
+
+class Timers:
+    """Wraps callables on objects/modules and accumulates their wall time per name."""
+
+    def __init__(self) -> None:
+        self.total: dict[str, float] = {}
+        self._undo: list[Callable[[], None]] = []
+
+    def wrap(self, owner: Any, attr: str, name: str) -> None:
+        original = getattr(owner, attr)
+        had_own = isinstance(owner, type(sys)) or attr in getattr(owner, "__dict__", {})
+
+        def timed(*a: Any, **k: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return original(*a, **k)
+            finally:
+                self.total[name] = self.total.get(name, 0.0) + (time.perf_counter() - t0) * 1000
+
+        setattr(owner, attr, timed)
+        if had_own:
+            self._undo.append(lambda: setattr(owner, attr, original))
+        else:
+            self._undo.append(lambda: delattr(owner, attr))
+
+    def restore(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+
+@contextlib.contextmanager
+def profiled(enabled: bool, label: str, sink: list[str]) -> Iterator[None]:
+    if not enabled:
+        yield
+        return
+    prof = cProfile.Profile()
+    prof.enable()
+    try:
+        yield
+    finally:
+        prof.disable()
+        buf = io.StringIO()
+        st = pstats.Stats(prof, stream=buf).strip_dirs().sort_stats("tottime")
+        st.print_stats(15)
+        sink.append(f"===== {label} (sorted by tottime) =====\n{buf.getvalue()}")
+
+
+# ---------------------------------------------------------------- phases
+
+
+def bulk_fill(path: Path, n: int, seed: int) -> dict[str, Any]:
+    """Fill a fresh store with ``n`` attempts, ``FILL_BATCH`` per transaction, random vectors.
+
+    Uses the store's own append + derivation code (same ledger entries, bodies, FTS rows,
+    vectors and task index as ``append_attempt``), only batching the transactions.
+    """
+    t0 = time.perf_counter()
+    wl = Workload(Corpus(seed), n)
+    rng = np.random.default_rng(seed + 1)
+    store = SqliteStore(path, DIM, verify=False)
+    store.set_meta("embed_model", MODEL_ID)
+    store.set_meta("embed_dim", str(DIM))
+    gen_s = 0.0
+    done = 0
+    while done < n:
+        k = min(FILL_BATCH, n - done)
+        g0 = time.perf_counter()
+        bodies = [wl.body() for _ in range(k)]
+        vecs = rng.standard_normal((k, DIM)).astype(np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        gen_s += time.perf_counter() - g0
+        with store._write() as conn:
+            for (body, at), vec in zip(bodies, vecs, strict=True):
+                raw = canonical(body)
+                rowid, _ = store._append(
+                    conn, body["repository"], "attempt", body["attempt_id"], at, body["agent_id"], raw
+                )
+                store._derive_attempt(conn, rowid, body, vec)
+        done += k
+    store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store.close()
+    total = time.perf_counter() - t0
+    return {
+        "attempts": n,
+        "seconds": total,
+        "generate_seconds": gen_s,
+        "attempts_per_s": n / total,
+        "file_mb": path.stat().st_size / 1e6,
+        "method": f"bulk: store._append + _derive_attempt, {FILL_BATCH}/transaction, random unit vectors",
+    }
+
+
+def measure_search(
+    mem: Memory, caller: Caller, queries: list[SearchInput], repeats: int, prof: bool, sink: list[str]
+) -> dict[str, Any]:
+    # Cold: the first search loads every vector from SQLite into the in-process index.
+    t0 = time.perf_counter()
+    mem.search(caller, queries[0])
+    cold = ms(t0)
+    for q in queries[:5]:
+        mem.search(caller, q)
+    runs = []
+    hits = []
+    for _ in range(repeats):
+        samples = []
+        for q in queries:
+            t0 = time.perf_counter()
+            res = mem.search(caller, q)
+            samples.append(ms(t0))
+            hits.append(len(res.tasks))
+        runs.append(samples)
+    out = summarize(runs)
+    out["cold_first_ms"] = cold
+    out["mean_tasks_returned"] = float(np.mean(hits))
+
+    # Stage breakdown: one more pass with timing wrappers around each step Memory.search takes.
+    timers = Timers()
+    store = mem.store
+    timers.wrap(mem.embedder, "embed", "embed query")
+    timers.wrap(retrieval_mod, "fts_match", "fts_match")
+    timers.wrap(store, "lexical", "lexical (FTS5 bm25)")
+    timers.wrap(store, "_refresh_index", "vector: refresh check")
+    timers.wrap(store._index, "search", "vector: matmul+topk")
+    timers.wrap(retrieval_mod, "fuse", "fuse")
+    timers.wrap(store, "attempt_keys", "attempt_keys")
+    timers.wrap(retrieval_mod, "group_tasks", "group_tasks")
+    timers.wrap(store, "load_attempts", "load_attempts (bodies)")
+    timers.wrap(store, "task_info", "task_info")
+    lex_matches = []
+    t0 = time.perf_counter()
+    try:
+        for q in queries:
+            mem.search(caller, q)
+    finally:
+        timers.restore()
+    total = ms(t0)
+    breakdown = {k: v / len(queries) for k, v in timers.total.items()}
+    breakdown["other (models, python)"] = total / len(queries) - sum(breakdown.values())
+    out["breakdown_mean_ms"] = breakdown
+
+    # How many rows each lexical query touches (bm25 is computed for every matching row).
+    with store._lock:
+        for q in queries:
+            match = retrieval_mod.fts_match(q.query)
+            if match:
+                n = store._conn.execute(
+                    "SELECT count(*) FROM attempt_fts WHERE attempt_fts MATCH ?", (match,)
+                ).fetchone()[0]
+                lex_matches.append(n)
+    out["fts_matching_rows_median"] = float(np.median(lex_matches)) if lex_matches else 0.0
+    out["fts_matching_rows_max"] = int(max(lex_matches)) if lex_matches else 0
+
+    # Raw vector cost on the loaded matrix.
+    idx = store._index
+    qv = mem.embedder.embed([queries[0].query])[0]
+    mat = idx._matrix[: len(idx)]
+    reps = 20
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        scores = mat @ qv
+    matmul = ms(t0) / reps
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        top = np.argpartition(-scores, 199)[:200] if len(scores) > 200 else np.arange(len(scores))
+        top[np.argsort(-scores[top], kind="stable")]
+    topk = ms(t0) / reps
+    out["vector_raw_ms"] = {"matmul": matmul, "argpartition+sort": topk, "rows": int(len(idx))}
+
+    with profiled(prof, "search x len(queries)", sink):
+        if prof:
+            for q in queries:
+                mem.search(caller, q)
+    return out
+
+
+def measure_records(
+    store: SqliteStore,
+    real: LocalEmbedder,
+    wl: Workload,
+    caller: Caller,
+    repeats: int,
+    n_real: int,
+    n_fixed: int,
+    prof: bool,
+    sink: list[str],
+) -> dict[str, Any]:
+    mem_real = Memory(store, real)
+    mem_fixed = Memory(store, FixedEmbedder())
+
+    def run(mem: Memory, n: int) -> list[float]:
+        inputs = [wl.record_input() for _ in range(n)]  # validation is the transport's, not timed
+        samples = []
+        for req in inputs:
+            t0 = time.perf_counter()
+            mem.record_attempt(caller, req)
+            samples.append(ms(t0))
+        return samples
+
+    run(mem_real, 3)  # warm-up
+    out: dict[str, Any] = {}
+    out["real_model"] = summarize([run(mem_real, n_real) for _ in range(repeats)])
+    out["no_embedding"] = summarize([run(mem_fixed, n_fixed) for _ in range(repeats)])
+
+    # Breakdown of a real record.
+    timers = Timers()
+    timers.wrap(real, "embed", "embed attempt text")
+    timers.wrap(store, "append_attempt", "append_attempt (txn + fsync)")
+    inputs = [wl.record_input() for _ in range(n_real)]
+    t0 = time.perf_counter()
+    try:
+        for req in inputs:
+            mem_real.record_attempt(caller, req)
+    finally:
+        timers.restore()
+    total = ms(t0)
+    bd = {k: v / n_real for k, v in timers.total.items()}
+    bd["other (body, uuid, models)"] = total / n_real - sum(bd.values())
+    out["breakdown_real_mean_ms"] = bd
+
+    # Experiment (bench connection only): the same no-embedding record with synchronous=NORMAL,
+    # which in WAL mode skips the fsync at each commit (still durable against app crashes).
+    store._conn.execute("PRAGMA synchronous=NORMAL")
+    try:
+        out["no_embedding_sync_normal"] = summarize([run(mem_fixed, n_fixed) for _ in range(repeats)])
+    finally:
+        store._conn.execute("PRAGMA synchronous=FULL")
+
+    # Raw fsync latency of the temp directory's disk.
+    probe = Path(store.path).with_suffix(".fsync")
+    lat = []
+    with open(probe, "wb") as fh:
+        for _ in range(30):
+            fh.write(b"x" * 4096)
+            fh.flush()
+            t0 = time.perf_counter()
+            os.fsync(fh.fileno())
+            lat.append(ms(t0))
+    probe.unlink()
+    out["disk_fsync_p50_ms"] = pct(lat, 50)
+
+    with profiled(prof, f"record_attempt (real model) x {n_real}", sink):
+        if prof:
+            run(mem_real, n_real)
+    return out
+
+
+def measure_search_after_record(
+    store: SqliteStore, real: LocalEmbedder, wl: Workload, caller: Caller, queries: list[SearchInput]
+) -> dict[str, Any]:
+    """An agent records, then searches: each search first refreshes the stale vector index."""
+    mem_real = Memory(store, real)
+    mem_fixed = Memory(store, FixedEmbedder())
+    samples, refresh = [], []
+    for q in queries[:20]:
+        mem_fixed.record_attempt(caller, wl.record_input())
+        t0 = time.perf_counter()
+        store._refresh_index()
+        refresh.append(ms(t0))
+        mem_fixed.record_attempt(caller, wl.record_input())
+        t0 = time.perf_counter()
+        mem_real.search(caller, q)
+        samples.append(ms(t0))
+    return {"search_p50_ms": pct(samples, 50), "refresh_index_p50_ms": pct(refresh, 50)}
+
+
+def measure_open(path: Path, runs: int, prof: bool, sink: list[str]) -> dict[str, Any]:
+    probe = SqliteStore(path, DIM, verify=False)
+    counts = probe.counts()
+    probe.close()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        s = SqliteStore(path, DIM)
+        times.append(time.perf_counter() - t0)
+        s.close()
+    no_verify = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        s = SqliteStore(path, DIM, verify=False)
+        no_verify.append(time.perf_counter() - t0)
+        s.close()
+    # Split verify into its parts on a plain connection, with the store's own SQL.
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    sql = (
+        f"SELECT {sqlite_mod._ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b "
+        "ON b.rowid = e.rowid ORDER BY e.chain, e.seq"
+    )
+    fetch, hashing, orphan = [], [], []
+    for _ in range(runs):
+        heads = {c: (s_, h) for c, s_, h in conn.execute("SELECT chain, seq, hash FROM heads")}
+        t0 = time.perf_counter()
+        rows = conn.execute(sql).fetchall()
+        fetch.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        verify_rows(rows, heads)
+        hashing.append(time.perf_counter() - t0)
+        del rows
+        t0 = time.perf_counter()
+        conn.execute(
+            "SELECT b.rowid FROM bodies b LEFT JOIN entries e ON e.rowid = b.rowid "
+            "WHERE e.rowid IS NULL LIMIT 1"
+        ).fetchone()
+        orphan.append(time.perf_counter() - t0)
+    conn.close()
+    with profiled(prof, "open + verify", sink):
+        if prof:
+            SqliteStore(path, DIM).close()
+    med = statistics.median(times)
+    return {
+        "entries": counts["entries"],
+        "chains": counts["chains"],
+        "median_s": med,
+        "runs_s": times,
+        "entries_per_s": counts["entries"] / med,
+        "open_without_verify_median_s": statistics.median(no_verify),
+        "verify_parts_median_s": {
+            "fetch rows (SQL join + ORDER BY)": statistics.median(fetch),
+            "verify_rows (hash loop)": statistics.median(hashing),
+            "orphan-body check": statistics.median(orphan),
+        },
+    }
+
+
+# ---------------------------------------------------------------- machine
+
+
+def machine() -> dict[str, Any]:
+    cpu = "unknown"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as fh:
+        for line in fh:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    import onnxruntime
+
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "onnxruntime": onnxruntime.__version__,
+        "sqlite": sqlite3.sqlite_version,
+        "platform": platform.platform(),
+    }
+
+
+# ---------------------------------------------------------------- report
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def print_report(report: dict[str, Any]) -> None:
+    m = report["machine"]
+    print()
+    print(f"machine: {m['cpu']}, {m['cores']} cores; python {m['python']}, numpy {m['numpy']}, "
+          f"onnxruntime {m['onnxruntime']}, sqlite {m['sqlite']}")
+    print("fill: bulk (store's own append/derive code, 2k attempts/txn, random unit vectors); "
+          "record/search measured on top with the real model")
+    print()
+    sizes = [r["size"] for r in report["sizes"]]
+    w = 14
+    hdr = f"{'metric':<44}" + "".join(f"{s:>{w},}" for s in sizes) + "   target"
+    print(hdr)
+    print("-" * len(hdr))
+
+    def row(label: str, get: Callable[[dict[str, Any]], float], fmt: str, target: str = "",
+            ok: Callable[[float], bool] | None = None) -> None:
+        cells = ""
+        for r in report["sizes"]:
+            v = get(r)
+            mark = ""
+            if ok is not None:
+                mark = " ✓" if ok(v) else " ✗"
+            cells += f"{format(v, fmt) + mark:>{w}}"
+        print(f"{label:<44}{cells}   {target}")
+
+    t = TARGETS
+    row("fill seconds (bulk)", lambda r: r["fill"]["seconds"], ".1f")
+    row("search p50 ms (real model, incl. embed)", lambda r: r["search"]["p50_ms"], ".1f",
+        f"<= {t['search_p50_ms']:g} ms @100k", lambda v: v <= t["search_p50_ms"])
+    row("search p95 ms", lambda r: r["search"]["p95_ms"], ".1f")
+    row("search cold first (loads vector index) ms", lambda r: r["search"]["cold_first_ms"], ".1f")
+    row("search right after a record p50 ms", lambda r: r["search_after_record"]["search_p50_ms"],
+        ".1f")
+    row("record p50 ms (real model)", lambda r: r["record"]["real_model"]["p50_ms"], ".1f",
+        f"<= {t['record_p50_ms']:g} ms", lambda v: v <= t["record_p50_ms"])
+    row("record p95 ms (real model)", lambda r: r["record"]["real_model"]["p95_ms"], ".1f")
+    row("record p50 ms (no embedding)", lambda r: r["record"]["no_embedding"]["p50_ms"], ".1f",
+        f"<= {t['record_p50_ms']:g} ms", lambda v: v <= t["record_p50_ms"])
+    row("record p95 ms (no embedding)", lambda r: r["record"]["no_embedding"]["p95_ms"], ".1f")
+    row("  same, synchronous=NORMAL p50 ms (expt)",
+        lambda r: r["record"]["no_embedding_sync_normal"]["p50_ms"], ".2f")
+    row("open+verify median s", lambda r: r["open"]["median_s"], ".3f")
+    row("open+verify entries/s", lambda r: r["open"]["entries_per_s"], ",.0f",
+        f">= {t['verify_entries_per_s']:,.0f}/s", lambda v: v >= t["verify_entries_per_s"])
+    print()
+    print("search stage breakdown, mean ms per query:")
+    stages = list(report["sizes"][-1]["search"]["breakdown_mean_ms"])
+    for st in stages:
+        row(f"  {st}", lambda r, st=st: r["search"]["breakdown_mean_ms"].get(st, 0.0), ".2f")
+    row("  raw matmul (N x 384 @ q)", lambda r: r["search"]["vector_raw_ms"]["matmul"], ".2f")
+    row("  FTS rows matching query (median)", lambda r: r["search"]["fts_matching_rows_median"],
+        ",.0f")
+    print("record breakdown (real model), mean ms:")
+    for st in report["sizes"][-1]["record"]["breakdown_real_mean_ms"]:
+        row(f"  {st}", lambda r, st=st: r["record"]["breakdown_real_mean_ms"][st], ".2f")
+    row("  disk fsync p50 ms (probe)", lambda r: r["record"]["disk_fsync_p50_ms"], ".2f")
+    print("open+verify breakdown, median s:")
+    row("  open without verify", lambda r: r["open"]["open_without_verify_median_s"], ".3f")
+    for st in report["sizes"][-1]["open"]["verify_parts_median_s"]:
+        row(f"  {st}", lambda r, st=st: r["open"]["verify_parts_median_s"][st], ".3f")
+    print()
+    big = report["sizes"][-1]
+    checks = [
+        ("search p50 @ largest size", big["search"]["p50_ms"] <= t["search_p50_ms"]),
+        ("record p50 (real model) @ largest", big["record"]["real_model"]["p50_ms"] <= t["record_p50_ms"]),
+        ("record p50 (no embedding) @ largest",
+         big["record"]["no_embedding"]["p50_ms"] <= t["record_p50_ms"]),
+        ("open+verify entries/s @ largest", big["open"]["entries_per_s"] >= t["verify_entries_per_s"]),
+    ]
+    for name, ok in checks:
+        print(f"  {verdict(ok)}  {name} ({big['size']:,})")
+    print(f"total wall time {report['wall_seconds']:.0f} s")
+
+
+# ---------------------------------------------------------------- main
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--sizes", default="1000,10000,100000")
+    ap.add_argument("--repeats", type=int, default=3, help="runs per measurement (median reported)")
+    ap.add_argument("--records", type=int, default=40, help="real-model records per run")
+    ap.add_argument("--records-fixed", type=int, default=100, help="no-embedding records per run")
+    ap.add_argument("--open-runs", type=int, default=5)
+    ap.add_argument("--out", default="bench/results/core-sqlite.json")
+    ap.add_argument("--profile", action="store_true", help="cProfile the hot paths at each size")
+    ap.add_argument("--keep", action="store_true", help="keep the temp directory")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+
+    started = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix="mentis-bench-"))
+    t0 = time.perf_counter()
+    real = LocalEmbedder.load()
+    load_s = time.perf_counter() - t0
+    report: dict[str, Any] = {
+        "machine": machine(),
+        "model": MODEL_ID,
+        "model_load_s": load_s,
+        "targets": TARGETS,
+        "temp_dir": str(tmp),
+        "config": vars(args),
+        "sizes": [],
+    }
+    caller = Caller(agent_id="bench-agent", session_id="bench")
+    profiles: list[str] = []
+    try:
+        for n in sizes:
+            path = tmp / f"core-{n}.sqlite"
+            print(f"[{n:,}] filling ...", flush=True)
+            fill = bulk_fill(path, n, SEED + n)
+            print(f"[{n:,}] filled in {fill['seconds']:.1f} s ({fill['attempts_per_s']:,.0f}/s, "
+                  f"{fill['file_mb']:.0f} MB)", flush=True)
+            # Queries and new records come from the same vocabulary/distribution as the fill.
+            wl = Workload(Corpus(SEED + n, stream=1), n)
+            queries = wl.queries(50)
+            store = SqliteStore(path, DIM)
+            try:
+                mem = Memory(store, real)
+                print(f"[{n:,}] search ...", flush=True)
+                search = measure_search(mem, caller, queries, args.repeats, args.profile, profiles)
+                print(f"[{n:,}] record ...", flush=True)
+                record = measure_records(store, real, wl, caller, args.repeats, args.records,
+                                         args.records_fixed, args.profile, profiles)
+                after = measure_search_after_record(store, real, wl, caller, queries)
+            finally:
+                store.close()
+            print(f"[{n:,}] open + verify ...", flush=True)
+            opened = measure_open(path, args.open_runs, args.profile, profiles)
+            report["sizes"].append({"size": n, "fill": fill, "search": search, "record": record,
+                                    "search_after_record": after, "open": opened})
+            if profiles:
+                profiles.insert(len(profiles) - 3, f"################ size {n:,}\n")
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    report["wall_seconds"] = time.perf_counter() - started
+    print_report(report)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    print(f"wrote {out}")
+    if profiles:
+        prof_out = out.with_name(out.stem + "-profile.txt")
+        prof_out.write_text("\n".join(profiles))
+        print(f"wrote {prof_out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,477 @@
+"""Every tool refuses bad input with an error naming the field (and the limit), and writes nothing.
+
+The MCP cases run through the official client connected in-process to ``build_server``; the CLI
+cases run ``mentis.cli.app`` with typer's CliRunner on a real SQLite file. After each rejected
+call the ledger (entry hashes and counts) is exactly what it was before.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from typer.testing import CliRunner
+
+from mentis.cli import app
+from mentis.config import Settings
+from mentis.embed import HashEmbedder
+from mentis.mcp_server import build_server
+from mentis.memory import Caller, Memory
+from mentis.model import MarkOutdatedInput, RecordAttemptInput
+
+from .conftest import REPO
+
+LONE_SURROGATE: str = json.loads('"\\ud800"')
+"""A lone surrogate exactly as a JSON parser hands it on from the escape ``"\\ud800"``."""
+assert len(LONE_SURROGATE) == 1 and 0xD800 <= ord(LONE_SURROGATE) <= 0xDFFF
+
+ATTEMPT = "{attempt}"
+"""Placeholder replaced by the id of the seeded attempt, so only the bad field is wrong."""
+SHA = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+# --------------------------------------------------------------------------- the ledger
+
+
+def ledger_state(memory: Memory) -> tuple[dict[str, int], list[str]]:
+    return memory.store.counts(), [entry.hash for entry, _ in memory.store.iter_ledger()]
+
+
+def seed(memory: Memory) -> str:
+    """One task with one attempt (and a correction) to aim the bad calls at."""
+    caller = Caller(agent_id="seed-agent")
+    done = memory.record_attempt(
+        caller,
+        RecordAttemptInput(
+            repository=REPO,
+            task_id="checkout-rounding",
+            task_title="Checkout total is off by a cent",
+            action="rounded each line before summing",
+            files=["shop/cart.py"],
+            observation="totals still off by one cent",
+            check={"command": "pytest tests/test_cart.py", "status": "failed", "exit_code": 1},
+        ),
+    )
+    memory.mark_conclusion_outdated(
+        caller,
+        MarkOutdatedInput(repository=REPO, attempt_id=done.attempt_id, reason="cart.py was rewritten"),
+    )
+    return done.attempt_id
+
+
+# --------------------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True)
+class Bad:
+    """One bad call: the tool, its arguments, and what its error message must name."""
+
+    tool: str
+    args: dict[str, Any]
+    names: tuple[str, ...]
+    code: str = "invalid_input"
+    id: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _record(**changes: Any) -> dict[str, Any]:
+    args: dict[str, Any] = {
+        "repository": REPO,
+        "task_id": "checkout-rounding",
+        "action": "applied the coupon before VAT",
+        "files": ["shop/cart.py"],
+        "observation": "totals match the invoice",
+        "check": {"command": "pytest", "status": "passed"},
+        "code_context": {"commit": SHA},
+    }
+    for key, value in changes.items():
+        if value is _DROP:
+            args.pop(key)
+        else:
+            args[key] = value
+    return args
+
+
+_DROP = object()
+
+
+def _search(**changes: Any) -> dict[str, Any]:
+    return {"query": "cart total off by a cent", **changes}
+
+
+def _mark(**changes: Any) -> dict[str, Any]:
+    args = {"repository": REPO, "attempt_id": ATTEMPT, "reason": "no longer true", **changes}
+    return {k: v for k, v in args.items() if v is not _DROP}
+
+
+def _forget(**changes: Any) -> dict[str, Any]:
+    args = {"repository": REPO, "attempt_id": ATTEMPT, "reason": "holds a secret", **changes}
+    return {k: v for k, v in args.items() if v is not _DROP}
+
+
+BIG_ASCII = "x" * 65_537
+BIG_UTF8 = "é" * 32_768 + "x"  # 32,769 characters, 65,537 bytes of UTF-8
+assert len(BIG_UTF8.encode()) == 65_537
+
+CASES: list[Bad] = [
+    # ---------------------------------------------------------------- record_attempt
+    *[
+        Bad("record_attempt", _record(**{name: _DROP}), (name, "required"), id=f"missing-{name}")
+        for name in ("repository", "task_id", "action", "observation")
+    ],
+    Bad("record_attempt", _record(agent_id="someone-else"), ("agent_id", "not a known field"),
+        id="unknown-top-level-agent_id"),  # fmt: skip
+    Bad("record_attempt", _record(bogus=1), ("bogus", "not a known field"), id="unknown-top-level"),
+    Bad("record_attempt", _record(code_context={"commit": SHA, "author": "x"}),
+        ("code_context.author", "not a known field"), id="unknown-nested-code_context"),  # fmt: skip
+    Bad("record_attempt", _record(check={"command": "pytest", "status": "passed", "took": 3}),
+        ("check.took", "not a known field"), id="unknown-nested-check"),  # fmt: skip
+    Bad("record_attempt", _record(check={"command": "pytest", "status": "ok"}),
+        ("check.status", "passed", "failed"), id="wrong-enum-check-status"),  # fmt: skip
+    Bad("record_attempt", _record(check={"status": "passed"}), ("check.command", "required"),
+        id="missing-nested-check-command"),  # fmt: skip
+    Bad("record_attempt", _record(repository=""), ("repository",), id="empty-repository"),
+    Bad("record_attempt", _record(repository="   "), ("repository", "whitespace"),
+        id="whitespace-repository"),  # fmt: skip
+    Bad("record_attempt", _record(task_id=""), ("task_id",), id="empty-task_id"),
+    Bad("record_attempt", _record(task_id="\t \n"), ("task_id", "whitespace"),
+        id="whitespace-task_id"),  # fmt: skip
+    Bad("record_attempt", _record(action=""), ("action",), id="empty-action"),
+    Bad("record_attempt", _record(observation=BIG_ASCII), ("observation", "65536"),
+        id="observation-65537-ascii-bytes"),  # fmt: skip
+    Bad("record_attempt", _record(observation=BIG_UTF8), ("observation", "65536"),
+        id="observation-65537-utf8-bytes"),  # fmt: skip
+    Bad("record_attempt", _record(inference=BIG_UTF8), ("inference", "65536"),
+        id="inference-65537-bytes"),  # fmt: skip
+    Bad("record_attempt", _record(files=[f"src/f{i}.py" for i in range(1_001)]), ("files", "1000"),
+        id="files-1001"),  # fmt: skip
+    Bad("record_attempt", _record(files=["ok.py", ""]), ("files.1",), id="empty-file-path"),
+    Bad("record_attempt", _record(tags=[f"t{i}" for i in range(65)]), ("tags", "64"), id="tags-65"),
+    Bad("record_attempt", _record(observation="bad " + LONE_SURROGATE), ("observation", "surrogate"),
+        id="lone-surrogate-observation"),  # fmt: skip
+    Bad("record_attempt", _record(task_id="t" + LONE_SURROGATE), ("task_id", "surrogate"),
+        id="lone-surrogate-task_id"),  # fmt: skip
+    Bad("record_attempt", _record(files=[LONE_SURROGATE]), ("files.0", "surrogate"),
+        id="lone-surrogate-file"),  # fmt: skip
+    Bad("record_attempt", _record(action="a\x00b"), ("action", "NUL"), id="nul-in-action"),
+    Bad("record_attempt", _record(code_context={"commit": "not-a-sha!"}),
+        ("code_context.commit", "hex"), id="non-hex-commit"),  # fmt: skip
+    Bad("record_attempt", _record(code_context={"file_hashes": {"a.py": "zzzz"}}),
+        ("code_context.file_hashes", "hex"), id="non-hex-file-hash"),  # fmt: skip
+    Bad("record_attempt", _record(check={"command": "pytest", "status": "passed", "exit_code": 2**31}),
+        ("check.exit_code", "2147483647"), id="exit-code-out-of-range"),  # fmt: skip
+    Bad("record_attempt", _record(files="shop/cart.py"), ("files",), id="files-not-a-list"),
+    # ---------------------------------------------------------------- search
+    Bad("search", {}, ("query", "required"), id="missing-query"),
+    Bad("search", _search(bogus=True), ("bogus", "not a known field"), id="unknown-top-level"),
+    Bad("search", _search(query=""), ("query",), id="empty-query"),
+    Bad("search", _search(query="  \n "), ("query", "whitespace"), id="whitespace-query"),
+    Bad("search", _search(query="q" * 8_193), ("query", "8192"), id="query-8193-chars"),
+    Bad("search", _search(query="cart " + LONE_SURROGATE), ("query", "surrogate"),
+        id="lone-surrogate-query"),  # fmt: skip
+    Bad("search", _search(limit=0), ("limit", "1"), id="limit-0"),
+    Bad("search", _search(limit=51), ("limit", "50"), id="limit-51"),
+    Bad("search", _search(repository=""), ("repository",), id="empty-repository"),
+    Bad("search", _search(repository=" "), ("repository", "whitespace"), id="whitespace-repository"),
+    Bad("search", _search(current_commit="HEAD"), ("current_commit", "hex"), id="non-hex-commit"),
+    Bad("search", _search(current_file_hashes={"a.py": "main"}), ("current_file_hashes", "hex"),
+        id="non-hex-file-hash"),  # fmt: skip
+    Bad("search", _search(current_file_hashes={f"f{i}": SHA for i in range(1_001)}),
+        ("current_file_hashes", "1000"), id="file-hashes-1001"),  # fmt: skip
+    # ---------------------------------------------------------------- recall
+    Bad("recall", {}, ("sql", "task_id"), id="neither-sql-nor-task"),
+    Bad("recall", {"sql": "select 1", "repository": REPO, "task_id": "checkout-rounding"},
+        ("sql", "task_id"), id="both-sql-and-task"),  # fmt: skip
+    Bad("recall", {"repository": REPO}, ("task_id",), id="repository-without-task_id"),
+    Bad("recall", {"task_id": "checkout-rounding"}, ("repository",), id="task_id-without-repository"),
+    Bad("recall", {"sql": "select 1", "bogus": 1}, ("bogus", "not a known field"),
+        id="unknown-top-level"),  # fmt: skip
+    Bad("recall", {"sql": ""}, ("sql",), id="empty-sql"),
+    Bad("recall", {"sql": "   "}, ("sql", "whitespace"), id="whitespace-sql"),
+    Bad("recall", {"sql": "select 1 " + " " * 16_384}, ("sql", "16384"), id="sql-over-16384-chars"),
+    Bad("recall", {"sql": "select :x", "params": {"x": {"nested": 1}}}, ("params.x",),
+        id="nested-param-value"),  # fmt: skip
+    Bad("recall", {"sql": "select :x", "params": {"": 1}}, ("params",), id="empty-param-name"),
+    Bad("recall", {"repository": "", "task_id": "checkout-rounding"}, ("repository",),
+        id="empty-repository"),  # fmt: skip
+    Bad("recall", {"repository": REPO, "task_id": " "}, ("task_id", "whitespace"),
+        id="whitespace-task_id"),  # fmt: skip
+    Bad("recall", {"sql": "select '" + LONE_SURROGATE + "'"}, ("sql", "surrogate"),
+        id="lone-surrogate-sql"),  # fmt: skip
+    *[
+        Bad("recall", {"sql": sql}, ("sql",), code="query", id=f"sql-{name}")
+        for name, sql in [
+            ("delete", "delete from attempts"),
+            ("insert", "insert into attempts(attempt_id) values ('x')"),
+            ("update", "update attempts set observation = 'x'"),
+            ("replace", "replace into entries(rowid) values (1)"),
+            ("drop", "drop view attempts"),
+            ("create", "create table t(x)"),
+            ("pragma", "pragma journal_mode=delete"),
+            ("pragma-read", "pragma table_info(entries)"),
+            ("attach", "attach database ':memory:' as other"),
+            ("detach", "detach database main"),
+            ("vacuum", "vacuum"),
+            ("begin", "begin immediate"),
+            ("two-statements", "select 1; delete from attempts"),
+            ("cte-delete", "with x as (select 1) delete from attempts"),
+            ("entries", "select * from entries"),
+            ("bodies", "select * from bodies"),
+            ("heads", "select * from heads"),
+            ("meta", "select * from meta"),
+            ("attempt_idx", "select * from attempt_idx"),
+            ("sqlite_master", "select * from sqlite_master"),
+            ("sqlite_temp_master", "select sql from sqlite_temp_master"),
+            ("main-entries", "select hash from main.entries"),
+            ("subquery-bodies", "select (select count(*) from bodies) from attempts"),
+            ("join-entries", "select e.hash from attempts a join entries e on 1"),
+            ("pragma-function", "select * from pragma_table_info('entries')"),
+            ("load_extension", "select load_extension('x')"),
+        ]
+    ],
+    # ---------------------------------------------------------------- mark_conclusion_outdated
+    *[
+        Bad("mark_conclusion_outdated", _mark(**{name: _DROP}), (name, "required"),
+            id=f"missing-{name}")  # fmt: skip
+        for name in ("repository", "attempt_id", "reason")
+    ],
+    Bad("mark_conclusion_outdated", _mark(bogus=1), ("bogus", "not a known field"),
+        id="unknown-top-level"),  # fmt: skip
+    Bad("mark_conclusion_outdated", _mark(attempt_id=""), ("attempt_id",), id="empty-attempt_id"),
+    Bad("mark_conclusion_outdated", _mark(attempt_id="  "), ("attempt_id", "whitespace"),
+        id="whitespace-attempt_id"),  # fmt: skip
+    Bad("mark_conclusion_outdated", _mark(repository=""), ("repository",), id="empty-repository"),
+    Bad("mark_conclusion_outdated", _mark(reason=""), ("reason",), id="empty-reason"),
+    Bad("mark_conclusion_outdated", _mark(reason=BIG_UTF8), ("reason", "65536"),
+        id="reason-65537-bytes"),  # fmt: skip
+    Bad("mark_conclusion_outdated", _mark(reason=LONE_SURROGATE), ("reason", "surrogate"),
+        id="lone-surrogate-reason"),  # fmt: skip
+    Bad("mark_conclusion_outdated", _mark(latest_commit="tip-of-main"), ("latest_commit", "hex"),
+        id="non-hex-latest_commit"),  # fmt: skip
+    Bad("mark_conclusion_outdated", _mark(attempt_id="00000000-0000-0000-0000-000000000000"),
+        ("attempt",), code="not_found", id="unknown-attempt"),  # fmt: skip
+    Bad("mark_conclusion_outdated", _mark(repository="github.com/acme/other"), ("attempt",),
+        code="not_found", id="attempt-of-another-repository"),  # fmt: skip
+    # ---------------------------------------------------------------- forget_attempt
+    *[
+        Bad("forget_attempt", _forget(**{name: _DROP}), (name, "required"), id=f"missing-{name}")
+        for name in ("repository", "attempt_id")
+    ],
+    Bad("forget_attempt", _forget(bogus=1), ("bogus", "not a known field"), id="unknown-top-level"),
+    Bad("forget_attempt", _forget(attempt_id=""), ("attempt_id",), id="empty-attempt_id"),
+    Bad("forget_attempt", _forget(attempt_id=" \t"), ("attempt_id", "whitespace"),
+        id="whitespace-attempt_id"),  # fmt: skip
+    Bad("forget_attempt", _forget(repository="  "), ("repository", "whitespace"),
+        id="whitespace-repository"),  # fmt: skip
+    Bad("forget_attempt", _forget(reason=BIG_ASCII), ("reason", "65536"), id="reason-65537-bytes"),
+    Bad("forget_attempt", _forget(reason=LONE_SURROGATE), ("reason", "surrogate"),
+        id="lone-surrogate-reason"),  # fmt: skip
+    Bad("forget_attempt", _forget(attempt_id="00000000-0000-0000-0000-000000000000"),
+        ("attempt",), code="not_found", id="unknown-attempt"),  # fmt: skip
+    Bad("forget_attempt", _forget(repository="github.com/acme/other"), ("attempt",),
+        code="not_found", id="attempt-of-another-repository"),  # fmt: skip
+    # ---------------------------------------------------------------- verify_integrity
+    Bad("verify_integrity", {"bogus": 1}, ("bogus", "not a known field"), id="unknown-top-level"),
+    Bad("verify_integrity", {"repository": ""}, ("repository",), id="empty-repository"),
+    Bad("verify_integrity", {"repository": "  "}, ("repository", "whitespace"),
+        id="whitespace-repository"),  # fmt: skip
+    Bad("verify_integrity", {"repository": "r" + LONE_SURROGATE}, ("repository", "surrogate"),
+        id="lone-surrogate-repository"),  # fmt: skip
+    Bad("verify_integrity", {"repository": "r" * 257}, ("repository", "256"),
+        id="repository-257-chars"),  # fmt: skip
+    Bad("verify_integrity", {"repository": 7}, ("repository",), id="repository-not-a-string"),
+]
+
+TOOLS = {
+    "record_attempt",
+    "search",
+    "recall",
+    "mark_conclusion_outdated",
+    "forget_attempt",
+    "verify_integrity",
+}
+assert {case.tool for case in CASES} == TOOLS
+
+
+def _fill(value: Any, attempt_id: str) -> Any:
+    if value == ATTEMPT:
+        return attempt_id
+    if isinstance(value, dict):
+        return {k: _fill(v, attempt_id) for k, v in value.items()}
+    return value
+
+
+def _names_all(message: str, names: tuple[str, ...]) -> list[str]:
+    """The expected names missing from ``message`` (numbers compared without thousands commas)."""
+    plain = re.sub(r"(?<=\d),(?=\d{3})", "", message).lower()
+    return [n for n in names if n.lower() not in plain]
+
+
+# --------------------------------------------------------------------------- MCP, in-process
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("case", CASES, ids=[f"{c.tool}-{c.id}" for c in CASES])
+async def test_each_tool_rejects_bad_input_naming_the_field_and_writes_nothing(
+    memory: Memory, case: Bad
+) -> None:
+    attempt_id = seed(memory)
+    before = ledger_state(memory)
+    with anyio.fail_after(30):
+        async with Client(build_server(memory)) as client:
+            result = await client.call_tool(case.tool, _fill(case.args, attempt_id))
+    assert result.is_error, f"accepted: {result.structured_content}"
+    text = result.content[0].text
+    assert text.startswith(f"Error executing tool {case.tool}: [{case.code}] "), text
+    assert len(text) < 2_000, "the error echoes the oversized input back"
+    missing = _names_all(text, case.names)
+    assert not missing, f"message does not name {missing}: {text}"
+    assert ledger_state(memory) == before
+
+
+@pytest.mark.anyio
+async def test_an_unknown_tool_is_an_error_and_writes_nothing(memory: Memory) -> None:
+    seed(memory)
+    before = ledger_state(memory)
+    with anyio.fail_after(30):
+        async with Client(build_server(memory)) as client:
+            result = await client.call_tool("drop_everything", {})
+    assert result.is_error
+    assert "drop_everything" in result.content[0].text
+    assert ledger_state(memory) == before
+
+
+@pytest.mark.anyio
+async def test_a_valid_call_after_many_rejected_ones_still_writes_exactly_one_entry(
+    memory: Memory,
+) -> None:
+    seed(memory)
+    (counts, hashes) = ledger_state(memory)
+    with anyio.fail_after(30):
+        async with Client(build_server(memory)) as client:
+            for case in CASES:
+                if case.tool == "record_attempt":
+                    assert (await client.call_tool(case.tool, case.args)).is_error, case.id
+            ok = await client.call_tool("record_attempt", _record())
+    assert not ok.is_error, ok.content[0].text
+    after_counts, after_hashes = ledger_state(memory)
+    assert after_hashes[: len(hashes)] == hashes or set(hashes) <= set(after_hashes)
+    assert len(after_hashes) == len(hashes) + 1
+    assert after_counts["attempts"] == counts["attempts"] + 1
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+@pytest.fixture
+def cli_env(db_path: Path) -> dict[str, str]:
+    return {"MENTIS_DB": str(db_path), "MENTIS_EMBEDDER": "hash", "MENTIS_AGENT_ID": "cli-test"}
+
+
+@pytest.fixture
+def cli_store(db_path: Path, cli_env: dict[str, str]) -> Iterator[str]:
+    """A store seeded through the CLI itself; yields the seeded attempt's id."""
+    runner = CliRunner()
+    done = runner.invoke(
+        app,
+        ["record", "--repo", REPO, "--task", "checkout-rounding", "--action", "rounded each line",
+         "--observation", "still off by a cent", "--check-command", "pytest", "--check-status",
+         "failed", "--json"],  # fmt: skip
+        env=cli_env,
+    )
+    assert done.exit_code == 0, done.stderr
+    yield json.loads(done.stdout)["attempt_id"]
+
+
+def _cli_ledger(db_path: Path) -> tuple[dict[str, int], list[str]]:
+    memory = Memory.open(Settings(home=db_path.parent, db_path=db_path, embedder="hash"), HashEmbedder())
+    try:
+        return ledger_state(memory)
+    finally:
+        memory.close()
+
+
+_REC = ["record", "--repo", REPO, "--task", "t1", "--action", "did a thing", "--observation", "saw"]
+
+CLI_CASES: list[tuple[str, list[str], tuple[str, ...], int]] = [
+    ("record-wrong-enum", [*_REC, "--check-command", "pytest", "--check-status", "ok"],
+     ("check.status",), 2),
+    ("record-check-status-without-command", [*_REC, "--check-status", "passed"],
+     ("check.command",), 2),
+    ("record-empty-repository", ["record", "--repo", "", "--task", "t", "--action", "a",
+                                 "--observation", "o"], ("repository",), 2),
+    ("record-whitespace-task", ["record", "--repo", REPO, "--task", "  ", "--action", "a",
+                                "--observation", "o"], ("task_id", "whitespace"), 2),
+    ("record-observation-65537-bytes", ["record", "--repo", REPO, "--task", "t", "--action", "a",
+                                        "--observation", BIG_UTF8], ("observation", "65536"), 2),
+    ("record-1001-files", [*_REC, *[a for i in range(1_001) for a in ("--file", f"f{i}.py")]],
+     ("files", "1000"), 2),
+    ("record-non-hex-commit", [*_REC, "--commit", "main"], ("code_context.commit", "hex"), 2),
+    ("record-lone-surrogate", ["record", "--repo", REPO, "--task", "t", "--action", "a",
+                               "--observation", "o" + LONE_SURROGATE], ("observation", "surrogate"), 2),
+    ("search-limit-0", ["search", "cart total", "--limit", "0"], ("limit", "1"), 2),
+    ("search-limit-51", ["search", "cart total", "--limit", "51"], ("limit", "50"), 2),
+    ("search-query-8193", ["search", "q" * 8_193], ("query", "8192"), 2),
+    ("search-whitespace-query", ["search", "   "], ("query", "whitespace"), 2),
+    ("recall-neither", ["recall"], ("sql", "task_id"), 2),
+    ("recall-both", ["recall", "select 1", "--repo", REPO, "--task", "checkout-rounding"],
+     ("sql", "task_id"), 2),
+    ("recall-bad-param", ["recall", "select :x", "--param", "x"], ("--param", "NAME=VALUE"), 2),
+    ("recall-delete", ["recall", "delete from attempts"], ("sql",), 9),
+    ("recall-insert", ["recall", "insert into attempts(attempt_id) values ('x')"], ("sql",), 9),
+    ("recall-pragma", ["recall", "pragma journal_mode=delete"], ("sql",), 9),
+    ("recall-attach", ["recall", "attach database ':memory:' as x"], ("sql",), 9),
+    ("recall-entries", ["recall", "select * from entries"], ("sql",), 9),
+    ("recall-bodies", ["recall", "select * from bodies"], ("sql",), 9),
+    ("recall-sqlite_master", ["recall", "select * from sqlite_master"], ("sql",), 9),
+    ("outdated-non-hex-commit", ["outdated", "--repo", REPO, ATTEMPT, "--reason", "r",
+                                 "--latest-commit", "HEAD~1"], ("latest_commit", "hex"), 2),
+    ("outdated-reason-65537-bytes", ["outdated", "--repo", REPO, ATTEMPT, "--reason", BIG_ASCII],
+     ("reason", "65536"), 2),
+    ("outdated-whitespace-attempt", ["outdated", "--repo", REPO, " ", "--reason", "r"],
+     ("attempt_id", "whitespace"), 2),
+    ("outdated-unknown-attempt", ["outdated", "--repo", REPO, "no-such-attempt", "--reason", "r"],
+     ("attempt",), 3),
+    ("forget-empty-attempt", ["forget", "--repo", REPO, ""], ("attempt_id",), 2),
+    ("forget-unknown-attempt", ["forget", "--repo", REPO, "no-such-attempt"], ("attempt",), 3),
+    ("forget-other-repository", ["forget", "--repo", "github.com/acme/other", ATTEMPT],
+     ("attempt",), 3),
+    ("verify-unknown-repository", ["verify", "--repo", "github.com/acme/none"], ("repository",), 3),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "names", "exit_code"), [c[1:] for c in CLI_CASES],
+                         ids=[c[0] for c in CLI_CASES])  # fmt: skip
+def test_each_cli_command_rejects_bad_input_with_one_line_on_stderr_and_writes_nothing(
+    db_path: Path,
+    cli_env: dict[str, str],
+    cli_store: str,
+    args: list[str],
+    names: tuple[str, ...],
+    exit_code: int,
+) -> None:
+    before = _cli_ledger(db_path)
+    argv = [cli_store if a == ATTEMPT else a for a in args]
+    result = CliRunner().invoke(app, argv, env=cli_env)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == exit_code, (result.exit_code, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: "), lines[0]
+    assert len(lines[0]) < 2_000, "the error echoes the oversized input back"
+    missing = _names_all(lines[0], names)
+    assert not missing, f"message does not name {missing}: {lines[0]}"
+    assert result.stdout == ""
+    assert _cli_ledger(db_path) == before
