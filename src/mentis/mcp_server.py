@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -25,15 +25,8 @@ from pydantic import BaseModel, ConfigDict
 from mentis import __version__
 from mentis.errors import MentisError
 from mentis.memory import Caller, Memory
-from mentis.model import (
-    ForgetInput,
-    MarkOutdatedInput,
-    RecallInput,
-    RecordAttemptInput,
-    SearchInput,
-    Strict,
-    parse,
-)
+from mentis.model import parse
+from mentis.operations import OPERATIONS, Operation
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +37,6 @@ marked outdated) show what was already learned. After each attempt, call `record
 the action, what you observed, your inference kept apart, and the check you ran. When a
 conclusion turns out wrong or stale, call `mark_conclusion_outdated` instead of recording over it.
 """
-
-
-class VerifyInput(Strict):
-    repository: str | None = None
 
 
 class _PassThrough(ArgModelBase):
@@ -68,104 +57,26 @@ def caller_from(ctx: Context[Any, Any]) -> Caller:
     return Caller(agent_id=agent or "unknown-agent")
 
 
-def _make_tool(
-    name: str,
-    model: type[BaseModel],
-    call: Callable[[Memory, Caller, Any], BaseModel],
-    output: type[BaseModel],
-    description: str,
-    annotations: ToolAnnotations,
-) -> Tool:
+def _make_tool(op: Operation) -> Tool:
     def run(ctx: Context[Any, Any], **arguments: Any) -> BaseModel:
         memory: Memory = ctx.request_context.lifespan_context
         try:
-            req = parse(model, arguments)
-            return call(memory, caller_from(ctx), req)
+            return op.call(memory, caller_from(ctx), parse(op.input, arguments))
         except MentisError as exc:
             raise ToolError(f"[{exc.code}] {exc}") from exc
 
-    run.__name__ = name
-    run.__annotations__ = {"ctx": Context, "arguments": Any, "return": output}
-    tool = Tool.from_function(run, name=name, description=description, annotations=annotations)
-    tool.fn_metadata.arg_model = _PassThrough
-    tool.parameters = model.model_json_schema()
-    return tool
-
-
-def _tools() -> list[Tool]:
-    from mentis.model import (
-        ForgetResult,
-        MarkOutdatedResult,
-        RecallResult,
-        RecordAttemptResult,
-        SearchResult,
-        VerifyResult,
+    run.__name__ = op.name
+    run.__annotations__ = {"ctx": Context, "arguments": Any, "return": op.output}
+    annotations = ToolAnnotations(
+        read_only_hint=not op.writes,
+        destructive_hint=op.destructive,
+        idempotent_hint=not op.writes,
+        open_world_hint=False,
     )
-
-    write = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
-    read = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-    return [
-        _make_tool(
-            "record_attempt",
-            RecordAttemptInput,
-            lambda m, c, r: m.record_attempt(c, r),
-            RecordAttemptResult,
-            "Record one attempt at a task: the action you took, the files it touched, what you "
-            "observed, an optional inference (kept apart from the observation), and the check you "
-            "ran (command + passed/failed; omit it when nothing was verified). Creates the task on "
-            "its first attempt. Returns the attempt id and its ledger position.",
-            write,
-        ),
-        _make_tool(
-            "search",
-            SearchInput,
-            lambda m, c, r: m.search(c, r),
-            SearchResult,
-            "Find tasks where agents already worked on a problem, from a description in your own "
-            "words. Returns tasks best first, each with one matching attempt, its status "
-            "(passed/failed/unverified), its newest correction if it was marked outdated, and the "
-            "score parts. Pass current_file_hashes to learn which results touch files that changed.",
-            read,
-        ),
-        _make_tool(
-            "recall",
-            RecallInput,
-            lambda m, c, r: m.recall(c, r),
-            RecallResult,
-            "Read a task's full history (repository + task_id), or run read-only SQL (sql, params) "
-            "over the views tasks, attempts and corrections. SQL results are capped at 100 rows and "
-            "512,000 bytes (truncation is flagged) and 5 seconds.",
-            read,
-        ),
-        _make_tool(
-            "mark_conclusion_outdated",
-            MarkOutdatedInput,
-            lambda m, c, r: m.mark_conclusion_outdated(c, r),
-            MarkOutdatedResult,
-            "Mark an attempt's conclusion as outdated, with the reason (and the commit where you saw "
-            "it). The attempt itself never changes; every correction is kept and the newest is shown "
-            "with the attempt in search results.",
-            write,
-        ),
-        _make_tool(
-            "forget_attempt",
-            ForgetInput,
-            lambda m, c, r: m.forget_attempt(c, r),
-            ForgetResult,
-            "Erase an attempt's content (and its corrections) from the memory, e.g. when it holds a "
-            "secret. The ledger keeps a tombstone (who, when, why), so the chain still verifies.",
-            ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False),
-        ),
-        _make_tool(
-            "verify_integrity",
-            VerifyInput,
-            lambda m, c, r: m.verify_integrity(c, r.repository),
-            VerifyResult,
-            "Verify the hash chains of the ledger (all repositories, or one). Fails with the chain, "
-            "seq and what did not match when the store was altered.",
-            read,
-        ),
-    ]
+    tool = Tool.from_function(run, name=op.name, description=op.description, annotations=annotations)
+    tool.fn_metadata.arg_model = _PassThrough
+    tool.parameters = op.input.model_json_schema()
+    return tool
 
 
 def build_server(memory: Memory) -> MCPServer[Memory]:
@@ -179,7 +90,7 @@ def build_server(memory: Memory) -> MCPServer[Memory]:
         name="mentis",
         instructions=INSTRUCTIONS,
         version=__version__,
-        tools=_tools(),
+        tools=[_make_tool(op) for op in OPERATIONS],
         lifespan=lifespan,
         log_level="WARNING",
     )

@@ -176,6 +176,10 @@ class ForgetInput(Strict):
 M = TypeVar("M", bound=BaseModel)
 
 
+class VerifyInput(Strict):
+    repository: Identifier | None = None
+
+
 def parse(model: type[M], data: dict[str, Any]) -> M:
     """Validate ``data`` into ``model``, turning pydantic's error into one clear InvalidInput."""
     try:
