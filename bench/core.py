@@ -37,10 +37,15 @@ import orjson
 import mentis.retrieval as retrieval_mod
 from mentis.embed.local import DIM, MODEL_ID, LocalEmbedder
 from mentis.ledger import canonical, verify_rows
-from mentis.memory import Caller, Memory
+from mentis.memory import Memory
 from mentis.model import Check, CodeContext, RecordAttemptInput, SearchInput
 from mentis.store import sqlite as sqlite_mod
 from mentis.store.sqlite import SqliteStore
+
+try:
+    from mentis.service import Caller
+except ImportError:  # older layout
+    from mentis.memory import Caller  # type: ignore[attr-defined, no-redef]
 
 TARGETS = {
     "search_p50_ms": 25.0,  # at 100k, including query embedding
@@ -48,6 +53,9 @@ TARGETS = {
     "verify_entries_per_s": 300_000.0,
 }
 FILL_BATCH = 2_000
+ZIPF_EXPONENT = 1.1
+ZIPF_OFFSET = 8.0
+TAIL_TERMS = 30_000
 SEED = 20240601
 
 # ---------------------------------------------------------------- synthetic corpus
@@ -113,17 +121,30 @@ class Corpus:
         """``seed`` fixes the vocabulary and files; ``stream`` the texts drawn from them."""
         self.rng = np.random.default_rng(seed)
         words = list(dict.fromkeys(CONTENT))
-        # Identifiers made of vocabulary words (snake_case and CamelCase), as code talk has.
-        extra = set()
-        while len(extra) < 1_500:
-            a, b = self.rng.choice(len(words), 2, replace=False)
-            w1, w2 = words[a], words[b]
-            extra.add(f"{w1}_{w2}" if self.rng.random() < 0.6 else w1.capitalize() + w2.capitalize())
-        vocab = words + sorted(extra)
-        order = self.rng.permutation(len(vocab))
-        self.vocab = np.array([vocab[i] for i in order], dtype=object)
+        # A long tail, as real notes have: CamelCase identifiers and snake_case names built from
+        # the vocabulary, pseudo-words (library and product names) and error codes.
+        syl = "ka lo mi ne ru ta vo zen qui dra pex lin tor bex fu gra sol vin".split()
+        extra: set[str] = set()
+        while len(extra) < TAIL_TERMS:
+            r = self.rng.random()
+            if r < 0.45:
+                a, b = self.rng.choice(len(words), 2, replace=False)
+                extra.add(words[a].capitalize() + words[b].capitalize())
+            elif r < 0.65:
+                a, b = self.rng.choice(len(words), 2, replace=False)
+                extra.add(f"{words[a]}_{words[b]}")
+            elif r < 0.9:
+                extra.add("".join(self.rng.choice(syl, int(self.rng.integers(2, 4)))))
+            else:
+                extra.add(f"{'EWX'[int(self.rng.integers(3))]}{int(self.rng.integers(100, 10_000))}")
+        # Plain words take the frequent ranks, the tail the rest; the Zipf-Mandelbrot offset
+        # keeps the head from being in every document.
+        head = [words[i] for i in self.rng.permutation(len(words))]
+        tail = sorted(extra)
+        tail = [tail[i] for i in self.rng.permutation(len(tail))]
+        self.vocab = np.array(head + tail, dtype=object)
         ranks = np.arange(1, len(self.vocab) + 1, dtype=float)
-        p = 1.0 / ranks**1.05
+        p = 1.0 / (ranks + ZIPF_OFFSET) ** ZIPF_EXPONENT
         self.cdf = np.cumsum(p / p.sum())
         self.stop = np.array(STOP, dtype=object)
         self.files = {
@@ -136,18 +157,29 @@ class Corpus:
         }
         self.rng = np.random.default_rng([seed, stream])
 
+        self._pool: list[str] = []
+        self._at = 0
+
     def _zipf(self, n: int) -> np.ndarray:
         idx = np.searchsorted(self.cdf, self.rng.random(n))
         return self.vocab[np.minimum(idx, len(self.vocab) - 1)]
+
+    def _refill(self) -> None:
+        """Draw the next 200k running-text tokens at once: 30% stopwords, 70% Zipf words."""
+        n = 200_000
+        words = self._zipf(n)
+        stop = self.rng.random(n) < 0.3
+        words[stop] = self.rng.choice(self.stop, int(stop.sum()))
+        self._pool, self._at = words.tolist(), 0
 
     def word(self) -> str:
         return str(self._zipf(1)[0])
 
     def text(self, n_words: int) -> str:
-        n_stop = int(n_words * 0.3)
-        mixed = np.concatenate([self._zipf(n_words - n_stop), self.rng.choice(self.stop, n_stop)])
-        self.rng.shuffle(mixed)
-        s = " ".join(mixed.tolist())
+        if self._at + n_words > len(self._pool):
+            self._refill()
+        s = " ".join(self._pool[self._at : self._at + n_words])
+        self._at += n_words
         return s[0].upper() + s[1:] + "."
 
     def hexid(self, n: int = 40) -> str:
@@ -257,8 +289,8 @@ class Workload:
         )
         for i in range(n):
             kind = i % 5
-            if kind == 0:
-                q = c.text(int(rng.integers(2, 4))).rstrip(".")
+            if kind == 0:  # a few keywords
+                q = " ".join(c.word() for _ in range(int(rng.integers(1, 4))))
             elif kind == 1:
                 t = templates[int(rng.integers(len(templates)))]
                 q = t.format(a=c.word(), b=c.word(), c=c.word(), d=c.word())
@@ -293,22 +325,72 @@ class FixedEmbedder:
 # ---------------------------------------------------------------- helpers
 
 
+def entry_cols() -> str:
+    cols = getattr(sqlite_mod, "ENTRY_COLS", None) or getattr(sqlite_mod, "_ENTRY_COLS", None)
+    if cols is None:
+        from mentis.store import sqlite_base
+
+        cols = sqlite_base.ENTRY_COLS
+    return str(cols)
+
+
+def attempt_index(store: SqliteStore) -> Any:
+    """The in-process VectorIndex of attempt vectors (layout-independent)."""
+    indexes = getattr(store, "_indexes", None)
+    return indexes["vectors"] if indexes is not None else store._index  # type: ignore[attr-defined]
+
+
+def refresh_attempt_index(store: SqliteStore) -> None:
+    if hasattr(store, "_indexes"):
+        store._refresh_index("vectors")
+    else:
+        store._refresh_index()  # type: ignore[call-arg]
+
+
 def pct(samples: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(samples), q)) if samples else float("nan")
 
 
-def summarize(runs: list[list[float]]) -> dict[str, Any]:
-    """Per-run p50/p95 (ms), reported as the median over runs."""
+def summarize(runs: list[list[float]], cpu_runs: list[list[float]] | None = None) -> dict[str, Any]:
+    """Per-run p50/p95 (ms), reported as the median over runs.
+
+    ``cpu_runs`` are the process CPU times of the same calls (all threads, ORT's included): on a
+    contended machine wall time rises while CPU time stays close to the idle wall time.
+    """
     p50 = [pct(r, 50) for r in runs]
     p95 = [pct(r, 95) for r in runs]
-    return {
+    out = {
         "p50_ms": statistics.median(p50),
         "p95_ms": statistics.median(p95),
+        "min_ms": min(min(r) for r in runs),
         "p50_runs_ms": p50,
         "p95_runs_ms": p95,
         "n_per_run": len(runs[0]) if runs else 0,
         "runs": len(runs),
     }
+    if cpu_runs:
+        out["cpu_p50_ms"] = statistics.median(pct(r, 50) for r in cpu_runs)
+    return out
+
+
+def attempt_text_of(req: RecordAttemptInput) -> str:
+    parts = [req.task_title, req.action, req.observation, req.inference]
+    return "\n".join(p for p in parts if p)
+
+
+class Stopwatch:
+    """Wall (perf_counter) and process CPU time of one call."""
+
+    def __init__(self) -> None:
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+
+    @contextlib.contextmanager
+    def time(self) -> Iterator[None]:
+        c0, t0 = time.process_time(), time.perf_counter()
+        yield
+        self.wall.append((time.perf_counter() - t0) * 1000)
+        self.cpu.append((time.process_time() - c0) * 1000)
 
 
 def ms(t0: float) -> float:
@@ -415,19 +497,22 @@ def measure_search(
     cold = ms(t0)
     for q in queries[:5]:
         mem.search(caller, q)
-    runs = []
+    runs, cpu_runs = [], []
     hits = []
     for _ in range(repeats):
-        samples = []
+        sw = Stopwatch()
         for q in queries:
-            t0 = time.perf_counter()
-            res = mem.search(caller, q)
-            samples.append(ms(t0))
+            with sw.time():
+                res = mem.search(caller, q)
             hits.append(len(res.tasks))
-        runs.append(samples)
-    out = summarize(runs)
+        runs.append(sw.wall)
+        cpu_runs.append(sw.cpu)
+    out = summarize(runs, cpu_runs)
     out["cold_first_ms"] = cold
     out["mean_tasks_returned"] = float(np.mean(hits))
+    tok = getattr(mem.embedder, "_tokenizer", None)
+    if tok is not None:
+        out["query_tokens_median"] = float(np.median([len(tok.encode(q.query).ids) for q in queries]))
 
     # Stage breakdown: one more pass with timing wrappers around each step Memory.search takes.
     timers = Timers()
@@ -436,7 +521,7 @@ def measure_search(
     timers.wrap(retrieval_mod, "fts_match", "fts_match")
     timers.wrap(store, "lexical", "lexical (FTS5 bm25)")
     timers.wrap(store, "_refresh_index", "vector: refresh check")
-    timers.wrap(store._index, "search", "vector: matmul+topk")
+    timers.wrap(attempt_index(store), "search", "vector: matmul+topk")
     timers.wrap(retrieval_mod, "fuse", "fuse")
     timers.wrap(store, "attempt_keys", "attempt_keys")
     timers.wrap(retrieval_mod, "group_tasks", "group_tasks")
@@ -467,7 +552,7 @@ def measure_search(
     out["fts_matching_rows_max"] = int(max(lex_matches)) if lex_matches else 0
 
     # Raw vector cost on the loaded matrix.
-    idx = store._index
+    idx = attempt_index(store)
     qv = mem.embedder.embed([queries[0].query])[0]
     mat = idx._matrix[: len(idx)]
     reps = 20
@@ -503,24 +588,34 @@ def measure_records(
     mem_real = Memory(store, real)
     mem_fixed = Memory(store, FixedEmbedder())
 
-    def run(mem: Memory, n: int) -> list[float]:
+    def run(mem: Memory, n: int) -> Stopwatch:
         inputs = [wl.record_input() for _ in range(n)]  # validation is the transport's, not timed
-        samples = []
+        sw = Stopwatch()
         for req in inputs:
-            t0 = time.perf_counter()
-            mem.record_attempt(caller, req)
-            samples.append(ms(t0))
-        return samples
+            with sw.time():
+                mem.record_attempt(caller, req)
+        return sw
+
+    def runs(mem: Memory, n: int) -> dict[str, Any]:
+        sws = [run(mem, n) for _ in range(repeats)]
+        return summarize([s.wall for s in sws], [s.cpu for s in sws])
 
     run(mem_real, 3)  # warm-up
     out: dict[str, Any] = {}
-    out["real_model"] = summarize([run(mem_real, n_real) for _ in range(repeats)])
-    out["no_embedding"] = summarize([run(mem_fixed, n_fixed) for _ in range(repeats)])
+    texts = [attempt_text_of(wl.record_input()) for _ in range(50)]
+    out["attempt_text_tokens_median"] = float(np.median([len(real._tokenizer.encode(t).ids)
+                                                         for t in texts]))
+    out["real_model"] = runs(mem_real, n_real)
+    out["no_embedding"] = runs(mem_fixed, n_fixed)
 
     # Breakdown of a real record.
     timers = Timers()
     timers.wrap(real, "embed", "embed attempt text")
     timers.wrap(store, "append_attempt", "append_attempt (txn + fsync)")
+    for attr, name in (("has_rejections", "has_rejections"), ("secret_warnings", "secret_warnings")):
+        if hasattr(mem_real, attr):
+            owner = store if hasattr(store, attr) and attr == "has_rejections" else mem_real
+            timers.wrap(owner, attr, name)
     inputs = [wl.record_input() for _ in range(n_real)]
     t0 = time.perf_counter()
     try:
@@ -537,7 +632,7 @@ def measure_records(
     # which in WAL mode skips the fsync at each commit (still durable against app crashes).
     store._conn.execute("PRAGMA synchronous=NORMAL")
     try:
-        out["no_embedding_sync_normal"] = summarize([run(mem_fixed, n_fixed) for _ in range(repeats)])
+        out["no_embedding_sync_normal"] = runs(mem_fixed, n_fixed)
     finally:
         store._conn.execute("PRAGMA synchronous=FULL")
 
@@ -570,7 +665,7 @@ def measure_search_after_record(
     for q in queries[:20]:
         mem_fixed.record_attempt(caller, wl.record_input())
         t0 = time.perf_counter()
-        store._refresh_index()
+        refresh_attempt_index(store)
         refresh.append(ms(t0))
         mem_fixed.record_attempt(caller, wl.record_input())
         t0 = time.perf_counter()
@@ -598,7 +693,7 @@ def measure_open(path: Path, runs: int, prof: bool, sink: list[str]) -> dict[str
     # Split verify into its parts on a plain connection, with the store's own SQL.
     conn = sqlite3.connect(str(path), isolation_level=None)
     sql = (
-        f"SELECT {sqlite_mod._ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b "
+        f"SELECT {entry_cols()}, b.body FROM entries e LEFT JOIN bodies b "
         "ON b.rowid = e.rowid ORDER BY e.chain, e.seq"
     )
     fetch, hashing, orphan = [], [], []
@@ -635,6 +730,51 @@ def measure_open(path: Path, runs: int, prof: bool, sink: list[str]) -> dict[str
             "orphan-body check": statistics.median(orphan),
         },
     }
+
+
+def measure_embed_variants(real: LocalEmbedder, wl: Workload, rounds: int) -> dict[str, Any]:
+    """Embedding latency of one attempt text / one query with the shipped session and with
+    alternative onnxruntime thread settings (same graph, same weights)."""
+    import onnxruntime as ort
+    from safetensors.numpy import load_file
+
+    from mentis.embed import local
+
+    weights = load_file(str(local._model_dir() / "model.safetensors"))
+    model_bytes = local.build_onnx_model(weights).SerializeToString()
+    del weights
+
+    def session(threads: int, spin: bool) -> LocalEmbedder:
+        o = local._session_options()
+        o.intra_op_num_threads = threads
+        if not spin:
+            o.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        sess = ort.InferenceSession(model_bytes, sess_options=o, providers=["CPUExecutionProvider"])
+        return LocalEmbedder(sess, real._tokenizer)
+
+    shipped = local._session_options()
+    variants = {
+        f"shipped ({shipped.intra_op_num_threads} threads, spinning)": real,
+        "2 threads, allow_spinning=0": session(2, False),
+        "1 thread": session(1, True),
+    }
+    attempts = [attempt_text_of(wl.record_input()) for _ in range(20)]
+    queries = [q.query for q in wl.queries(20)]
+    out: dict[str, Any] = {}
+    for name, emb in variants.items():
+        emb.embed(attempts[:2])
+        res = {}
+        for label, texts in (("attempt", attempts), ("query", queries)):
+            per_round = []
+            for _ in range(rounds):
+                sw = Stopwatch()
+                for t in texts:
+                    with sw.time():
+                        emb.embed([t])
+                per_round.append(pct(sw.wall, 50))
+            res[f"{label}_p50_ms"] = statistics.median(per_round)
+        out[name] = res
+    return out
 
 
 # ---------------------------------------------------------------- machine
@@ -694,15 +834,21 @@ def print_report(report: dict[str, Any]) -> None:
 
     t = TARGETS
     row("fill seconds (bulk)", lambda r: r["fill"]["seconds"], ".1f")
+    row("load average (1 min) after the size", lambda r: r["loadavg_1m_after"], ".2f",
+        f"(cores: {m['cores']}; > cores = contended)")
     row("search p50 ms (real model, incl. embed)", lambda r: r["search"]["p50_ms"], ".1f",
         f"<= {t['search_p50_ms']:g} ms @100k", lambda v: v <= t["search_p50_ms"])
     row("search p95 ms", lambda r: r["search"]["p95_ms"], ".1f")
+    row("search p50 process-CPU ms", lambda r: r["search"]["cpu_p50_ms"], ".1f")
     row("search cold first (loads vector index) ms", lambda r: r["search"]["cold_first_ms"], ".1f")
     row("search right after a record p50 ms", lambda r: r["search_after_record"]["search_p50_ms"],
         ".1f")
     row("record p50 ms (real model)", lambda r: r["record"]["real_model"]["p50_ms"], ".1f",
         f"<= {t['record_p50_ms']:g} ms", lambda v: v <= t["record_p50_ms"])
     row("record p95 ms (real model)", lambda r: r["record"]["real_model"]["p95_ms"], ".1f")
+    row("record p50 process-CPU ms (real model)", lambda r: r["record"]["real_model"]["cpu_p50_ms"],
+        ".1f")
+    row("  attempt text tokens (median)", lambda r: r["record"]["attempt_text_tokens_median"], ".0f")
     row("record p50 ms (no embedding)", lambda r: r["record"]["no_embedding"]["p50_ms"], ".1f",
         f"<= {t['record_p50_ms']:g} ms", lambda v: v <= t["record_p50_ms"])
     row("record p95 ms (no embedding)", lambda r: r["record"]["no_embedding"]["p95_ms"], ".1f")
@@ -717,6 +863,7 @@ def print_report(report: dict[str, Any]) -> None:
     for st in stages:
         row(f"  {st}", lambda r, st=st: r["search"]["breakdown_mean_ms"].get(st, 0.0), ".2f")
     row("  raw matmul (N x 384 @ q)", lambda r: r["search"]["vector_raw_ms"]["matmul"], ".2f")
+    row("  query tokens (median)", lambda r: r["search"].get("query_tokens_median", 0), ".0f")
     row("  FTS rows matching query (median)", lambda r: r["search"]["fts_matching_rows_median"],
         ",.0f")
     print("record breakdown (real model), mean ms:")
@@ -727,6 +874,10 @@ def print_report(report: dict[str, Any]) -> None:
     row("  open without verify", lambda r: r["open"]["open_without_verify_median_s"], ".3f")
     for st in report["sizes"][-1]["open"]["verify_parts_median_s"]:
         row(f"  {st}", lambda r, st=st: r["open"]["verify_parts_median_s"][st], ".3f")
+    print()
+    print("embedding one text (p50 ms), shipped session vs. onnxruntime thread settings:")
+    for name, res in report.get("embed_variants", {}).items():
+        print(f"  {name:<42} attempt {res['attempt_p50_ms']:6.1f}   query {res['query_p50_ms']:6.1f}")
     print()
     big = report["sizes"][-1]
     checks = [
@@ -776,7 +927,8 @@ def main() -> None:
     try:
         for n in sizes:
             path = tmp / f"core-{n}.sqlite"
-            print(f"[{n:,}] filling ...", flush=True)
+            load_before = os.getloadavg()[0]
+            print(f"[{n:,}] filling ... (load average {load_before:.2f})", flush=True)
             fill = bulk_fill(path, n, SEED + n)
             print(f"[{n:,}] filled in {fill['seconds']:.1f} s ({fill['attempts_per_s']:,.0f}/s, "
                   f"{fill['file_mb']:.0f} MB)", flush=True)
@@ -797,12 +949,18 @@ def main() -> None:
             print(f"[{n:,}] open + verify ...", flush=True)
             opened = measure_open(path, args.open_runs, args.profile, profiles)
             report["sizes"].append({"size": n, "fill": fill, "search": search, "record": record,
-                                    "search_after_record": after, "open": opened})
+                                    "search_after_record": after, "open": opened,
+                                    "loadavg_1m_before": load_before,
+                                    "loadavg_1m_after": os.getloadavg()[0]})
             if profiles:
                 profiles.insert(len(profiles) - 3, f"################ size {n:,}\n")
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
+    print("embedding variants ...", flush=True)
+    report["embed_variants"] = measure_embed_variants(
+        real, Workload(Corpus(SEED, stream=7), 1000), max(1, args.repeats)
+    )
     report["wall_seconds"] = time.perf_counter() - started
     print_report(report)
     out = Path(args.out)

@@ -61,9 +61,7 @@ def reference_embed(weights: dict[str, np.ndarray], ids: list[int]) -> np.ndarra
     for i in range(6):
         p = f"encoder.layer.{i}"
         q, k, v = (
-            _linear(x, w, f"{p}.attention.self.{name}")
-            .reshape(n, heads, head_dim)
-            .transpose(1, 0, 2)
+            _linear(x, w, f"{p}.attention.self.{name}").reshape(n, heads, head_dim).transpose(1, 0, 2)
             for name in ("query", "key", "value")
         )
         scores = q @ k.transpose(0, 2, 1) / math.sqrt(head_dim)
@@ -141,9 +139,7 @@ def test_order_is_preserved_across_batches(embedder: LocalEmbedder) -> None:
     # More than one internal batch, lengths shuffled so the internal sort reorders them.
     rng = np.random.default_rng(7)
     words = LONG.split()
-    texts = [
-        " ".join(words[: int(n)]) + f" item {i}" for i, n in enumerate(rng.integers(1, 60, 70))
-    ]
+    texts = [" ".join(words[: int(n)]) + f" item {i}" for i, n in enumerate(rng.integers(1, 60, 70))]
     together = embedder.embed(texts)
     for i in (0, 1, 33, 69):
         np.testing.assert_allclose(together[i], embedder.embed([texts[i]])[0], atol=1e-5)

@@ -10,7 +10,8 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, closing, contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -100,24 +101,65 @@ def _run(
     as_json: bool,
     op: Callable[[Memory, Caller], BaseModel],
     human: Callable[[Any], None] | None = None,
+    *,
+    human_only: bool = False,
 ) -> None:
+    """Open the store, run one operation, print its result (``human_only``: always via ``human``)."""
     with _memory(db) as (memory, caller), _errors():
-        _emit(op(memory, caller), as_json, human)
+        result = op(memory, caller)
+        if human_only and human is not None:
+            human(result)
+        else:
+            _emit(result, as_json, human)
 
 
 # ---------------------------------------------------------------- commands
 
 
 @app.command()
-def serve(db: DbOpt = None) -> None:
-    """Run the MCP server over stdio (what coding-agent harnesses launch).
+def serve(
+    db: DbOpt = None,
+    http: Annotated[
+        bool, typer.Option("--http", help="Serve MCP (/mcp) and REST (/v1) over HTTP instead of stdio.")
+    ] = False,
+    bind: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[HOST:PORT]",
+            help="With --http: where to listen (default 127.0.0.1:9471).",
+            show_default=False,
+        ),
+    ] = None,
+    no_auth: Annotated[
+        bool, typer.Option("--no-auth", help="HTTP without tokens: only on a loopback address.")
+    ] = False,
+    tls_cert: Annotated[
+        Path | None, typer.Option(help="PEM certificate: serve HTTPS (with --tls-key).")
+    ] = None,
+    tls_key: Annotated[Path | None, typer.Option(help="PEM private key of --tls-cert.")] = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option("--allow-host", help="Another host name clients may reach the server by (repeatable)."),
+    ] = None,
+) -> None:
+    """Run the MCP server over stdio (what coding-agent harnesses launch), or over HTTP with --http.
 
-    The store is opened and verified first; a store that does not verify is refused.
+    The store is opened and verified first; a store that does not verify is refused. Over HTTP every
+    route but /health needs a bearer token (`mentis token create`); on a store without tokens a
+    first admin token is written to admin.token next to the store (mode 0600).
     """
     from mentis.mcp_server import build_server
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     settings = _settings(db)
+    if http:
+        _serve_http(settings, bind or "", no_auth, tls_cert, tls_key, tuple(allow_host or ()))
+        return
+    if bind or no_auth or tls_cert or tls_key or allow_host:
+        err.print(
+            "error: HOST:PORT, --no-auth, --tls-cert, --tls-key and --allow-host need --http", highlight=False
+        )
+        raise typer.Exit(2)
     with _errors():
         memory = Memory.open(settings)
     err.print(f"mentis: serving MCP on stdio; store {settings.db_path} verified.", highlight=False)
@@ -126,6 +168,59 @@ def serve(db: DbOpt = None) -> None:
         build_server(memory).run("stdio")
     finally:
         memory.close()
+
+
+def _serve_http(
+    settings: Settings,
+    bind: str,
+    no_auth: bool,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    allow_hosts: tuple[str, ...],
+) -> None:
+    from mentis.auth import ADMIN_TOKEN_FILE, TokenStore, bootstrap_admin
+    from mentis.http import HttpConfig, build_app, listen, parse_bind, server
+
+    with ExitStack() as stack, _errors():
+        host, port = parse_bind(bind)
+        config = HttpConfig(
+            host=host,
+            port=port,
+            auth=not no_auth,
+            allowed_hosts=allow_hosts,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+        )
+        tokens = None if no_auth else stack.enter_context(closing(TokenStore(settings.db_path)))
+        admin_file = settings.db_path.parent / ADMIN_TOKEN_FILE
+        created = tokens is not None and bootstrap_admin(tokens, admin_file)
+        memory = stack.enter_context(closing(Memory.open(settings)))
+        sock = stack.enter_context(closing(listen(config)))
+        name = sock.getsockname()
+        url = f"{config.scheme}://{'[' + name[0] + ']' if ':' in name[0] else name[0]}:{name[1]}"
+        for line in _http_banner(settings, url, tokens is not None, admin_file, created):
+            err.print(line, highlight=False, soft_wrap=True, markup=False)
+        server(build_app(memory, tokens, config), config).run(sockets=[sock])
+
+
+def _http_banner(settings: Settings, url: str, auth: bool, admin_file: Path, created: bool) -> list[str]:
+    lines = [
+        f"mentis: serving HTTP on {url} (MCP {url}/mcp, REST {url}/v1, OpenAPI {url}/v1/openapi.json); "
+        f"store {settings.db_path} verified."
+    ]
+    if not auth:
+        lines.append("warning: --no-auth: anyone on this machine can read and write this memory.")
+    else:
+        if admin_file.exists():
+            lines.append(f"admin token {'written to' if created else 'in'} {admin_file} (mode 0600); try:")
+            lines.append(
+                f'  curl -H "Authorization: Bearer $(cat {admin_file})" -H "Content-Type: application/json" '
+                f"-d '{{}}' {url}/v1/verify_integrity"
+            )
+        lines.append("more tokens: mentis token create --repo 'github.com/acme/*' --scope write --agent NAME")
+    entry = {"type": "http", "url": f"{url}/mcp", "headers": {"Authorization": "Bearer <token>"}}
+    lines.append("harness config: " + json.dumps({"mcpServers": {"mentis": entry}}))
+    return lines
 
 
 def _harness_hint(settings: Settings) -> str:
@@ -362,5 +457,107 @@ def _print_verify(result: Any) -> None:
     console.print(f"{len(result.chains)} chain(s) verified")
 
 
+# ---------------------------------------------------------------- tokens and TLS (HTTP)
+
+token_app = typer.Typer(
+    name="token",
+    help="Bearer tokens for `mentis serve --http`: create (printed once), list, revoke.",
+    no_args_is_help=True,
+)
+app.add_typer(token_app)
+tls_app = typer.Typer(name="tls", help="TLS for `mentis serve --http`.", no_args_is_help=True)
+app.add_typer(tls_app)
+
+
+@contextmanager
+def _tokens(db: Path | None) -> Iterator[Any]:
+    from mentis.auth import TokenStore
+
+    with _errors(), closing(TokenStore(_settings(db).db_path)) as tokens:
+        yield tokens
+
+
+@token_app.command("create")
+def token_create(
+    repo: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--repo", "-r", help="Repository pattern it may use, e.g. 'github.com/acme/*' (repeatable)."
+        ),
+    ] = None,
+    scope: Annotated[str, typer.Option(help="read, write or admin (admin: every repository).")] = "read",
+    expires: Annotated[str | None, typer.Option(help="Lifetime, e.g. 30d, 12h, 2w (default: none).")] = None,
+    agent: Annotated[str | None, typer.Option(help="Agent identity of its calls (default token-ID).")] = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Create a bearer token and print it once; only a salted hash of it is stored."""
+    from mentis.auth import parse_duration
+
+    with _tokens(db) as tokens:
+        expires_at = datetime.now(UTC) + parse_duration(expires) if expires else None
+        token, info = tokens.create(
+            scope=scope, repositories=tuple(repo or ()), agent=agent, expires_at=expires_at
+        )
+    _emit({"token": token, **info.to_json()}, as_json, lambda _: Console().print(token, highlight=False))
+    err.print(
+        f"token {info.id} ({info.scope}, agent {info.agent}): shown once, store it now.", highlight=False
+    )
+
+
+@token_app.command("list")
+def token_list(db: DbOpt = None, as_json: JsonOpt = False) -> None:
+    """List tokens (id, agent, scope, repositories, expiry, status), never the tokens themselves."""
+    with _tokens(db) as tokens:
+        listed = [t.to_json() for t in tokens.list()]
+    _emit({"tokens": listed}, as_json, _print_tokens)
+
+
+@token_app.command("revoke")
+def token_revoke(
+    token_id: Annotated[str, typer.Argument(help="The token's id, from `mentis token list`.")],
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Revoke a token: every request with it is refused from now on."""
+    with _tokens(db) as tokens:
+        info = tokens.revoke(token_id)
+    _emit(info.to_json(), as_json, lambda i: Console().print(f"revoked {i['id']}", highlight=False))
+
+
+def _print_tokens(data: dict[str, Any]) -> None:
+    table = Table("id", "agent", "scope", "repositories", "created", "expires", "status")
+    for t in data["tokens"]:
+        repos = ", ".join(t["repositories"])
+        table.add_row(
+            t["id"], t["agent"], t["scope"], repos, t["created_at"], t["expires_at"] or "-", t["status"]
+        )
+    Console().print(table)
+
+
+@tls_app.command("self-signed")
+def tls_self_signed(
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Directory for cert.pem and key.pem (default: tls/ next to the store)."),
+    ] = None,
+    host: Annotated[
+        list[str] | None, typer.Option(help="Another name or IP to certify (repeatable).")
+    ] = None,
+    force: Annotated[bool, typer.Option(help="Replace an existing pair.")] = False,
+    db: DbOpt = None,
+) -> None:
+    """Write a self-signed certificate and key (0600) for localhost, 127.0.0.1 and ::1."""
+    from mentis.tls import self_signed
+
+    with _errors():
+        cert, key = self_signed(out or _settings(db).db_path.parent / "tls", tuple(host or ()), force=force)
+    err.print(f"wrote {cert} and {key}; serve with:", highlight=False)
+    err.print(f"  mentis serve --http --tls-cert {cert} --tls-key {key}", highlight=False, soft_wrap=True)
+
+
 def main() -> None:
     app()
+
+
+from mentis import cli_thoughts  # noqa: E402, F401  (registers the thought commands on `app`)

@@ -27,7 +27,7 @@ from mentis.errors import IntegrityError, InvalidInput
 
 VERSION = 1
 MAX_SAFE_INT = 2**53 - 1
-KINDS = frozenset({"attempt", "correction", "forget"})
+KINDS = frozenset({"attempt", "correction", "forget", "thought"})
 """Entry kinds this version writes and reads. Unknown kinds fail verification."""
 
 _SORT = orjson.OPT_SORT_KEYS

@@ -23,7 +23,8 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict
 
 from mentis import __version__
-from mentis.errors import MentisError
+from mentis.auth import CALLER_SCOPE_KEY
+from mentis.errors import Forbidden, MentisError
 from mentis.memory import Caller, Memory
 from mentis.model import parse
 from mentis.operations import OPERATIONS, Operation
@@ -49,7 +50,14 @@ class _PassThrough(ArgModelBase):
 
 
 def caller_from(ctx: Context[Any, Any]) -> Caller:
-    """The agent identity: MENTIS_AGENT_ID from the harness config, else the client's name."""
+    """Over HTTP, the Caller the auth middleware attached (the token's agent and scope); over
+    stdio, MENTIS_AGENT_ID from the harness config, else the client's name."""
+    request = ctx.request_context.request
+    if request is not None:
+        caller = getattr(request, "scope", {}).get(CALLER_SCOPE_KEY)
+        if not isinstance(caller, Caller):
+            raise Forbidden("this HTTP request carries no authenticated caller")
+        return caller
     agent = os.environ.get("MENTIS_AGENT_ID")
     if not agent:
         params = ctx.session.client_params if ctx.session is not None else None

@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
-import numpy as np
 import orjson
 
 from mentis import retrieval
 from mentis.config import Settings
-from mentis.embed import Embedder, check_vectors, load_embedder
-from mentis.errors import ConfigError, Forbidden, IntegrityError, InvalidInput, NotFound
+from mentis.embed import Embedder
+from mentis.errors import Conflict, Forbidden, IntegrityError, InvalidInput, NotFound
 from mentis.ledger import ChainReport, Entry, canonical, entry_rows, verify_rows
 from mentis.model import (
     AttemptPreview,
@@ -41,8 +39,11 @@ from mentis.model import (
     VerifyResult,
     now_iso,
 )
+from mentis.service import Caller
 from mentis.store.base import StoredAttempt
-from mentis.store.sqlite import SqliteStore
+from mentis.texts import attempt_conclusion
+from mentis.texts import attempt_text as attempt_text
+from mentis.thoughts import ThoughtOps, rejection_out
 
 log = logging.getLogger(__name__)
 
@@ -52,82 +53,15 @@ RECALL_TIMEOUT_S = 5.0
 EXPORT_FORMAT = "mentis-ledger"
 
 
-@dataclass(frozen=True)
-class Caller:
-    """Who is calling. ``repositories`` None means every repository (local, unscoped use)."""
-
-    agent_id: str
-    session_id: str | None = None
-    can_write: bool = True
-    repositories: tuple[str, ...] | None = None
-
-    def sees(self, repository: str) -> bool:
-        if self.repositories is None:
-            return True
-        from fnmatch import fnmatchcase
-
-        return any(fnmatchcase(repository, pattern) for pattern in self.repositories)
-
-
-def attempt_text(body: dict[str, Any]) -> str:
-    """What an attempt's vector is computed from (the model truncates at 256 tokens)."""
-    parts = [body.get("task_title"), body["action"], body["observation"], body.get("inference")]
-    return "\n".join(p for p in parts if p)
-
-
-class Memory:
-    def __init__(self, store: SqliteStore, embedder: Embedder) -> None:
-        self.store = store
-        self.embedder = embedder
-        self._check_model()
-
-    @classmethod
-    def open(cls, settings: Settings, embedder: Embedder | None = None) -> Memory:
-        """Open and verify the store (refusing a store that does not verify), load the embedder."""
-        embedder = embedder or load_embedder(settings.embedder)
-        store = SqliteStore(settings.db_path, embedder.dim)
-        try:
-            return cls(store, embedder)
-        except BaseException:
-            store.close()
-            raise
-
-    def close(self) -> None:
-        self.store.close()
-
-    def _check_model(self) -> None:
-        model = self.store.get_meta("embed_model")
-        if model is None:
-            self.store.set_meta("embed_model", self.embedder.model_id)
-            self.store.set_meta("embed_dim", str(self.embedder.dim))
-        elif model != self.embedder.model_id:
-            raise ConfigError(
-                f"{self.store.path} was embedded with {model!r} but the configured embedder is "
-                f"{self.embedder.model_id!r}; set MENTIS_EMBEDDER to match the store"
-            )
-
-    # ------------------------------------------------------------ helpers
-
-    @staticmethod
-    def _may_write(caller: Caller, repository: str) -> None:
-        if not caller.can_write:
-            raise Forbidden("this caller may only read; use a token with write scope")
-        if not caller.sees(repository):
-            raise Forbidden(f"this caller may not write to repository {repository!r}")
-
-    def _embed(self, texts: Sequence[str]) -> np.ndarray:
-        vectors = self.embedder.embed(texts)
-        return check_vectors(vectors, len(texts), self.embedder.dim)
-
-    def _embed_bodies(self, bodies: Sequence[dict[str, Any]]) -> np.ndarray:
-        return self._embed([attempt_text(b) for b in bodies])
-
+class Memory(ThoughtOps):
     def _owned_attempt(self, caller: Caller, repository: str, attempt_id: str) -> None:
         found = self.store.find_attempt(attempt_id)
         if found is None or found[0] != repository or not caller.sees(found[0]):
             raise NotFound(
                 f"no attempt {attempt_id} in repository {repository}; search or recall to find its id"
             )
+        if found[1]:
+            raise Conflict(f"attempt {attempt_id} in {repository} was forgotten; its content is erased")
 
     # ------------------------------------------------------------ record_attempt
 
@@ -154,10 +88,29 @@ class Memory:
             "check": req.check.model_dump(exclude_none=True) if req.check else None,
         }
         body.update({k: v for k, v in optional.items() if v is not None})
-        vector = self._embed([attempt_text(body)])[0]
+        conclusion = attempt_conclusion(body)
+        if self.store.has_rejections(req.repository):
+            vector, conclusion_vec = self._embed([attempt_text(body), conclusion])
+            reasserts = self.reassertions(req.repository, conclusion, conclusion_vec)
+        else:
+            vector, reasserts = self._embed([attempt_text(body)])[0], []
+        if reasserts:
+            body["reasserts"] = reasserts
         entry = self.store.append_attempt(req.repository, attempt_id, at, caller.agent_id, body, vector)
         status = req.check.status if req.check else "unverified"
-        return RecordAttemptResult(attempt_id=attempt_id, status=status, ledger=_ref(entry))
+        texts = [
+            req.action,
+            req.observation,
+            req.inference or "",
+            req.check.output or "" if req.check else "",
+        ]
+        return RecordAttemptResult(
+            attempt_id=attempt_id,
+            status=status,
+            ledger=_ref(entry),
+            warnings=self.reassertion_warnings(reasserts) + self.secret_warnings(*texts),
+            reasserts=[rejection_out(r) for r in reasserts],
+        )
 
     # ------------------------------------------------------------ search
 
@@ -304,8 +257,12 @@ class Memory:
         }
         if req.latest_commit is not None:
             body["latest_commit"] = req.latest_commit
+        conclusion = self.store.attempt_conclusion_text(req.repository, req.attempt_id)
+        if conclusion is None:
+            raise NotFound(f"no attempt {req.attempt_id} in repository {req.repository}")
+        vec = self._embed([conclusion])[0]
         entry, count = self.store.append_correction(
-            req.repository, str(uuid.uuid4()), at, caller.agent_id, body
+            req.repository, str(uuid.uuid4()), at, caller.agent_id, body, vec
         )
         return MarkOutdatedResult(
             attempt_id=req.attempt_id,
@@ -371,13 +328,13 @@ class Memory:
         items, heads = read_export(lines)
         for chain in heads:
             self._may_write(caller, chain)
-        verify_rows(entry_rows(items), heads)
-        count = self.store.import_ledger(items, self._embed_bodies)
+        verify_rows(entry_rows(sorted(items, key=lambda i: (i[0].chain, i[0].seq))), heads)
+        count = self.store.import_ledger(items, self._embed)
         self.store.verify()
         return count
 
     def rebuild(self, progress: Callable[[int], None] | None = None) -> int:
-        return self.store.rebuild(self._embed_bodies, progress)
+        return self.store.rebuild(self._embed, progress)
 
     def chain_reports(self) -> list[ChainReport]:
         return self.store.verify()
@@ -411,7 +368,6 @@ def read_export(
         except (orjson.JSONDecodeError, KeyError, TypeError, InvalidInput) as exc:
             raise IntegrityError(f"export line {number} is malformed: {exc}") from None
         items.append((entry, body))
-    items.sort(key=lambda item: (item[0].chain, item[0].seq))
     return items, heads
 
 
@@ -448,8 +404,12 @@ def _preview(stored: StoredAttempt, current: dict[str, str] | None) -> AttemptPr
         correction=_correction(stored.corrections[-1]) if stored.corrections else None,
         corrections_count=len(stored.corrections),
         stale_files=stale,
+        reasserts=[rejection_out(r) for r in b.get("reasserts", [])],
     )
 
 
 def open_memory(settings: Settings | None = None, embedder: Embedder | None = None) -> Memory:
     return Memory.open(settings or Settings.from_env(), embedder)
+
+
+__all__ = ["Caller", "Memory", "attempt_text", "open_memory", "read_export"]

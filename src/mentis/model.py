@@ -7,10 +7,12 @@ same ones because they all build these models. All models forbid unknown fields.
 from __future__ import annotations
 
 import re
+import uuid
 from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from mentis.errors import InvalidInput
 
@@ -176,6 +178,213 @@ class ForgetInput(Strict):
 M = TypeVar("M", bound=BaseModel)
 
 
+# ---------------------------------------------------------------- thoughts
+
+THOUGHT_TYPES = (
+    "Finding",
+    "Insight",
+    "FactLearned",
+    "PatternDetected",
+    "Hypothesis",
+    "Mistake",
+    "Correction",
+    "LessonLearned",
+    "AssumptionInvalidated",
+    "Constraint",
+    "Plan",
+    "Subgoal",
+    "Decision",
+    "StrategyShift",
+    "Wonder",
+    "Question",
+    "Idea",
+    "Experiment",
+    "ActionTaken",
+    "TaskComplete",
+    "Checkpoint",
+    "StateSnapshot",
+    "Handoff",
+    "Summary",
+    "Surprise",
+    "Reframe",
+    "Goal",
+    "PreferenceUpdate",
+    "UserTrait",
+    "RelationshipUpdate",
+    "LLMExtracted",
+)
+THOUGHT_ROLES = (
+    "Memory",
+    "WorkingMemory",
+    "Summary",
+    "Compression",
+    "Checkpoint",
+    "Handoff",
+    "Audit",
+    "Retrospective",
+)
+RELATION_KINDS = (
+    "References",
+    "Summarizes",
+    "Corrects",
+    "Invalidates",
+    "CausedBy",
+    "Supports",
+    "Contradicts",
+    "DerivedFrom",
+    "ContinuesFrom",
+    "BranchesFrom",
+    "RelatedTo",
+    "Supersedes",
+)
+INVALIDATING_KINDS = frozenset({"Supersedes", "Corrects", "Invalidates"})
+"""Relations whose target is left out of default reads."""
+REJECTING_KINDS = frozenset({"Corrects", "Invalidates"})
+"""Relations that reject the target's content (a fingerprint is kept; see memory.rejections)."""
+MAX_REFS = 64
+MAX_RELATIONS = 64
+MAX_CONCEPTS = 64
+MAX_TRAVERSE_DEPTH = 5
+MAX_TRAVERSE_NODES = 200
+MAX_RECENT = 200
+
+ThoughtType = Literal[THOUGHT_TYPES]  # type: ignore[valid-type]
+ThoughtRole = Literal[THOUGHT_ROLES]  # type: ignore[valid-type]
+RelationKind = Literal[RELATION_KINDS]  # type: ignore[valid-type]
+
+
+def _timestamp(value: str) -> str:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError("must be an ISO 8601 time such as 2026-12-01T09:45:00Z") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _unit(value: float | int | str) -> str:
+    """A score in [0, 1] as the decimal string stored in hashed documents (≤ 4 places)."""
+    if isinstance(value, bool):
+        raise ValueError("must be a number between 0 and 1")
+    try:
+        d = Decimal(str(value))
+    except InvalidOperation:
+        raise ValueError("must be a number between 0 and 1") from None
+    if not d.is_finite() or d < 0 or d > 1:
+        raise ValueError(f"must be between 0 and 1 (got {value})")
+    q = d.quantize(Decimal("0.0001")).normalize()
+    return "0" if q.is_zero() else format(q, "f")
+
+
+Timestamp = Annotated[str, Field(min_length=1, max_length=64), AfterValidator(_timestamp)]
+Unit = Annotated[float | str, AfterValidator(_unit)]
+Uuid = Annotated[str, Field(pattern=r"^[0-9a-fA-F-]{32,36}$"), AfterValidator(lambda v: str(uuid.UUID(v)))]
+
+
+class Relation(Strict):
+    kind: RelationKind
+    target_id: Identifier
+    valid_at: Timestamp | None = None
+    invalid_at: Timestamp | None = None
+
+    @model_validator(mode="after")
+    def _window(self) -> Relation:
+        if self.valid_at and self.invalid_at and self.invalid_at <= self.valid_at:
+            raise ValueError("relation invalid_at must be after valid_at")
+        return self
+
+
+class AppendThoughtInput(Strict):
+    repository: Identifier
+    type: ThoughtType
+    content: NonEmptyText
+    role: ThoughtRole = "Memory"
+    confidence: Unit | None = None
+    importance: Unit = "0.5"
+    tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] = Field(default_factory=list)
+    concepts: Annotated[list[Tag], Field(max_length=MAX_CONCEPTS)] = Field(default_factory=list)
+    refs: Annotated[list[Identifier], Field(max_length=MAX_REFS)] = Field(default_factory=list)
+    relations: Annotated[list[Relation], Field(max_length=MAX_RELATIONS)] = Field(default_factory=list)
+    task_id: Identifier | None = None
+    session_id: Identifier | None = None
+    thought_id: Uuid | None = Field(
+        None, description="optional client-chosen UUID (makes retries idempotent)"
+    )
+
+    @model_validator(mode="after")
+    def _no_self_reference(self) -> AppendThoughtInput:
+        if self.thought_id is not None:
+            if self.thought_id in self.refs:
+                raise ValueError("refs: a thought cannot refer to itself")
+            if any(r.target_id == self.thought_id for r in self.relations):
+                raise ValueError("relations: a thought cannot relate to itself")
+        return self
+
+
+class ThoughtFilters(Strict):
+    types: Annotated[list[ThoughtType], Field(max_length=len(THOUGHT_TYPES))] | None = None
+    roles: Annotated[list[ThoughtRole], Field(max_length=len(THOUGHT_ROLES))] | None = None
+    agents: Annotated[list[Identifier], Field(max_length=100)] | None = None
+    tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] | None = None
+    concepts: Annotated[list[Tag], Field(max_length=MAX_CONCEPTS)] | None = None
+    text: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS), AfterValidator(_query)] | None = (
+        None
+    )
+    since: Timestamp | None = None
+    until: Timestamp | None = None
+    min_importance: Unit | None = None
+    min_confidence: Unit | None = None
+    task_id: Identifier | None = None
+
+
+class SearchThoughtsInput(Strict):
+    query: Query | None = None
+    repository: Identifier | None = None
+    filters: ThoughtFilters = Field(default_factory=ThoughtFilters)
+    as_of: Timestamp | None = None
+    include_invalidated: bool = False
+    limit: Annotated[int, Field(ge=1, le=MAX_SEARCH_LIMIT)] = 10
+
+
+class GetThoughtInput(Strict):
+    thought_id: Identifier | None = None
+    repository: Identifier | None = Field(None, description="with seq: the chain to read")
+    seq: Annotated[int, Field(ge=0)] | None = None
+    hash: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
+
+
+class TraverseInput(Strict):
+    thought_id: Identifier
+    direction: Literal["out", "in", "both"] = "both"
+    depth: Annotated[int, Field(ge=1, le=MAX_TRAVERSE_DEPTH)] = 2
+    kinds: Annotated[list[RelationKind | Literal["ref"]], Field(max_length=13)] | None = None
+    limit: Annotated[int, Field(ge=1, le=MAX_TRAVERSE_NODES)] = 50
+
+
+class ContextBundleInput(Strict):
+    query: Query
+    repository: Identifier | None = None
+    limit: Annotated[int, Field(ge=1, le=20)] = 5
+    related: Annotated[int, Field(ge=0, le=20)] = 5
+    as_of: Timestamp | None = None
+
+
+class RecentContextInput(Strict):
+    repository: Identifier
+    agent_id: Identifier | None = None
+    limit: Annotated[int, Field(ge=1, le=MAX_RECENT)] = 20
+
+
+class MemoryMdExportInput(Strict):
+    repository: Identifier
+
+
+class MemoryMdImportInput(Strict):
+    repository: Identifier
+    markdown: Annotated[str, Field(min_length=1, max_length=4 * 1024 * 1024), AfterValidator(_plain)]
+
+
 class VerifyInput(Strict):
     repository: Identifier | None = None
 
@@ -225,6 +434,9 @@ class RecordAttemptResult(Out):
     status: AttemptStatus
     ledger: LedgerRef
     warnings: list[str] = Field(default_factory=list)
+    reasserts: list[Rejection] = Field(
+        default_factory=list, description="earlier rejected conclusions this attempt seems to re-assert"
+    )
 
 
 class CorrectionOut(Out):
@@ -247,6 +459,7 @@ class AttemptPreview(Out):
     correction: CorrectionOut | None = None
     corrections_count: int = 0
     stale_files: list[str] | None = None
+    reasserts: list[Rejection] = Field(default_factory=list)
 
 
 class ScoreParts(Out):
@@ -305,3 +518,102 @@ class ChainResult(Out):
 class VerifyResult(Out):
     ok: bool
     chains: list[ChainResult]
+
+
+class Rejection(Out):
+    """An earlier conclusion that was rejected, which a new write seems to re-assert."""
+
+    rejected_id: str = Field(description="the attempt or thought whose conclusion was rejected")
+    rejected_kind: Literal["attempt", "thought"]
+    reason: str
+    at: str
+    by_id: str = Field(description="the correction or thought that rejected it")
+    similarity: float
+    match: Literal["exact", "similar"]
+
+
+class ThoughtRelationOut(Out):
+    kind: str
+    target_id: str
+    valid_at: str | None = None
+    invalid_at: str | None = None
+
+
+class ThoughtOut(Out):
+    thought_id: str
+    repository: str
+    type: str
+    role: str
+    content: str
+    confidence: float | None = None
+    importance: float
+    tags: list[str]
+    concepts: list[str]
+    refs: list[str]
+    relations: list[ThoughtRelationOut]
+    task_id: str | None = None
+    agent_id: str
+    session_id: str | None = None
+    created_at: str
+    ledger: LedgerRef
+    invalidated_by: list[str] = Field(
+        default_factory=list,
+        description="ids of thoughts that supersede, correct or invalidate this one at the time asked about",
+    )
+    reasserts: list[Rejection] = Field(default_factory=list)
+
+
+class AppendThoughtResult(Out):
+    thought_id: str
+    ledger: LedgerRef
+    superseded: list[str] = Field(default_factory=list, description="near-duplicates linked with Supersedes")
+    warnings: list[str] = Field(default_factory=list)
+    reasserts: list[Rejection] = Field(default_factory=list)
+
+
+class ScoredThought(Out):
+    thought: ThoughtOut
+    score: float
+    score_parts: ScoreParts | None = None
+
+
+class SearchThoughtsResult(Out):
+    thoughts: list[ScoredThought]
+    ranking: str
+    as_of: str
+
+
+class TraverseEdge(Out):
+    from_id: str
+    kind: str
+    to_id: str
+
+
+class TraverseResult(Out):
+    nodes: list[ThoughtOut]
+    edges: list[TraverseEdge]
+    truncated: bool
+
+
+class BundleItem(Out):
+    seed: ScoredThought
+    related: list[ThoughtOut]
+
+
+class ContextBundleResult(Out):
+    bundles: list[BundleItem]
+
+
+class RecentContextResult(Out):
+    thoughts: list[ThoughtOut]
+    prompt: str
+
+
+class MemoryMdExportResult(Out):
+    markdown: str
+    count: int
+
+
+class MemoryMdImportResult(Out):
+    imported: int
+    thought_ids: list[str]

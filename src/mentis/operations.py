@@ -15,16 +15,32 @@ from pydantic import BaseModel
 
 from mentis.memory import Caller, Memory
 from mentis.model import (
+    AppendThoughtInput,
+    AppendThoughtResult,
+    ContextBundleInput,
+    ContextBundleResult,
     ForgetInput,
     ForgetResult,
+    GetThoughtInput,
     MarkOutdatedInput,
     MarkOutdatedResult,
+    MemoryMdExportInput,
+    MemoryMdExportResult,
+    MemoryMdImportInput,
+    MemoryMdImportResult,
     RecallInput,
     RecallResult,
+    RecentContextInput,
+    RecentContextResult,
     RecordAttemptInput,
     RecordAttemptResult,
     SearchInput,
     SearchResult,
+    SearchThoughtsInput,
+    SearchThoughtsResult,
+    ThoughtOut,
+    TraverseInput,
+    TraverseResult,
     VerifyInput,
     VerifyResult,
 )
@@ -99,6 +115,77 @@ OPERATIONS: tuple[Operation, ...] = (
         lambda m, c, r: m.verify_integrity(c, r.repository),
         "Verify the hash chains of the ledger (all repositories, or one). Fails with the chain, "
         "seq and what did not match when the store was altered.",
+    ),
+    Operation(
+        "append_thought",
+        AppendThoughtInput,
+        AppendThoughtResult,
+        lambda m, c, r: m.append_thought(c, r),
+        "Store a typed thought (Decision, Finding, Constraint, LessonLearned, Hypothesis, ...) with "
+        "importance/confidence in [0, 1], tags, concepts, refs to earlier thoughts or attempts, and "
+        "relations (Supersedes, Corrects, Invalidates, Supports, ...). A near-duplicate of a recent "
+        "thought of the same type supersedes it automatically; a thought that re-asserts a rejected "
+        "conclusion is stored with a warning naming the rejection.",
+        writes=True,
+    ),
+    Operation(
+        "search_thoughts",
+        SearchThoughtsInput,
+        SearchThoughtsResult,
+        lambda m, c, r: m.search_thoughts(c, r),
+        "Search thoughts by meaning and words, or list them by filters (types, roles, agents, tags, "
+        "concepts, text, since/until, min_importance, min_confidence, task_id). Thoughts that were "
+        "superseded, corrected or invalidated are left out unless include_invalidated; as_of answers "
+        "what was believed at that time.",
+    ),
+    Operation(
+        "get_thought",
+        GetThoughtInput,
+        ThoughtOut,
+        lambda m, c, r: m.get_thought(c, r),
+        "Read one thought by thought_id, by its ledger hash, or by repository + seq, with "
+        "invalidated_by naming thoughts that replaced it.",
+    ),
+    Operation(
+        "traverse_thoughts",
+        TraverseInput,
+        TraverseResult,
+        lambda m, c, r: m.traverse_thoughts(c, r),
+        "Follow refs and relations from a thought (direction out/in/both, depth 1-5, optional relation "
+        "kinds, at most `limit` nodes) and return the thoughts and edges reached.",
+    ),
+    Operation(
+        "context_bundle",
+        ContextBundleInput,
+        ContextBundleResult,
+        lambda m, c, r: m.context_bundle(c, r),
+        "Seed thoughts matching a query, each with the thoughts related to it (refs and relations "
+        "either way) grouped under it: the context to load before working on something.",
+    ),
+    Operation(
+        "recent_context",
+        RecentContextInput,
+        RecentContextResult,
+        lambda m, c, r: m.recent_context(c, r),
+        "The newest thoughts of a repository (optionally one agent's), also rendered as a compact "
+        "catch-up prompt to read after a context reset.",
+    ),
+    Operation(
+        "export_memory_md",
+        MemoryMdExportInput,
+        MemoryMdExportResult,
+        lambda m, c, r: m.export_memory_md(c, r),
+        "Render a repository's current thoughts as MEMORY.md: a section per type, one line per "
+        "thought with its metadata in a comment, so import_memory_md round-trips it.",
+    ),
+    Operation(
+        "import_memory_md",
+        MemoryMdImportInput,
+        MemoryMdImportResult,
+        lambda m, c, r: m.import_memory_md(c, r),
+        "Append the thoughts of a MEMORY.md (as written by export_memory_md) to a repository; a "
+        "malformed line rejects the whole file and nothing is written.",
+        writes=True,
     ),
 )
 

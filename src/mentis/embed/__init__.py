@@ -73,14 +73,18 @@ class HashEmbedder:
 
 
 def load_embedder(provider: str) -> Embedder:
-    """Build the embedder named by ``provider`` (``local`` or ``hash``)."""
+    """Build the embedder named by ``provider``: ``local``, ``openai`` (``MENTIS_EMBED_*``) or ``hash``."""
     if provider == "local":
         from mentis.embed.local import LocalEmbedder
 
         return LocalEmbedder.load()
+    if provider == "openai":
+        from mentis.embed.openai import OpenAIEmbedder
+
+        return OpenAIEmbedder.from_env()
     if provider == "hash":
         return HashEmbedder()
-    raise ConfigError(f"unknown embedding provider {provider!r}; use 'local' (default) or 'hash'")
+    raise ConfigError(f"unknown embedding provider {provider!r}; use 'local' (default), 'openai' or 'hash'")
 
 
 __all__ = ["Embedder", "HashEmbedder", "check_vectors", "load_embedder"]

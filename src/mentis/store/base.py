@@ -47,8 +47,8 @@ class SqlResult:
     truncation_reason: str | None
 
 
-Embed = Callable[[Sequence[dict[str, Any]]], np.ndarray]
-"""Embeds attempt bodies (the service decides which text of a body is embedded)."""
+Embed = Callable[[Sequence[str]], np.ndarray]
+"""Embeds texts; checked for shape and finiteness by the service that passes it."""
 
 
 class Store(Protocol):

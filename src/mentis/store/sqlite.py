@@ -19,28 +19,26 @@ through an in-process :class:`VectorIndex` that picks up other processes' writes
 
 from __future__ import annotations
 
-import base64
 import logging
 import sqlite3
-import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 
-from mentis.errors import Conflict, IntegrityError, NotFound, QueryError, StoreError
-from mentis.ledger import ChainReport, Entry, canonical, entry_hash, seal, sha256_hex, verify_rows
-from mentis.retrieval.vectors import VectorIndex
-from mentis.store.base import Embed, SqlResult, StoredAttempt
+from mentis.errors import Conflict, IntegrityError, NotFound, StoreError
+from mentis.ledger import ChainReport, Entry, canonical, verify_rows
+from mentis.store.base import Embed, StoredAttempt
+from mentis.store.sqlite_base import ENTRY_COLS, VECTOR_TABLES
+from mentis.store.sqlite_sql import RecallSql
+from mentis.store.sqlite_thoughts import THOUGHT_SCHEMA, THOUGHT_TABLES, ThoughtTables
+from mentis.texts import attempt_conclusion, attempt_text, fingerprint, thought_text
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
-BUSY_TIMEOUT_MS = 30_000
 FTS_WEIGHTS = (3.0, 1.0, 1.0, 0.5, 1.5, 1.0)
 """bm25 weights for title, action, observation, inference, files, tags."""
 
@@ -81,71 +79,15 @@ _DERIVED_TABLES = (
     "forgotten",
     "attempt_fts",
     "vectors",
+    *THOUGHT_TABLES,
 )
 
-_ENTRY_COLS = "e.v, e.chain, e.seq, e.kind, e.id, e.at, e.agent, e.prev, e.body_hash, e.key_id, e.sig, e.hash"
 
-# Views for `recall` SQL: every returned value is read out of a body (hash-covered data).
-_VIEWS = """
-CREATE TEMP VIEW attempts AS
-SELECT json_extract(b.body, '$.attempt_id') AS attempt_id,
-       json_extract(b.body, '$.repository') AS repository,
-       json_extract(b.body, '$.task_id') AS task_id,
-       json_extract(b.body, '$.task_title') AS task_title,
-       json_extract(b.body, '$.agent_id') AS agent_id,
-       json_extract(b.body, '$.session_id') AS session_id,
-       json_extract(b.body, '$.created_at') AS created_at,
-       coalesce(json_extract(b.body, '$.check.status'), 'unverified') AS status,
-       json_extract(b.body, '$.action') AS action,
-       json_extract(b.body, '$.observation') AS observation,
-       json_extract(b.body, '$.inference') AS inference,
-       json(json_extract(b.body, '$.files')) AS files,
-       json(json_extract(b.body, '$.tags')) AS tags,
-       json_extract(b.body, '$.code_context.commit') AS "commit",
-       json_extract(b.body, '$.code_context.branch') AS branch,
-       json_extract(b.body, '$.code_context.dirty') AS dirty,
-       json_extract(b.body, '$.check.command') AS check_command,
-       json_extract(b.body, '$.check.exit_code') AS check_exit_code,
-       json_extract(b.body, '$.check.output') AS check_output,
-       EXISTS(SELECT 1 FROM main.correction_idx c WHERE c.attempt_rowid = a.rowid) AS outdated
-FROM main.attempt_idx a JOIN main.bodies b ON b.rowid = a.rowid
-WHERE mentis_visible(a.repository);
-
-CREATE TEMP VIEW corrections AS
-SELECT json_extract(b.body, '$.attempt_id') AS attempt_id,
-       json_extract(b.body, '$.repository') AS repository,
-       json_extract(b.body, '$.reason') AS reason,
-       json_extract(b.body, '$.latest_commit') AS latest_commit,
-       json_extract(b.body, '$.at') AS at,
-       json_extract(b.body, '$.agent_id') AS agent_id
-FROM main.correction_idx c JOIN main.bodies b ON b.rowid = c.rowid
-JOIN main.attempt_idx a ON a.rowid = c.attempt_rowid
-WHERE mentis_visible(a.repository);
-
-CREATE TEMP VIEW tasks AS
-SELECT t.repository AS repository, t.task_id AS task_id,
-       json_extract(tb.body, '$.task_title') AS title,
-       (SELECT min(json_extract(b.body, '$.created_at')) FROM main.attempt_idx a
-          JOIN main.bodies b ON b.rowid = a.rowid
-         WHERE a.repository = t.repository AND a.task_id = t.task_id) AS created_at,
-       (SELECT count(*) FROM main.attempt_idx a
-         WHERE a.repository = t.repository AND a.task_id = t.task_id) AS attempt_count
-FROM main.task_idx t LEFT JOIN main.bodies tb ON tb.rowid = t.title_rowid
-WHERE mentis_visible(t.repository);
-"""
-VIEW_NAMES = frozenset({"attempts", "corrections", "tasks"})
-_SYSTEM = frozenset(
-    {
-        "sqlite_master",
-        "sqlite_schema",
-        "sqlite_temp_master",
-        "sqlite_temp_schema",
-        "sqlite_sequence",
-        "sqlite_stat1",
-        "sqlite_stat4",
-    }
-)
-_DENIED_FUNCTIONS = frozenset({"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"})
+def _derived_mismatch(rowid: int) -> IntegrityError:
+    return IntegrityError(
+        f"a derived index row (entry rowid {rowid}) disagrees with the ledger; run `mentis verify`, "
+        "then `mentis rebuild` to regenerate the indexes from the ledger"
+    )
 
 
 def _status(body: dict[str, Any]) -> str:
@@ -164,34 +106,14 @@ def _fts_fields(body: dict[str, Any]) -> tuple[str, str, str, str, str, str]:
     )
 
 
-class SqliteStore:
+class SqliteStore(ThoughtTables, RecallSql):
     """One SQLite file holding the ledger, bodies and derived tables."""
 
     def __init__(self, path: str | Path, dim: int, *, verify: bool = True) -> None:
-        self.path = str(path)
-        self.dim = dim
-        self._lock = threading.RLock()
-        self._ro: sqlite3.Connection | None = None
-        self._authorizer = _Authorizer()
-        self._index = VectorIndex(dim)
-        self._index_count = 0
-        self._index_stale = True
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        super().__init__(path, dim)
         with self._translate("open"):
-            self._conn = sqlite3.connect(
-                self.path,
-                isolation_level=None,
-                check_same_thread=False,
-                timeout=BUSY_TIMEOUT_MS / 1000,
-            )
-            self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-            if mode != "wal":
-                raise StoreError(f"could not switch {self.path} to WAL mode (got {mode!r})")
-            self._conn.execute("PRAGMA synchronous=FULL")
-            self._conn.execute("PRAGMA foreign_keys=OFF")
             with self._write() as conn:
-                for stmt in (_LEDGER_SCHEMA + _DERIVED_SCHEMA).split(";"):
+                for stmt in (_LEDGER_SCHEMA + _DERIVED_SCHEMA + THOUGHT_SCHEMA).split(";"):
                     if stmt.strip():
                         conn.execute(stmt)
                 found = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
@@ -207,57 +129,11 @@ class SqliteStore:
                     )
             self._data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
         if verify:
-            self.verify()
-
-    # ------------------------------------------------------------ plumbing
-
-    @contextmanager
-    def _translate(self, what: str) -> Iterator[None]:
-        try:
-            yield
-        except sqlite3.DatabaseError as exc:
-            raise _store_error(what, self.path, exc) from exc
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One IMMEDIATE transaction: the write lock is held from the first statement."""
-        with self._lock, self._translate("write"):
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
             try:
-                yield conn
+                self.verify()
             except BaseException:
-                conn.execute("ROLLBACK")
+                self.close()
                 raise
-            conn.execute("COMMIT")
-            self._index_stale = True
-
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        """A read transaction, so multi-statement reads see one snapshot."""
-        with self._lock, self._translate("read"):
-            conn = self._conn
-            conn.execute("BEGIN")
-            try:
-                yield conn
-            finally:
-                conn.execute("COMMIT")
-
-    def close(self) -> None:
-        with self._lock:
-            if self._ro is not None:
-                self._ro.close()
-                self._ro = None
-            self._conn.close()
-
-    def get_meta(self, key: str) -> str | None:
-        with self._lock, self._translate("read"):
-            row = self._conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def set_meta(self, key: str, value: str) -> None:
-        with self._write() as conn:
-            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (key, value))
 
     def counts(self) -> dict[str, int]:
         with self._read() as conn:
@@ -273,7 +149,7 @@ class SqliteStore:
         with self._read() as conn:
             heads = {c: (s, h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")}
             rows = conn.execute(
-                f"SELECT {_ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b "
+                f"SELECT {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b "
                 "ON b.rowid = e.rowid ORDER BY e.chain, e.seq"
             )
             reports = verify_rows(rows, heads)
@@ -289,47 +165,6 @@ class SqliteStore:
         return reports
 
     # ------------------------------------------------------------ writes
-
-    def _append(
-        self,
-        conn: sqlite3.Connection,
-        chain: str,
-        kind: str,
-        id_: str,
-        at: str,
-        agent: str,
-        body: bytes,
-    ) -> tuple[int, Entry]:
-        head = conn.execute("SELECT seq, hash FROM heads WHERE chain=?", (chain,)).fetchone()
-        seq, prev = (0, "") if head is None else (head[0] + 1, head[1])
-        entry = seal(chain=chain, seq=seq, prev=prev, kind=kind, id=id_, at=at, agent=agent, body=body)
-        return self._insert(conn, entry, body), entry
-
-    @staticmethod
-    def _insert(conn: sqlite3.Connection, e: Entry, body: bytes | None) -> int:
-        cur = conn.execute(
-            "INSERT INTO entries(v, chain, seq, kind, id, at, agent, prev, body_hash, key_id, sig, hash) "
-            "VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                e.v,
-                e.chain,
-                e.seq,
-                e.kind,
-                e.id,
-                e.at,
-                e.agent,
-                e.prev,
-                e.body_hash,
-                e.key_id,
-                e.sig,
-                e.hash,
-            ),
-        )
-        rowid = int(cur.lastrowid or 0)
-        if body is not None:
-            conn.execute("INSERT INTO bodies(rowid, body) VALUES(?, ?)", (rowid, body))
-        conn.execute("INSERT OR REPLACE INTO heads(chain, seq, hash) VALUES(?,?,?)", (e.chain, e.seq, e.hash))
-        return rowid
 
     def append_attempt(
         self,
@@ -347,16 +182,20 @@ class SqliteStore:
         return entry
 
     def append_correction(
-        self, chain: str, correction_id: str, at: str, agent: str, body: dict[str, Any]
+        self,
+        chain: str,
+        correction_id: str,
+        at: str,
+        agent: str,
+        body: dict[str, Any],
+        conclusion: np.ndarray,
     ) -> tuple[Entry, int]:
+        """Append a correction; ``conclusion`` is the vector of the attempt's rejected conclusion."""
         raw = canonical(body)
         with self._write() as conn:
             attempt_rowid = self._live_attempt_rowid(conn, chain, body["attempt_id"])
             rowid, entry = self._append(conn, chain, "correction", correction_id, at, agent, raw)
-            conn.execute(
-                "INSERT INTO correction_idx(rowid, attempt_rowid) VALUES(?,?)",
-                (rowid, attempt_rowid),
-            )
+            self._derive_correction(conn, rowid, attempt_rowid, body, conclusion)
             count = conn.execute(
                 "SELECT count(*) FROM correction_idx WHERE attempt_rowid=?", (attempt_rowid,)
             ).fetchone()[0]
@@ -432,6 +271,36 @@ class SqliteStore:
             (repo, task, title_rowid),
         )
 
+    def _derive_correction(
+        self, conn: sqlite3.Connection, rowid: int, attempt_rowid: int, body: dict[str, Any], vec: np.ndarray
+    ) -> None:
+        conn.execute("INSERT INTO correction_idx(rowid, attempt_rowid) VALUES(?,?)", (rowid, attempt_rowid))
+        raw = conn.execute("SELECT body FROM bodies WHERE rowid=?", (attempt_rowid,)).fetchone()[0]
+        norm = fingerprint(attempt_conclusion(orjson.loads(raw)))
+        blob = np.ascontiguousarray(vec, dtype=np.float32).tobytes()
+        self._add_rejection(
+            conn,
+            rowid,
+            body["attempt_id"],
+            body["repository"],
+            body["attempt_id"],
+            "attempt",
+            body["at"],
+            norm,
+            blob,
+        )
+
+    def attempt_conclusion_text(self, repository: str, attempt_id: str) -> str | None:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT a.rowid FROM attempt_idx a WHERE a.attempt_id=? AND a.repository=?",
+                (attempt_id, repository),
+            ).fetchone()
+            if row is None:
+                return None
+            loaded = self._load(conn, [row[0]], "attempt")
+        return attempt_conclusion(loaded[row[0]][1])
+
     def _derive_forget(self, conn: sqlite3.Connection, tomb_rowid: int, tomb: dict[str, Any]) -> None:
         attempt_id, repo = tomb["attempt_id"], tomb["repository"]
         conn.execute(
@@ -459,6 +328,7 @@ class SqliteStore:
         for r in [rowid, *corr]:
             conn.execute("DELETE FROM bodies WHERE rowid=?", (r,))
         conn.execute("DELETE FROM correction_idx WHERE attempt_rowid=?", (rowid,))
+        conn.execute("DELETE FROM rejections WHERE target_kind='attempt' AND target_id=?", (attempt_id,))
         conn.execute("DELETE FROM vectors WHERE rowid=?", (rowid,))
         conn.execute("DELETE FROM attempt_idx WHERE rowid=?", (rowid,))
         self._retitle(conn, repo, task_id)
@@ -493,11 +363,13 @@ class SqliteStore:
             for start in range(0, len(rowids), 500):
                 chunk = list(rowids[start : start + 500])
                 marks = ",".join("?" * len(chunk))
-                for r, repo, task, aid in conn.execute(
-                    "SELECT rowid, repository, task_id, attempt_id FROM attempt_idx "
-                    f"WHERE rowid IN ({marks})",
+                for r, repo, task, aid, e_chain, e_id, e_kind in conn.execute(
+                    "SELECT a.rowid, a.repository, a.task_id, a.attempt_id, e.chain, e.id, e.kind "
+                    f"FROM attempt_idx a JOIN entries e ON e.rowid = a.rowid WHERE a.rowid IN ({marks})",
                     chunk,
                 ):
+                    if (e_chain, e_id, e_kind) != (repo, aid, "attempt"):
+                        raise _derived_mismatch(r)
                     out[r] = (repo, task, aid)
         return out
 
@@ -516,83 +388,7 @@ class SqliteStore:
             return [(int(r), -float(s)) for r, s in self._conn.execute(sql, args)]
 
     def vector(self, query: np.ndarray, repository: str | None, limit: int) -> list[tuple[int, float]]:
-        self._refresh_index()
-        return self._index.search(query, repository, limit)
-
-    def _refresh_index(self) -> None:
-        """Bring the vector index up to date with the file (this and other processes' writes)."""
-        with self._lock, self._translate("vector index"):
-            version = self._conn.execute("PRAGMA data_version").fetchone()[0]
-            if version == self._data_version and not self._index_stale:
-                return
-            self._conn.execute("BEGIN")
-            try:
-                count = self._conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
-                start = self._index.max_rowid
-                if count < self._index_count + 0 or count < len(self._index):
-                    self._index.clear()
-                    start = 0
-                rows = self._conn.execute(
-                    "SELECT rowid, repository, vec FROM vectors WHERE rowid > ? ORDER BY rowid",
-                    (start,),
-                ).fetchall()
-                if rows:
-                    matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
-                    self._index.add([r[0] for r in rows], [r[1] for r in rows], matrix.reshape(-1, self.dim))
-                if len(self._index) != count:
-                    # A forget removed rows below our high-water mark: reload from scratch.
-                    self._index.clear()
-                    rows = self._conn.execute(
-                        "SELECT rowid, repository, vec FROM vectors ORDER BY rowid"
-                    ).fetchall()
-                    if rows:
-                        matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
-                        self._index.add(
-                            [r[0] for r in rows], [r[1] for r in rows], matrix.reshape(-1, self.dim)
-                        )
-                self._index_count = count
-            finally:
-                self._conn.execute("COMMIT")
-            self._data_version = version
-            self._index_stale = False
-
-    def _load(
-        self, conn: sqlite3.Connection, rowids: Sequence[int], kind: str
-    ) -> dict[int, tuple[Entry, dict[str, Any]]]:
-        """Entries and parsed bodies for ``rowids``, each body checked against its entry's hash."""
-        out: dict[int, tuple[Entry, dict[str, Any]]] = {}
-        for start in range(0, len(rowids), 500):
-            chunk = list(rowids[start : start + 500])
-            marks = ",".join("?" * len(chunk))
-            for row in conn.execute(
-                f"SELECT e.rowid, {_ENTRY_COLS}, b.body FROM entries e JOIN bodies b ON b.rowid = e.rowid "
-                f"WHERE e.rowid IN ({marks})",
-                chunk,
-            ):
-                rowid, raw = row[0], row[-1]
-                e = Entry(
-                    v=row[1],
-                    chain=row[2],
-                    seq=row[3],
-                    kind=row[4],
-                    id=row[5],
-                    at=row[6],
-                    agent=row[7],
-                    prev=row[8],
-                    body_hash=row[9],
-                    key_id=row[10],
-                    sig=row[11],
-                    hash=row[12],
-                )
-                if entry_hash(e.document()) != e.hash or sha256_hex(raw) != e.body_hash or e.kind != kind:
-                    raise IntegrityError(
-                        f"ledger does not verify: chain {e.chain!r} seq {e.seq}: entry or body changed "
-                        "while the store was open; run `mentis verify`",
-                        chain=e.chain,
-                        seq=e.seq,
-                    )
-                out[rowid] = (e, orjson.loads(raw))
-        return out
+        return self._search_vectors("vectors", query, repository, limit)
 
     def load_attempts(self, rowids: Sequence[int]) -> dict[int, StoredAttempt]:
         with self._read() as conn:
@@ -611,6 +407,7 @@ class SqliteStore:
             ):
                 corr_of.setdefault(arow, []).append(crow)
         corr_bodies = self._load(conn, [c for cs in corr_of.values() for c in cs], "correction")
+        keys = self._index_keys(conn, list(loaded))
         out: dict[int, StoredAttempt] = {}
         for rowid, (entry, body) in loaded.items():
             if body.get("attempt_id") != entry.id or body.get("repository") != entry.chain:
@@ -619,8 +416,25 @@ class SqliteStore:
                     chain=entry.chain,
                     seq=entry.seq,
                 )
+            if keys.get(rowid) != (body["repository"], body["task_id"], body["attempt_id"]):
+                raise _derived_mismatch(rowid)
             corrections = [corr_bodies[c][1] for c in corr_of.get(rowid, [])]
+            if any(c["attempt_id"] != entry.id or c["repository"] != entry.chain for c in corrections):
+                raise _derived_mismatch(rowid)
             out[rowid] = StoredAttempt(rowid=rowid, entry=entry, body=body, corrections=corrections)
+        return out
+
+    @staticmethod
+    def _index_keys(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
+        out: dict[int, tuple[str, str, str]] = {}
+        for start in range(0, len(rowids), 500):
+            chunk = list(rowids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            for r, repo, task, aid in conn.execute(
+                f"SELECT rowid, repository, task_id, attempt_id FROM attempt_idx WHERE rowid IN ({marks})",
+                chunk,
+            ):
+                out[r] = (repo, task, aid)
         return out
 
     def find_attempt(self, attempt_id: str) -> tuple[str, bool] | None:
@@ -655,6 +469,8 @@ class SqliteStore:
                     title_rows[int(row[0])] = (repo, task)
             for rowid, (_, body) in self._load(conn, list(title_rows), "attempt").items():
                 key = title_rows[rowid]
+                if (body["repository"], body["task_id"]) != key:
+                    raise _derived_mismatch(rowid)
                 out[key] = (body.get("task_title"), out[key][1])
         return out
 
@@ -670,80 +486,13 @@ class SqliteStore:
             found = self._attempts(conn, rowids)
         return [found[r] for r in rowids]
 
-    # ------------------------------------------------------------ recall SQL
-
-    def run_sql(
-        self,
-        sql: str,
-        params: dict[str, Any] | None,
-        *,
-        visible: Callable[[str], bool],
-        max_rows: int,
-        max_bytes: int,
-        timeout_s: float,
-    ) -> SqlResult:
-        with self._lock:
-            conn = self._readonly()
-            conn.create_function("mentis_visible", 1, lambda repo: 1 if visible(repo) else 0)
-            deadline = time.monotonic() + timeout_s
-            conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 2_000)
-            try:
-                try:
-                    self._authorizer.reset()
-                    cur = conn.execute(sql, params or {})
-                    columns = [d[0] for d in cur.description or ()]
-                    rows: list[list[Any]] = []
-                    size = 2
-                    truncated, reason = False, None
-                    while True:
-                        row = cur.fetchone()
-                        if row is None:
-                            break
-                        if len(rows) == max_rows:
-                            truncated, reason = True, f"more than {max_rows} rows"
-                            break
-                        values = [_jsonable(v) for v in row]
-                        size += len(orjson.dumps(values)) + 1
-                        if size > max_bytes:
-                            truncated, reason = True, f"more than {max_bytes:,} bytes"
-                            break
-                        rows.append(values)
-                finally:
-                    conn.execute("ROLLBACK") if conn.in_transaction else None
-            except sqlite3.DatabaseError as exc:
-                text = str(exc)
-                if "interrupted" in text:
-                    raise QueryError(f"query ran past the {timeout_s:g} s limit and was stopped") from None
-                if "not authorized" in text or "prohibited" in text:
-                    raise QueryError(
-                        "query refused: recall SQL may only SELECT from the views "
-                        f"{', '.join(sorted(VIEW_NAMES))}"
-                    ) from None
-                raise QueryError(f"query failed: {text}") from None
-            finally:
-                conn.set_progress_handler(None, 0)
-        return SqlResult(columns=columns, rows=rows, truncated=truncated, truncation_reason=reason)
-
-    def _readonly(self) -> sqlite3.Connection:
-        if self._ro is None:
-            uri = Path(self.path).resolve().as_uri() + "?mode=ro"
-            ro = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
-            ro.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            ro.create_function("mentis_visible", 1, lambda repo: 1)
-            ro.executescript(_VIEWS)
-            tables = frozenset(n for (n,) in ro.execute("SELECT name FROM main.sqlite_master")) | _SYSTEM
-            self._authorizer = _Authorizer(tables)
-            ro.set_authorizer(self._authorizer)
-            self._ro = ro
-        return self._ro
-
     # ------------------------------------------------------------ export, import, rebuild
 
     def iter_ledger(self) -> Iterator[tuple[Entry, bytes | None]]:
         with self._read() as conn:
             rows = conn.execute(
-                f"SELECT {_ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b ON b.rowid = e.rowid "
-                "ORDER BY e.chain, e.seq"
+                f"SELECT {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b ON b.rowid = e.rowid "
+                "ORDER BY e.rowid"
             ).fetchall()
         for r in rows:
             yield (
@@ -780,11 +529,11 @@ class SqliteStore:
         with self._write() as conn:
             for table in _DERIVED_TABLES:
                 conn.execute(f"DROP TABLE IF EXISTS {table}")
-            for stmt in _DERIVED_SCHEMA.split(";"):
+            for stmt in (_DERIVED_SCHEMA + THOUGHT_SCHEMA).split(";"):
                 if stmt.strip():
                     conn.execute(stmt)
             rows = conn.execute(
-                f"SELECT e.rowid, {_ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b "
+                f"SELECT e.rowid, {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b "
                 "ON b.rowid = e.rowid ORDER BY e.rowid"
             ).fetchall()
             placed = [
@@ -809,8 +558,9 @@ class SqliteStore:
                 for r in rows
             ]
             self._replay(conn, placed, embed, progress)
-        self._index.clear()
-        self._index_count = 0
+        for index in self._indexes.values():
+            index.clear()
+        self._stale.update(VECTOR_TABLES)
         return len(placed)
 
     def _replay(
@@ -820,14 +570,17 @@ class SqliteStore:
         embed: Embed,
         progress: Callable[[int], None] | None,
     ) -> None:
-        """Derive tables for entries in ledger order; attempts are embedded in batches."""
-        batch: list[tuple[int, dict[str, Any]]] = []
+        """Derive tables for entries in ledger order; attempts and thoughts are embedded in batches."""
+        batch: list[tuple[int, str, dict[str, Any]]] = []
 
         def flush() -> None:
             if batch:
-                vectors = embed([b for _, b in batch])
-                for (rowid, body), vec in zip(batch, vectors, strict=True):
-                    self._derive_attempt(conn, rowid, body, vec)
+                texts = [attempt_text(b) if k == "attempt" else thought_text(b) for _, k, b in batch]
+                for (rowid, kind, body), vec in zip(batch, embed(texts), strict=True):
+                    if kind == "attempt":
+                        self._derive_attempt(conn, rowid, body, vec)
+                    else:
+                        self._derive_thought(conn, rowid, body, vec)
                 if progress is not None:
                     progress(len(batch))
                 batch.clear()
@@ -836,75 +589,20 @@ class SqliteStore:
             if raw is None:
                 continue
             body = orjson.loads(raw)
-            if entry.kind == "attempt":
-                batch.append((rowid, body))
+            if entry.kind in ("attempt", "thought"):
+                batch.append((rowid, entry.kind, body))
                 if len(batch) >= 128:
                     flush()
                 continue
             flush()
             if entry.kind == "correction":
                 arow = conn.execute(
-                    "SELECT rowid FROM attempt_idx WHERE attempt_id=?", (body["attempt_id"],)
+                    "SELECT rowid, body FROM attempt_idx JOIN bodies USING(rowid) WHERE attempt_id=?",
+                    (body["attempt_id"],),
                 ).fetchone()
                 if arow is not None:
-                    conn.execute(
-                        "INSERT INTO correction_idx(rowid, attempt_rowid) VALUES(?,?)",
-                        (rowid, arow[0]),
-                    )
+                    vec = embed([attempt_conclusion(orjson.loads(arow[1]))])[0]
+                    self._derive_correction(conn, rowid, arow[0], body, vec)
             elif entry.kind == "forget":
                 self._derive_forget(conn, rowid, body)
         flush()
-
-
-class _Authorizer:
-    """Allow SELECT over the documented views only.
-
-    Reads inside a view are the view's. SQLite also reports a column-less read of a base table
-    at top level when it flattens ``count(*)`` over a view; that is allowed only for a table the
-    same statement already read through one of our views, so ``count(*)`` on an internal table
-    stays refused. ``reset`` runs before each statement is prepared.
-    """
-
-    def __init__(self, tables: frozenset[str] = frozenset()) -> None:
-        self.tables = tables
-        self.via_view: set[str] = set()
-
-    def reset(self) -> None:
-        self.via_view.clear()
-
-    def __call__(
-        self, action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None
-    ) -> int:
-        if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE):
-            return sqlite3.SQLITE_OK
-        if action == sqlite3.SQLITE_READ:
-            if source in VIEW_NAMES:
-                self.via_view.add(str(arg1))
-                return sqlite3.SQLITE_OK
-            if db == "temp" and arg1 in VIEW_NAMES:
-                return sqlite3.SQLITE_OK
-            if db is None and arg1 not in self.tables:  # a CTE the statement defines
-                return sqlite3.SQLITE_OK
-            if arg2 == "" and arg1 in self.via_view:
-                return sqlite3.SQLITE_OK
-            return sqlite3.SQLITE_DENY
-        if action == sqlite3.SQLITE_FUNCTION:
-            return sqlite3.SQLITE_DENY if (arg2 or "").lower() in _DENIED_FUNCTIONS else sqlite3.SQLITE_OK
-        return sqlite3.SQLITE_DENY
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
-    return value
-
-
-def _store_error(what: str, path: str, exc: sqlite3.DatabaseError) -> StoreError:
-    text = str(exc)
-    if isinstance(exc, sqlite3.OperationalError) and "locked" in text:
-        return StoreError(f"{what} failed: {path} stayed locked past {BUSY_TIMEOUT_MS // 1000} s: {text}")
-    if "malformed" in text or (isinstance(exc, sqlite3.DatabaseError) and "not a database" in text):
-        return StoreError(f"{what} failed: {path} is damaged ({text}); restore it from a backup or export")
-    if "disk" in text or "full" in text:
-        return StoreError(f"{what} failed: {path}: {text}; free some disk space")
-    return StoreError(f"{what} failed on {path}: {text}")

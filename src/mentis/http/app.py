@@ -1,0 +1,210 @@
+"""The ASGI app of ``mentis serve --http``: ``/mcp``, ``/v1/<operation>``, ``/v1/openapi.json``, ``/health``.
+
+``/mcp`` is the official SDK's streamable HTTP transport (stateless, JSON responses) over the same
+tools as stdio; ``/v1`` is the REST mirror (:mod:`mentis.http.rest`). Both are generated from
+:data:`mentis.operations.OPERATIONS` when the app is built, so a new operation appears on both.
+One :class:`~mentis.memory.Memory`, opened and verified before serving, is shared by every request;
+operations run in worker threads so SQLite never blocks the event loop. (``/dashboard`` will mount
+here too.)
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import uvicorn
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp
+
+from mentis import __version__
+from mentis.auth import TokenStore
+from mentis.errors import ConfigError
+from mentis.http.middleware import Authenticate, BodyLimit, HostGuard, RateLimit, Timeout, TokenBucket
+from mentis.http.rest import OTHER_ERRORS, endpoint, error_response, openapi
+from mentis.mcp_server import build_server
+from mentis.memory import Caller, Memory
+from mentis.operations import OPERATIONS
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 9471
+DEFAULT_BIND = f"{DEFAULT_HOST}:{DEFAULT_PORT}"
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_bind(text: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``[IPv6]:PORT``, ``HOST`` or ``:PORT`` → (host, port)."""
+    text = text.strip()
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port_text = rest[1:] if rest.startswith(":") else rest
+    elif text.count(":") == 1:
+        host, _, port_text = text.partition(":")
+    else:
+        host, port_text = text, ""
+    host = host or DEFAULT_HOST
+    try:
+        port = int(port_text) if port_text else DEFAULT_PORT
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535 or not host:
+        raise ConfigError(f"--http {text!r}: expected HOST:PORT, e.g. {DEFAULT_BIND} or [::1]:9471")
+    return host, port
+
+
+@dataclass(frozen=True)
+class HttpConfig:
+    """How the HTTP server listens and what it allows. Defaults are the documented ones."""
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    auth: bool = True
+    allowed_hosts: tuple[str, ...] = ()
+    max_body_bytes: int = 1024 * 1024
+    rate_per_second: float = 20.0
+    rate_burst: int = 60
+    request_timeout_s: float = 30.0
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+
+    def __post_init__(self) -> None:
+        if not self.auth and not is_loopback(self.host):
+            raise ConfigError(
+                f"--no-auth is only allowed on a loopback address (127.0.0.1, ::1, localhost), not "
+                f"{self.host!r}; create a token with `mentis token create` instead"
+            )
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ConfigError("give both --tls-cert and --tls-key (or neither)")
+        for path in (self.tls_cert, self.tls_key):
+            if path is not None and not path.is_file():
+                raise ConfigError(f"{path} is not a file; `mentis tls self-signed` writes a pair")
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls_cert else "http"
+
+    def hosts(self) -> tuple[str, ...]:
+        """Host names the Host and Origin headers may carry."""
+        names = [*LOOPBACK_NAMES, *self.allowed_hosts]
+        if self.host not in ("0.0.0.0", "::"):
+            names.append(self.host)
+        else:  # a wildcard bind also answers to this machine's names
+            names += [socket.gethostname(), socket.getfqdn()]
+        return tuple(dict.fromkeys(n.lower() for n in names))
+
+
+def _health(_: Request) -> Response:
+    return Response(b'{"status":"ok","version":"%s"}' % __version__.encode(), media_type="application/json")
+
+
+async def _http_error(_: Request, exc: Exception) -> Response:
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    headers = exc.headers if isinstance(exc, HTTPException) else None
+    code, message = OTHER_ERRORS.get(status, ("http_error", "request failed"))
+    if status == 404:
+        message = "no such route; the REST operations are listed in /v1/openapi.json, MCP is at /mcp"
+    return error_response(status, code, message, headers=headers)
+
+
+def build_app(memory: Memory, tokens: TokenStore | None, config: HttpConfig) -> ASGIApp:
+    """The whole HTTP surface over an already opened ``memory``.
+
+    ``tokens`` authenticates requests; it must be given unless ``config.auth`` is False.
+    """
+    if config.auth and tokens is None:
+        raise ConfigError("HTTP auth is on but no token store was given")
+    mcp = build_server(memory)
+    # DNS-rebinding checks are HostGuard's, for every route; the SDK's copy is switched off.
+    mcp.streamable_http_app(
+        stateless_http=True,
+        json_response=True,
+        max_request_body_size=config.max_body_bytes,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    document = openapi(OPERATIONS)
+
+    def _openapi(_: Request) -> Response:
+        return Response(orjson.dumps(document), media_type="application/json")
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with mcp.session_manager.run():
+            yield
+
+    routes = [
+        Route("/health", _health, methods=["GET"]),
+        Route("/mcp", StreamableHTTPASGIApp(mcp.session_manager)),
+        Route("/v1/openapi.json", _openapi, methods=["GET"]),
+        *(Route(f"/v1/{op.name}", endpoint(op, memory), methods=["POST"]) for op in OPERATIONS),
+    ]
+    app: ASGIApp = Starlette(
+        routes=routes, lifespan=lifespan, exception_handlers={HTTPException: _http_error}
+    )
+    app = BodyLimit(app, config.max_body_bytes)
+    app = Timeout(app, config.request_timeout_s)
+    app = RateLimit(app, TokenBucket(config.rate_per_second, config.rate_burst))
+    anonymous = None if config.auth else Caller(agent_id=memory_agent())
+    app = Authenticate(app, tokens if config.auth else None, anonymous)
+    return HostGuard(app, config.hosts())
+
+
+def memory_agent() -> str:
+    """The agent identity of --no-auth requests: MENTIS_AGENT_ID, else ``http-anonymous``."""
+    return os.environ.get("MENTIS_AGENT_ID") or "http-anonymous"
+
+
+def listen(config: HttpConfig) -> socket.socket:
+    """A listening socket on ``config.host:config.port`` (port 0 picks a free one)."""
+    family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
+    # proto=IPPROTO_TCP so asyncio sets TCP_NODELAY on accepted connections (else Nagle adds ~40 ms)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((config.host, config.port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}") from None
+    sock.setblocking(False)
+    return sock
+
+
+def server(app: ASGIApp, config: HttpConfig, **uvicorn_options: Any) -> uvicorn.Server:
+    """A uvicorn server for ``app`` (run it with ``.run(sockets=[listen(config)])``)."""
+    options: dict[str, Any] = {
+        "log_level": "warning",
+        "lifespan": "on",
+        "ws": "none",
+        "http": "h11",
+        "server_header": False,
+        "timeout_graceful_shutdown": 5,
+    }
+    options.update(uvicorn_options)
+    if config.tls_cert is not None:
+        options.update(ssl_certfile=str(config.tls_cert), ssl_keyfile=str(config.tls_key))
+    return uvicorn.Server(uvicorn.Config(app, **options))

@@ -1,0 +1,90 @@
+"""What every part of the service shares: the caller, the store, the embedder, and the checks
+that come before any write (scope, embedding shape, secrets)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Self
+
+import numpy as np
+
+from mentis import scrub
+from mentis.config import Settings
+from mentis.embed import Embedder, check_vectors, load_embedder
+from mentis.errors import ConfigError, Forbidden
+from mentis.store.sqlite import SqliteStore
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling. ``repositories`` None means every repository (local, unscoped use)."""
+
+    agent_id: str
+    session_id: str | None = None
+    can_write: bool = True
+    repositories: tuple[str, ...] | None = None
+
+    def sees(self, repository: str) -> bool:
+        if self.repositories is None:
+            return True
+        return any(fnmatchcase(repository, pattern) for pattern in self.repositories)
+
+
+class ServiceBase:
+    """The store and the embedder, opened once per process."""
+
+    def __init__(self, store: SqliteStore, embedder: Embedder) -> None:
+        self.store = store
+        self.embedder = embedder
+        self._check_model()
+
+    @classmethod
+    def open(cls, settings: Settings, embedder: Embedder | None = None) -> Self:
+        """Open and verify the store (refusing a store that does not verify), load the embedder."""
+        embedder = embedder or load_embedder(settings.embedder)
+        store = SqliteStore(settings.db_path, embedder.dim)
+        try:
+            return cls(store, embedder)
+        except BaseException:
+            store.close()
+            raise
+
+    def close(self) -> None:
+        self.store.close()
+
+    def _check_model(self) -> None:
+        model = self.store.get_meta("embed_model")
+        if model is None:
+            self.store.set_meta("embed_model", self.embedder.model_id)
+            self.store.set_meta("embed_dim", str(self.embedder.dim))
+        elif model != self.embedder.model_id:
+            raise ConfigError(
+                f"{self.store.path} was embedded with {model!r} but the configured embedder is "
+                f"{self.embedder.model_id!r}; set MENTIS_EMBEDDER to match the store"
+            )
+
+    # ------------------------------------------------------------ helpers
+
+    @staticmethod
+    def _may_write(caller: Caller, repository: str) -> None:
+        if not caller.can_write:
+            raise Forbidden("this caller may only read; use a token with write scope")
+        if not caller.sees(repository):
+            raise Forbidden(f"this caller may not write to repository {repository!r}")
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = self.embedder.embed(texts)
+        return check_vectors(vectors, len(texts), self.embedder.dim)
+
+    @staticmethod
+    def secret_warnings(*texts: str) -> list[str]:
+        """Warn (never block) when stored text looks like it holds a secret; forget_attempt erases it."""
+        kinds = sorted({f.kind for text in texts if text for f in scrub.find_secrets(text)})
+        if not kinds:
+            return []
+        return [
+            f"the stored text looks like it holds a secret ({', '.join(kinds)}); it is kept on this machine "
+            "only; if it is real, rotate it and call forget_attempt"
+        ]

@@ -1,0 +1,230 @@
+"""Plumbing shared by the SQLite store's parts: the connection, transactions, error
+translation, entry appends, hash-checked body loading and the in-process vector indexes."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from mentis.errors import IntegrityError, StoreError
+from mentis.ledger import Entry, entry_hash, seal, sha256_hex
+from mentis.retrieval.vectors import VectorIndex
+
+BUSY_TIMEOUT_MS = 30_000
+VECTOR_TABLES = ("vectors", "thought_vectors")
+ENTRY_COLS = "e.v, e.chain, e.seq, e.kind, e.id, e.at, e.agent, e.prev, e.body_hash, e.key_id, e.sig, e.hash"
+
+
+class SqliteBase:
+    """An open SQLite file in WAL mode with one connection guarded by a lock."""
+
+    def __init__(self, path: str | Path, dim: int) -> None:
+        self.path = str(path)
+        self.dim = dim
+        self._lock = threading.RLock()
+        self._ro: sqlite3.Connection | None = None
+        self._indexes = {table: VectorIndex(dim) for table in VECTOR_TABLES}
+        self._stale = set(VECTOR_TABLES)
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        with self._translate("open"):
+            self._conn = sqlite3.connect(
+                self.path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+            )
+            self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if mode != "wal":
+                raise StoreError(f"could not switch {self.path} to WAL mode (got {mode!r})")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.execute("PRAGMA foreign_keys=OFF")
+        self._data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+
+    # ------------------------------------------------------------ plumbing
+
+    @contextmanager
+    def _translate(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            raise _store_error(what, self.path, exc) from exc
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE transaction: the write lock is held from the first statement."""
+        with self._lock, self._translate("write"):
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            self._stale.update(VECTOR_TABLES)
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction, so multi-statement reads see one snapshot."""
+        with self._lock, self._translate("read"):
+            conn = self._conn
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._ro is not None:
+                self._ro.close()
+                self._ro = None
+            self._conn.close()
+
+    def get_meta(self, key: str) -> str | None:
+        with self._lock, self._translate("read"):
+            row = self._conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._write() as conn:
+            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (key, value))
+
+    def _append(
+        self,
+        conn: sqlite3.Connection,
+        chain: str,
+        kind: str,
+        id_: str,
+        at: str,
+        agent: str,
+        body: bytes,
+    ) -> tuple[int, Entry]:
+        head = conn.execute("SELECT seq, hash FROM heads WHERE chain=?", (chain,)).fetchone()
+        seq, prev = (0, "") if head is None else (head[0] + 1, head[1])
+        entry = seal(chain=chain, seq=seq, prev=prev, kind=kind, id=id_, at=at, agent=agent, body=body)
+        return self._insert(conn, entry, body), entry
+
+    @staticmethod
+    def _insert(conn: sqlite3.Connection, e: Entry, body: bytes | None) -> int:
+        cur = conn.execute(
+            "INSERT INTO entries(v, chain, seq, kind, id, at, agent, prev, body_hash, key_id, sig, hash) "
+            "VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                e.v,
+                e.chain,
+                e.seq,
+                e.kind,
+                e.id,
+                e.at,
+                e.agent,
+                e.prev,
+                e.body_hash,
+                e.key_id,
+                e.sig,
+                e.hash,
+            ),
+        )
+        rowid = int(cur.lastrowid or 0)
+        if body is not None:
+            conn.execute("INSERT INTO bodies(rowid, body) VALUES(?, ?)", (rowid, body))
+        conn.execute("INSERT OR REPLACE INTO heads(chain, seq, hash) VALUES(?,?,?)", (e.chain, e.seq, e.hash))
+        return rowid
+
+    def _search_vectors(
+        self, table: str, query: np.ndarray, repository: str | None, limit: int
+    ) -> list[tuple[int, float]]:
+        self._refresh_index(table)
+        return self._indexes[table].search(query, repository, limit)
+
+    def _refresh_index(self, table: str) -> None:
+        """Bring one vector index up to date with the file (this and other processes' writes).
+
+        Rowids only grow (they are ledger rowids), so new rows are those above the index's high
+        water mark; a row count below the index size means a forget removed rows: reload.
+        """
+        index = self._indexes[table]
+        with self._lock, self._translate("vector index"):
+            version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+            if version != self._data_version:
+                self._stale.update(VECTOR_TABLES)
+                self._data_version = version
+            if table not in self._stale:
+                return
+            self._conn.execute("BEGIN")
+            try:
+                count = self._conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                if count < len(index):
+                    index.clear()
+                self._load_vectors(table, index.max_rowid)
+                if len(index) != count:
+                    index.clear()
+                    self._load_vectors(table, 0)
+            finally:
+                self._conn.execute("COMMIT")
+            self._stale.discard(table)
+
+    def _load_vectors(self, table: str, after: int) -> None:
+        rows = self._conn.execute(
+            f"SELECT rowid, repository, vec FROM {table} WHERE rowid > ? ORDER BY rowid", (after,)
+        ).fetchall()
+        if rows:
+            matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(-1, self.dim)
+            self._indexes[table].add([r[0] for r in rows], [r[1] for r in rows], matrix)
+
+    def _load(
+        self, conn: sqlite3.Connection, rowids: Sequence[int], kind: str
+    ) -> dict[int, tuple[Entry, dict[str, Any]]]:
+        """Entries and parsed bodies for ``rowids``, each body checked against its entry's hash."""
+        out: dict[int, tuple[Entry, dict[str, Any]]] = {}
+        for start in range(0, len(rowids), 500):
+            chunk = list(rowids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            for row in conn.execute(
+                f"SELECT e.rowid, {ENTRY_COLS}, b.body FROM entries e JOIN bodies b ON b.rowid = e.rowid "
+                f"WHERE e.rowid IN ({marks})",
+                chunk,
+            ):
+                rowid, raw = row[0], row[-1]
+                e = Entry(
+                    v=row[1],
+                    chain=row[2],
+                    seq=row[3],
+                    kind=row[4],
+                    id=row[5],
+                    at=row[6],
+                    agent=row[7],
+                    prev=row[8],
+                    body_hash=row[9],
+                    key_id=row[10],
+                    sig=row[11],
+                    hash=row[12],
+                )
+                if entry_hash(e.document()) != e.hash or sha256_hex(raw) != e.body_hash or e.kind != kind:
+                    raise IntegrityError(
+                        f"ledger does not verify: chain {e.chain!r} seq {e.seq}: entry or body changed "
+                        "while the store was open; run `mentis verify`",
+                        chain=e.chain,
+                        seq=e.seq,
+                    )
+                out[rowid] = (e, orjson.loads(raw))
+        return out
+
+
+def _store_error(what: str, path: str, exc: sqlite3.DatabaseError) -> StoreError:
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and "locked" in text:
+        return StoreError(f"{what} failed: {path} stayed locked past {BUSY_TIMEOUT_MS // 1000} s: {text}")
+    if "malformed" in text or (isinstance(exc, sqlite3.DatabaseError) and "not a database" in text):
+        return StoreError(f"{what} failed: {path} is damaged ({text}); restore it from a backup or export")
+    if "disk" in text or "full" in text:
+        return StoreError(f"{what} failed: {path}: {text}; free some disk space")
+    return StoreError(f"{what} failed on {path}: {text}")

@@ -1,0 +1,497 @@
+"""Typed thoughts: append, search with supersession and point-in-time reads, traversal,
+context bundles, catch-up prompts, MEMORY.md, and rejected conclusions that stay rejected.
+
+A mixin of :class:`mentis.memory.Memory` (the service); the rules live here once.
+
+Thresholds, measured with all-MiniLM-L6-v2 on hand-written pairs (``tests/test_thresholds.py``
+pins them): paraphrases of one conclusion scored 0.87-0.97 cosine, different conclusions about
+the same subject 0.27-0.79, and a negation ("is not caused by ...") 0.88.
+
+- ``NEAR_DUPLICATE = 0.95``: a new thought of the same type this close to one of the 200 newest in
+  its repository (or equal after normalisation) supersedes it automatically — only near-verbatim
+  restatements, because supersession hides the older thought from default reads.
+- ``REASSERTION = 0.90``: a new attempt conclusion or thought this close to a rejected one (or
+  equal after normalisation) is stored, with a warning naming the rejection. Above the negation
+  score, so "X is not the cause" does not warn about a rejected "X is the cause".
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mentis import retrieval
+from mentis.errors import Conflict, Forbidden, InvalidInput, NotFound
+from mentis.model import (
+    THOUGHT_TYPES,
+    AppendThoughtInput,
+    AppendThoughtResult,
+    BundleItem,
+    ContextBundleInput,
+    ContextBundleResult,
+    GetThoughtInput,
+    LedgerRef,
+    MemoryMdExportInput,
+    MemoryMdExportResult,
+    MemoryMdImportInput,
+    MemoryMdImportResult,
+    RecentContextInput,
+    RecentContextResult,
+    Rejection,
+    ScoredThought,
+    ScoreParts,
+    SearchThoughtsInput,
+    SearchThoughtsResult,
+    ThoughtOut,
+    ThoughtRelationOut,
+    TraverseEdge,
+    TraverseInput,
+    TraverseResult,
+    now_iso,
+    parse,
+)
+from mentis.service import Caller, ServiceBase
+from mentis.texts import fingerprint
+
+if TYPE_CHECKING:
+    from mentis.ledger import Entry
+
+NEAR_DUPLICATE = 0.95
+NEAR_DUPLICATE_WINDOW = 200
+REASSERTION = 0.90
+FILTER_POOL = 2_000
+"""Thoughts considered when a search has filters but no query (newest first)."""
+
+
+def _float(value: str | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def thought_out(entry: Entry, body: dict[str, Any], invalidated_by: Sequence[str] = ()) -> ThoughtOut:
+    return ThoughtOut(
+        thought_id=body["thought_id"],
+        repository=body["repository"],
+        type=body["type"],
+        role=body["role"],
+        content=body["content"],
+        confidence=_float(body.get("confidence")),
+        importance=float(body["importance"]),
+        tags=body.get("tags", []),
+        concepts=body.get("concepts", []),
+        refs=body.get("refs", []),
+        relations=[ThoughtRelationOut(**r) for r in body.get("relations", [])],
+        task_id=body.get("task_id"),
+        agent_id=body["agent_id"],
+        session_id=body.get("session_id"),
+        created_at=body["created_at"],
+        ledger=LedgerRef(seq=entry.seq, hash=entry.hash),
+        invalidated_by=list(invalidated_by),
+        reasserts=[rejection_out(r) for r in body.get("reasserts", [])],
+    )
+
+
+def rejection_out(r: dict[str, Any]) -> Rejection:
+    return Rejection(**{**r, "similarity": float(r["similarity"])})
+
+
+class ThoughtOps(ServiceBase):
+    """The thought operations of Memory (``self`` is the Memory)."""
+
+    # ------------------------------------------------------------ rejected conclusions
+
+    def reassertions(self, repository: str, text: str, vector: np.ndarray) -> list[dict[str, Any]]:
+        """Earlier rejections that ``text`` seems to re-assert, as stored in the new body."""
+        rows = self.store.rejections(repository)
+        if not rows:
+            return []
+        norm = fingerprint(text)
+        sims = np.stack([r.vector for r in rows]) @ vector.astype(np.float32)
+        found: dict[str, dict[str, Any]] = {}
+        for row, sim in zip(rows, sims, strict=True):
+            exact = row.norm_hash == norm
+            if not exact and sim < REASSERTION:
+                continue
+            found[row.target_id] = {
+                "rejected_id": row.target_id,
+                "rejected_kind": row.target_kind,
+                "by_id": row.by_id,
+                "reason": self.store.rejection_reason(row.by_rowid)[:500],
+                "at": row.at,
+                "similarity": f"{min(max(float(sim), 0.0), 1.0):.4f}",
+                "match": "exact" if exact else "similar",
+            }
+        return list(found.values())
+
+    @staticmethod
+    def reassertion_warnings(found: Sequence[dict[str, Any]]) -> list[str]:
+        return [
+            f"this re-asserts a conclusion rejected at {r['at']}: {r['rejected_kind']} {r['rejected_id']} "
+            f"({r['match']} match, similarity {r['similarity']}); reason: {r['reason']}"
+            for r in found
+        ]
+
+    # ------------------------------------------------------------ append
+
+    def append_thought(
+        self, caller: Caller, req: AppendThoughtInput, *, link_duplicates: bool = True
+    ) -> AppendThoughtResult:
+        self._may_write(caller, req.repository)
+        thought_id = req.thought_id or str(uuid.uuid4())
+        targets = [*req.refs, *(r.target_id for r in req.relations)]
+        known = self.store.find_records([thought_id, *targets])
+        if thought_id in known:
+            raise Conflict(f"thought {thought_id} already exists; omit thought_id to get a new one")
+        for field, ids in (("refs", req.refs), ("relations", [r.target_id for r in req.relations])):
+            for target in ids:
+                repo_kind = known.get(target)
+                if repo_kind is None or repo_kind[0] != req.repository:
+                    raise InvalidInput(
+                        f"{field}: no thought or attempt {target} in {req.repository}", field=field
+                    )
+                if field == "relations" and repo_kind[1] != "thought":
+                    raise InvalidInput(
+                        f"relations: {target} is an attempt; relations link thoughts", field=field
+                    )
+        vector = self._embed([req.content])[0]
+        relations = [r.model_dump(exclude_none=True) for r in req.relations]
+        superseded = self._near_duplicates(req, vector, targets) if link_duplicates else []
+        relations += [{"kind": "Supersedes", "target_id": t} for t in superseded]
+        reasserts = self.reassertions(req.repository, req.content, vector)
+        at = now_iso()
+        body: dict[str, Any] = {
+            "thought_id": thought_id,
+            "repository": req.repository,
+            "type": req.type,
+            "role": req.role,
+            "content": req.content,
+            "importance": req.importance,
+            "tags": list(req.tags),
+            "concepts": list(req.concepts),
+            "refs": list(req.refs),
+            "relations": relations,
+            "agent_id": caller.agent_id,
+            "created_at": at,
+        }
+        optional = {
+            "confidence": req.confidence,
+            "task_id": req.task_id,
+            "session_id": req.session_id or caller.session_id,
+            "reasserts": reasserts or None,
+        }
+        body.update({k: v for k, v in optional.items() if v is not None})
+        entry = self.store.append_thought(req.repository, thought_id, at, caller.agent_id, body, vector)
+        warnings = self.reassertion_warnings(reasserts)
+        warnings += [f"linked as Supersedes: near-duplicate of thought {t}" for t in superseded]
+        return AppendThoughtResult(
+            thought_id=thought_id,
+            ledger=LedgerRef(seq=entry.seq, hash=entry.hash),
+            superseded=superseded,
+            warnings=warnings + self.secret_warnings(req.content),
+            reasserts=[rejection_out(r) for r in reasserts],
+        )
+
+    def _near_duplicates(self, req: AppendThoughtInput, vector: np.ndarray, targets: list[str]) -> list[str]:
+        ids, matrix = self.store.recent_thought_vectors(req.repository, NEAR_DUPLICATE_WINDOW)
+        if not ids:
+            return []
+        sims = matrix @ vector.astype(np.float32)
+        close = [i for i, s in zip(ids, sims, strict=True) if s >= NEAR_DUPLICATE and i not in targets]
+        if not close:
+            return []
+        invalid = self.store.invalidations(close, now_iso())
+        rowids = self.store.thought_rowids(close)
+        loaded = self.store.load_thoughts(list(rowids.values()))
+        same_type = {body["thought_id"] for _, body in loaded.values() if body["type"] == req.type}
+        return [i for i in close if i in same_type and i not in invalid][:1]
+
+    # ------------------------------------------------------------ search
+
+    def search_thoughts(self, caller: Caller, req: SearchThoughtsInput) -> SearchThoughtsResult:
+        if req.repository is not None and not caller.sees(req.repository):
+            raise Forbidden(f"this caller may not read repository {req.repository!r}")
+        as_of = req.as_of or now_iso()
+        scored: dict[int, retrieval.Scored] = {}
+        if req.query is not None:
+            qvec = self._embed([req.query])[0]
+            match = retrieval.fts_match(req.query)
+            lexical = self.store.thought_lexical(match, req.repository, retrieval.CANDIDATES) if match else []
+            vector = self.store.thought_vector(qvec, req.repository, retrieval.CANDIDATES)
+            fused = retrieval.fuse(lexical, vector)
+            scored = {s.rowid: s for s in fused}
+            candidates: list[int] | None = [s.rowid for s in fused]
+            ranking = (
+                "fused (bm25 + vector, reciprocal rank)" if match else "vector (no query terms for bm25)"
+            )
+        else:
+            candidates = None
+            ranking = "newest first (no query)"
+        where = self._thought_filters(caller, req, as_of)
+        rowids = self.store.filter_thoughts(candidates, where, FILTER_POOL)
+        results = self._materialise(rowids, as_of, req.include_invalidated, req.filters.text, req.limit)
+        thoughts = [
+            ScoredThought(
+                thought=t,
+                score=round(scored[r].fused, 6) if r in scored else t.importance,
+                score_parts=ScoreParts(**scored[r].parts()) if r in scored else None,
+            )
+            for r, t in results
+        ]
+        return SearchThoughtsResult(thoughts=thoughts, ranking=ranking, as_of=as_of)
+
+    def _thought_filters(
+        self, caller: Caller, req: SearchThoughtsInput, as_of: str
+    ) -> list[tuple[str, Sequence[Any]]]:
+        f = req.filters
+        where: list[tuple[str, Sequence[Any]]] = [("t.created_at <= ?", [as_of])]
+
+        def any_of(column: str, values: Sequence[Any] | None) -> None:
+            if values:
+                where.append((f"{column} IN ({','.join('?' * len(values))})", list(values)))
+
+        if req.repository is not None:
+            where.append(("t.repository = ?", [req.repository]))
+        elif caller.repositories is not None:
+            visible = self.store.repositories()
+            any_of("t.repository", [r for r in visible if caller.sees(r)] or [""])
+        any_of("t.type", f.types)
+        any_of("t.role", f.roles)
+        any_of("t.agent_id", f.agents)
+        for kind, labels in (("tag", f.tags), ("concept", f.concepts)):
+            if labels:
+                marks = ",".join("?" * len(labels))
+                where.append(
+                    (
+                        f"t.rowid IN (SELECT rowid FROM thought_label WHERE kind = ? AND label IN ({marks}))",
+                        [kind, *labels],
+                    )
+                )
+        if f.since is not None:
+            where.append(("t.created_at >= ?", [f.since]))
+        if f.until is not None:
+            where.append(("t.created_at <= ?", [f.until]))
+        if f.min_importance is not None:
+            where.append(("t.importance >= ?", [float(f.min_importance)]))
+        if f.min_confidence is not None:
+            where.append(("t.confidence >= ?", [float(f.min_confidence)]))
+        if f.task_id is not None:
+            where.append(("t.task_id = ?", [f.task_id]))
+        return where
+
+    def _materialise(
+        self,
+        rowids: Sequence[int],
+        as_of: str,
+        include_invalidated: bool,
+        text: str | None,
+        limit: int,
+    ) -> list[tuple[int, ThoughtOut]]:
+        """Load thoughts in order, apply invalidation at ``as_of`` and the text filter, up to ``limit``."""
+        out: list[tuple[int, ThoughtOut]] = []
+        needle = text.casefold() if text else None
+        for start in range(0, len(rowids), 100):
+            chunk = list(rowids[start : start + 100])
+            loaded = self.store.load_thoughts(chunk)
+            ids = [loaded[r][1]["thought_id"] for r in chunk if r in loaded]
+            invalid = self.store.invalidations(ids, as_of)
+            for r in chunk:
+                if r not in loaded:
+                    continue
+                entry, body = loaded[r]
+                by = invalid.get(body["thought_id"], [])
+                if by and not include_invalidated:
+                    continue
+                if needle is not None and needle not in body["content"].casefold():
+                    continue
+                out.append((r, thought_out(entry, body, by)))
+                if len(out) == limit:
+                    return out
+        return out
+
+    # ------------------------------------------------------------ direct reads
+
+    def get_thought(self, caller: Caller, req: GetThoughtInput) -> ThoughtOut:
+        given = [
+            req.thought_id is not None,
+            req.hash is not None,
+            req.seq is not None or req.repository is not None,
+        ]
+        if sum(given) != 1 or (req.seq is None) != (req.repository is None):
+            raise InvalidInput(
+                "get_thought: give exactly one of thought_id, hash, or repository + seq", "thought_id"
+            )
+        if req.thought_id is not None:
+            rowid = self.store.thought_rowids([req.thought_id]).get(req.thought_id)
+        else:
+            rowid = self.store.thought_rowid_at(req.repository, req.seq, req.hash)
+        loaded = self.store.load_thoughts([rowid]) if rowid is not None else {}
+        if rowid is None or rowid not in loaded or not caller.sees(loaded[rowid][1]["repository"]):
+            raise NotFound("no such thought; search_thoughts finds ids")
+        entry, body = loaded[rowid]
+        invalid = self.store.invalidations([body["thought_id"]], now_iso())
+        return thought_out(entry, body, invalid.get(body["thought_id"], []))
+
+    def _thoughts_by_id(self, caller: Caller, ids: Sequence[str], as_of: str) -> dict[str, ThoughtOut]:
+        rowids = self.store.thought_rowids(list(ids))
+        loaded = self.store.load_thoughts(list(rowids.values()))
+        invalid = self.store.invalidations(list(rowids), as_of)
+        return {
+            body["thought_id"]: thought_out(entry, body, invalid.get(body["thought_id"], []))
+            for entry, body in loaded.values()
+            if caller.sees(body["repository"])
+        }
+
+    def traverse_thoughts(self, caller: Caller, req: TraverseInput) -> TraverseResult:
+        start = self._thoughts_by_id(caller, [req.thought_id], now_iso())
+        if req.thought_id not in start:
+            raise NotFound(f"no thought {req.thought_id}; search_thoughts finds ids")
+        seen: dict[str, ThoughtOut] = dict(start)
+        edges: list[TraverseEdge] = []
+        frontier, truncated = [req.thought_id], False
+        for _ in range(req.depth):
+            found = self.store.thought_edges(frontier, req.direction, req.kinds)
+            other = [t if f in frontier and req.direction != "in" else f for f, _, t in found]
+            fresh = [i for i in dict.fromkeys(other) if i not in seen]
+            loaded = self._thoughts_by_id(caller, fresh, now_iso())
+            for i in fresh:
+                if i in loaded:
+                    if len(seen) == req.limit:
+                        truncated = True
+                        break
+                    seen[i] = loaded[i]
+            edges += [
+                TraverseEdge(from_id=f, kind=k, to_id=t) for f, k, t in found if f in seen and t in seen
+            ]
+            frontier = [i for i in fresh if i in seen]
+            if truncated or not frontier:
+                break
+        unique = list({(e.from_id, e.kind, e.to_id): e for e in edges}.values())
+        return TraverseResult(nodes=list(seen.values()), edges=unique, truncated=truncated)
+
+    def context_bundle(self, caller: Caller, req: ContextBundleInput) -> ContextBundleResult:
+        seeds = self.search_thoughts(
+            caller,
+            parse(
+                SearchThoughtsInput,
+                {"query": req.query, "repository": req.repository, "limit": req.limit, "as_of": req.as_of},
+            ),
+        )
+        as_of = seeds.as_of
+        seed_ids = {s.thought.thought_id for s in seeds.thoughts}
+        bundles = []
+        for seed in seeds.thoughts:
+            edges = self.store.thought_edges([seed.thought.thought_id], "both", None)
+            near = [t if f == seed.thought.thought_id else f for f, _, t in edges]
+            near = [i for i in dict.fromkeys(near) if i not in seed_ids][: req.related]
+            loaded = self._thoughts_by_id(caller, near, as_of)
+            bundles.append(BundleItem(seed=seed, related=[loaded[i] for i in near if i in loaded]))
+        return ContextBundleResult(bundles=bundles)
+
+    def recent_context(self, caller: Caller, req: RecentContextInput) -> RecentContextResult:
+        if not caller.sees(req.repository):
+            raise Forbidden(f"this caller may not read repository {req.repository!r}")
+        filters: dict[str, Any] = {"agents": [req.agent_id]} if req.agent_id else {}
+        found = self.search_thoughts(
+            caller,
+            parse(
+                SearchThoughtsInput, {"repository": req.repository, "filters": filters, "limit": req.limit}
+            ),
+        )
+        thoughts = [s.thought for s in found.thoughts]
+        lines = [f"Catch-up for {req.repository}: the {len(thoughts)} newest thoughts, newest first."]
+        lines += [
+            f"- [{t.type}] {_one_line(t.content, 300)} ({t.agent_id}, {t.created_at[:16]}Z)" for t in thoughts
+        ]
+        return RecentContextResult(thoughts=thoughts, prompt="\n".join(lines))
+
+    # ------------------------------------------------------------ MEMORY.md
+
+    def export_memory_md(self, caller: Caller, req: MemoryMdExportInput) -> MemoryMdExportResult:
+        if not caller.sees(req.repository):
+            raise Forbidden(f"this caller may not read repository {req.repository!r}")
+        rowids = self.store.filter_thoughts(None, [("t.repository = ?", [req.repository])], 1_000_000)
+        live = self._materialise(list(reversed(rowids)), now_iso(), False, None, len(rowids) or 1)
+        by_type: dict[str, list[ThoughtOut]] = {}
+        for _, t in live:
+            by_type.setdefault(t.type, []).append(t)
+        out = [f"# MEMORY: {req.repository}", ""]
+        for kind in THOUGHT_TYPES:
+            if kind in by_type:
+                out += [f"## {kind}", ""] + [md_line(t) for t in by_type[kind]] + [""]
+        return MemoryMdExportResult(markdown="\n".join(out), count=len(live))
+
+    def import_memory_md(self, caller: Caller, req: MemoryMdImportInput) -> MemoryMdImportResult:
+        parsed = parse_memory_md(req.repository, req.markdown)
+        self._may_write(caller, req.repository)
+        ids = [self.append_thought(caller, p, link_duplicates=False).thought_id for p in parsed]
+        return MemoryMdImportResult(imported=len(ids), thought_ids=ids)
+
+
+def _one_line(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+_MD_META = re.compile(r"\s+<!-- mentis (\{.*\}) -->$")
+
+
+def md_line(t: ThoughtOut) -> str:
+    """One MEMORY.md line: the content (newlines and backslashes escaped) and its metadata."""
+    import orjson
+
+    content = t.content.replace("\\", "\\\\").replace("\n", "\\n")
+    meta: dict[str, Any] = {"role": t.role, "importance": _decimal(t.importance)}
+    if t.confidence is not None:
+        meta["confidence"] = _decimal(t.confidence)
+    for key in ("tags", "concepts"):
+        if getattr(t, key):
+            meta[key] = getattr(t, key)
+    if t.task_id:
+        meta["task_id"] = t.task_id
+    return f"- {content} <!-- mentis {orjson.dumps(meta).decode()} -->"
+
+
+def _decimal(value: float) -> str:
+    return format(value, ".4f").rstrip("0").rstrip(".") or "0"
+
+
+def parse_memory_md(repository: str, text: str) -> list[AppendThoughtInput]:
+    """Thoughts from a MEMORY.md (``## Type`` sections, one ``- `` line each); all or nothing."""
+    import orjson
+
+    kind: str | None = None
+    out: list[AppendThoughtInput] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.startswith("## "):
+            kind = line[3:].strip()
+            if kind not in THOUGHT_TYPES:
+                raise InvalidInput(
+                    f"MEMORY.md line {number}: unknown thought type {kind!r}", field="markdown"
+                )
+            continue
+        if not line.startswith("- "):
+            continue
+        if kind is None:
+            raise InvalidInput(
+                f"MEMORY.md line {number}: a thought line before any '## Type' heading", "markdown"
+            )
+        body, meta = line[2:], {}
+        m = _MD_META.search(body)
+        if m:
+            try:
+                meta = orjson.loads(m.group(1))
+            except orjson.JSONDecodeError:
+                raise InvalidInput(
+                    f"MEMORY.md line {number}: malformed metadata comment", field="markdown"
+                ) from None
+            body = body[: m.start()]
+        content = re.sub(r"\\(\\|n)", lambda g: "\n" if g.group(1) == "n" else "\\", body)
+        data = {"repository": repository, "type": kind, "content": content, **meta}
+        try:
+            out.append(parse(AppendThoughtInput, data))
+        except InvalidInput as exc:
+            raise InvalidInput(f"MEMORY.md line {number}: {exc}", field="markdown") from None
+    return out

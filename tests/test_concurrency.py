@@ -1,0 +1,330 @@
+"""Several processes (agents) write one SQLite store at once (DESIGN §4).
+
+Each writer is a separate OS process with its own ``Memory``; they start together behind a
+stdin barrier, report every acknowledged write as a JSON line, and the test then checks that
+nothing was lost, duplicated or forked and that the ledger verifies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mentis.config import Settings
+from mentis.embed import HashEmbedder
+from mentis.memory import Caller, Memory
+from mentis.model import (
+    ChainResult,
+    ForgetInput,
+    RecallInput,
+    RecordAttemptInput,
+    SearchInput,
+    VerifyResult,
+)
+
+REPOS = ("github.com/acme/shop", "github.com/acme/api")
+WORKERS = 4
+PER_WORKER = 40
+DEADLINE_S = 120.0
+
+WRITER = r"""
+import json, sys
+from pathlib import Path
+from mentis.config import Settings
+from mentis.embed import HashEmbedder
+from mentis.memory import Caller, Memory
+from mentis.model import ForgetInput, MarkOutdatedInput, RecordAttemptInput, SearchInput
+
+path, worker, count, mixed = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "mixed"
+repos = sys.argv[5:]
+memory = Memory.open(Settings(home=path.parent, db_path=path, embedder="hash"), HashEmbedder())
+caller = Caller(agent_id=f"worker-{worker}")
+print("ready", flush=True)
+sys.stdin.readline()  # the barrier: every writer starts at once
+
+
+def ack(kind, repo, ref, attempt_id):
+    line = {"kind": kind, "repository": repo, "attempt_id": attempt_id, "seq": ref.seq, "hash": ref.hash}
+    print(json.dumps(line), flush=True)
+
+
+mine = []
+for i in range(count):
+    repo = repos[i % len(repos)]
+    req = RecordAttemptInput(
+        repository=repo,
+        task_id=f"w{worker}-t{i % 5}",
+        action=f"worker {worker} attempt {i} tries the cache",
+        observation=f"observation {i} from worker {worker}",
+    )
+    r = memory.record_attempt(caller, req)
+    ack("attempt", repo, r.ledger, r.attempt_id)
+    memory.search(caller, SearchInput(query=f"attempt {i} cache", limit=3))  # read between writes
+    mine.append((repo, r.attempt_id))
+    if mixed and i % 4 == 3:
+        repo_c, target = mine[-2]
+        c = memory.mark_conclusion_outdated(
+            caller, MarkOutdatedInput(repository=repo_c, attempt_id=target, reason=f"stale {i}")
+        )
+        ack("correction", repo_c, c.ledger, target)
+    if mixed and i % 8 == 7:
+        repo_f, target = mine[-4]
+        f = memory.forget_attempt(caller, ForgetInput(repository=repo_f, attempt_id=target))
+        ack("forget", repo_f, f.ledger, target)
+memory.close()
+print("done", flush=True)
+"""
+
+
+class Lines:
+    """Lines from a child's stdout, each read bounded by a deadline (no sleeps)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        self.fd = proc.stdout.fileno()
+        self.buf = b""
+        self.eof = False
+
+    def next(self, deadline: float) -> str | None:
+        while b"\n" not in self.buf:
+            if self.eof:
+                return None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the writer did not answer before the deadline")
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if ready:
+                chunk = os.read(self.fd, 65536)
+                self.eof = not chunk
+                self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line.decode()
+
+
+def settings_for(path: Path) -> Settings:
+    return Settings(home=path.parent, db_path=path, embedder="hash")
+
+
+def start_writer(path: Path, worker: int, count: int, mode: str, err: Path) -> subprocess.Popen[bytes]:
+    with err.open("wb") as fh:
+        return subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path), str(worker), str(count), mode, *REPOS],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=fh,
+            bufsize=0,
+        )
+
+
+def run_writers(tmp_path: Path, path: Path, mode: str) -> list[dict[str, Any]]:
+    """Start WORKERS writers, release them together, return every acknowledged write."""
+    deadline = time.monotonic() + DEADLINE_S
+    errs = [tmp_path / f"writer-{w}.err" for w in range(WORKERS)]
+    procs = [start_writer(path, w, PER_WORKER, mode, errs[w]) for w in range(WORKERS)]
+    try:
+        readers = [Lines(p) for p in procs]
+        for w, r in enumerate(readers):
+            assert r.next(deadline) == "ready", errs[w].read_text()
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(b"go\n")
+            p.stdin.close()
+        acks: list[dict[str, Any]] = []
+        for w, (p, r) in enumerate(zip(procs, readers, strict=True)):
+            lines = []
+            while (line := r.next(deadline)) is not None:
+                lines.append(line)
+            assert lines[-1:] == ["done"], errs[w].read_text()
+            acks.extend(json.loads(x) for x in lines[:-1])
+            assert p.wait(timeout=max(0.1, deadline - time.monotonic())) == 0, errs[w].read_text()
+        return acks
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+            if p.stdout is not None:
+                p.stdout.close()
+
+
+def all_attempt_ids(memory: Memory, caller: Caller) -> list[str]:
+    """Every attempt id the recall views show, paged past the 100-row cap."""
+    out: list[str] = []
+    while True:
+        page = memory.recall(
+            caller,
+            RecallInput(
+                sql="SELECT attempt_id FROM attempts ORDER BY attempt_id LIMIT 100 OFFSET :o",
+                params={"o": len(out)},
+            ),
+        )
+        assert not page.truncated
+        out.extend(r[0] for r in page.rows)
+        if len(page.rows) < 100:
+            return out
+
+
+def ledger(path: Path) -> list[tuple[str, int, str, str, str]]:
+    con = sqlite3.connect(path)
+    try:
+        return con.execute("SELECT chain, seq, kind, id, hash FROM entries ORDER BY chain, seq").fetchall()
+    finally:
+        con.close()
+
+
+def assert_continuous(rows: list[tuple[str, int, str, str, str]]) -> dict[str, int]:
+    """Seqs per chain are exactly 0..n-1; returns n per chain."""
+    seqs: dict[str, list[int]] = {}
+    for chain, seq, *_ in rows:
+        seqs.setdefault(chain, []).append(seq)
+    for chain, found in seqs.items():
+        assert found == list(range(len(found))), chain
+    return {c: len(s) for c, s in seqs.items()}
+
+
+@pytest.fixture
+def caller() -> Caller:
+    return Caller(agent_id="checker")
+
+
+@pytest.mark.slow
+def test_four_processes_recording_at_once_lose_and_duplicate_nothing(tmp_path: Path, caller: Caller) -> None:
+    path = tmp_path / "shared.db"
+    acks = run_writers(tmp_path, path, "plain")
+
+    assert len(acks) == WORKERS * PER_WORKER
+    acked = {a["attempt_id"]: (a["repository"], a["seq"], a["hash"]) for a in acks}
+    assert len(acked) == len(acks)
+
+    rows = ledger(path)
+    assert {aid: (chain, seq, h) for chain, seq, kind, aid, h in rows if kind == "attempt"} == acked
+    assert Counter(kind for *_, kind, _, _ in rows) == Counter({"attempt": WORKERS * PER_WORKER})
+    per_chain = assert_continuous(rows)
+    assert per_chain == {r: WORKERS * PER_WORKER // 2 for r in REPOS}
+
+    memory = Memory.open(settings_for(path), HashEmbedder())
+    try:
+        ids = all_attempt_ids(memory, caller)
+        assert Counter(ids) == Counter(set(acked))
+        heads = {a["repository"]: a["hash"] for a in acks if a["seq"] == per_chain[a["repository"]] - 1}
+        n = WORKERS * PER_WORKER // 2
+        assert memory.verify_integrity(caller) == VerifyResult(
+            ok=True,
+            chains=[
+                ChainResult(chain=r, ok=True, entries=n, head_seq=n - 1, head_hash=heads[r], bodies_erased=0)
+                for r in sorted(REPOS)
+            ],
+        )
+    finally:
+        memory.close()
+
+
+@pytest.mark.slow
+def test_four_processes_correcting_and_forgetting_at_once_keep_every_chain_verifiable(
+    tmp_path: Path, caller: Caller
+) -> None:
+    path = tmp_path / "shared.db"
+    acks = run_writers(tmp_path, path, "mixed")
+
+    rows = ledger(path)
+    assert {(chain, seq, kind, h) for chain, seq, kind, _, h in rows} == {
+        (a["repository"], a["seq"], a["kind"], a["hash"]) for a in acks
+    }
+    assert len(rows) == len(acks)
+    assert_continuous(rows)
+
+    forgotten = {a["attempt_id"] for a in acks if a["kind"] == "forget"}
+    recorded = {a["attempt_id"] for a in acks if a["kind"] == "attempt"}
+    corrected_live = {a["attempt_id"] for a in acks if a["kind"] == "correction"} - forgotten
+    assert forgotten and corrected_live
+
+    memory = Memory.open(settings_for(path), HashEmbedder())
+    try:
+        result = memory.verify_integrity(caller)
+        assert result.ok
+        assert sum(c.entries for c in result.chains) == len(acks)
+        assert Counter(all_attempt_ids(memory, caller)) == Counter(recorded - forgotten)
+        outdated = memory.recall(caller, RecallInput(sql="SELECT count(*) FROM attempts WHERE outdated")).rows
+        assert outdated == [[len(corrected_live)]]
+    finally:
+        memory.close()
+
+
+# ---------------------------------------------------------------- two Memory objects, one file
+
+
+@pytest.fixture
+def two(tmp_path: Path) -> Iterator[tuple[Memory, Memory]]:
+    path = tmp_path / "shared.db"
+    first = Memory.open(settings_for(path), HashEmbedder())
+    second = Memory.open(settings_for(path), HashEmbedder())
+    yield first, second
+    second.close()
+    first.close()
+
+
+def test_a_second_memory_finds_the_first_ones_new_attempt_through_its_vector_index(
+    two: tuple[Memory, Memory], caller: Caller
+) -> None:
+    first, second = two
+    first.record_attempt(
+        caller,
+        RecordAttemptInput(
+            repository=REPOS[0], task_id="old", action="tune the gc pauses", observation="pauses shrink"
+        ),
+    )
+    warm = second.search(caller, SearchInput(query="tune the gc pauses"))  # index loaded now
+    assert [t.task_id for t in warm.tasks] == ["old"]
+
+    new = first.record_attempt(
+        caller,
+        RecordAttemptInput(
+            repository=REPOS[1],
+            task_id="new",
+            action="quarantine the zeppelin fixture",
+            observation="zeppelin fixture no longer leaks sockets",
+        ),
+    )
+    found = second.search(
+        caller, SearchInput(query="quarantine the zeppelin fixture zeppelin fixture no longer leaks sockets")
+    )
+    top = found.tasks[0]
+    assert (top.repository, top.task_id, top.attempt.attempt_id) == (REPOS[1], "new", new.attempt_id)
+    assert top.score_parts.vector_rank == 1
+    assert top.score_parts.vector is not None and top.score_parts.vector > 0.99
+    # the vector side alone sees it too (a query with no lexical terms: all stopwords)
+    vector_only = second.search(caller, SearchInput(query="the", repository=REPOS[1]))
+    assert vector_only.ranking.startswith("vector")
+    assert [t.attempt.attempt_id for t in vector_only.tasks] == [new.attempt_id]
+
+
+def test_a_second_memory_stops_returning_an_attempt_the_first_one_forgot(
+    two: tuple[Memory, Memory], caller: Caller
+) -> None:
+    first, second = two
+    ids = [
+        first.record_attempt(
+            caller,
+            RecordAttemptInput(
+                repository=REPOS[0], task_id=f"t{i}", action=f"bump retry budget {i}", observation="flaky"
+            ),
+        ).attempt_id
+        for i in range(3)
+    ]
+    before = second.search(caller, SearchInput(query="the", repository=REPOS[0]))
+    assert {t.attempt.attempt_id for t in before.tasks} == set(ids)
+
+    first.forget_attempt(caller, ForgetInput(repository=REPOS[0], attempt_id=ids[0]))
+    after = second.search(caller, SearchInput(query="the", repository=REPOS[0]))
+    assert {t.attempt.attempt_id for t in after.tasks} == set(ids[1:])
