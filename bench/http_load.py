@@ -129,7 +129,7 @@ class Agent:
             return kind, {"repository": self.repo, "attempt_id": aid, "reason": self.text(6)}
         if kind == "forget_attempt":
             return kind, {"repository": self.repo, "attempt_id": self.rng.choice(live), "reason": "load test"}
-        return "verify_integrity", {"repository": self.repo}
+        return "verify_integrity", {}  # the token sees only its own chain
 
     def note(self, tool: str, args: dict[str, Any], result: dict[str, Any]) -> None:
         if tool == "record_attempt":

@@ -18,6 +18,7 @@ from mentis.errors import ConfigError, Conflict, InvalidInput, NotFound
 from mentis.http import HttpConfig
 from mentis.memory import Caller
 from mentis.model import RecordAttemptInput
+from mentis.operations import BY_NAME
 
 from .conftest import REPO
 from .http_support import LiveServer, mcp_client
@@ -190,12 +191,66 @@ async def test_a_token_for_one_repository_never_sees_or_touches_another_through_
     assert live.ledger() == before
 
 
+THOUGHT_READS = [
+    ("search_thoughts", {"query": f"rival {MARKER}"}),
+    ("search_thoughts", {"query": "rival", "repository": OTHER}),
+    ("get_thought", {"thought_id": "{thought}"}),
+    ("get_thought", {"thought_id": "{thought}", "repository": OTHER}),
+    ("traverse_thoughts", {"thought_id": "{thought}", "direction": "both"}),
+    ("context_bundle", {"query": f"rival {MARKER}"}),
+    ("context_bundle", {"query": "rival", "repository": OTHER}),
+    ("recent_context", {"repository": OTHER}),
+    ("export_memory_md", {"repository": OTHER}),
+    ("recall", {"sql": "select * from thoughts"}),
+    ("append_thought", {"repository": OTHER, "type": "Finding", "content": "planted"}),
+    ("import_memory_md", {"repository": OTHER, "markdown": "# planted"}),
+]
+"""Thought operations that name or could reach repository OTHER (those that exist are run)."""
+
+
+def _fill(value: Any, thought: str) -> Any:
+    if isinstance(value, dict):
+        return {k: _fill(v, thought) for k, v in value.items()}
+    return thought if value == "{thought}" else value
+
+
+@pytest.mark.anyio
+async def test_a_token_for_one_repository_never_reads_or_writes_anothers_thoughts(live: LiveServer) -> None:
+    cases = [(name, arguments) for name, arguments in THOUGHT_READS if name in BY_NAME]
+    if not any(name == "append_thought" for name, _ in cases):
+        pytest.skip("no thought operations in this build")
+    with anyio.fail_after(30):
+        async with live.client(live.token("admin")) as admin:
+            planted = await admin.post(
+                "/v1/append_thought",
+                json={"repository": OTHER, "type": "Finding", "content": f"rival plan {MARKER}"},
+            )
+            assert planted.status_code == 200, planted.text
+        thought = planted.json()["thought_id"]
+        token = live.token("write", ("github.com/acme/*",))
+        before = live.ledger()
+        async with live.client(token) as rest, mcp_client(live, token) as client:
+            for name, arguments in cases:
+                filled = _fill(arguments, thought)
+                answer = await rest.post(f"/v1/{name}", json=filled)
+                result = await client.call_tool(name, filled)
+                texts = [answer.text, str(result.structured_content), str(result.content)]
+                assert all(MARKER not in t for t in texts), (name, texts)
+                assert answer.status_code in (200, 400, 403, 404, 422), (name, answer.text)
+        assert live.ledger() == before
+
+
 def test_an_admin_token_sees_every_repository(live: LiveServer) -> None:
     with httpx2.Client(base_url=live.url, headers={"Authorization": f"Bearer {live.token('admin')}"}) as http:
         chains = http.post("/v1/verify_integrity", json={}).json()["chains"]
         rows = http.post("/v1/recall", json={"sql": "select repository from attempts order by 1"}).json()
+        tokens = http.post("/v1/recall", json={"sql": "select * from tokens"})
     assert sorted(c["chain"] for c in chains) == sorted([REPO, OTHER])
     assert rows["rows"] == [[REPO], [OTHER]]
+    assert (tokens.status_code, tokens.json()["error"]["code"]) == (
+        400,
+        "query",
+    )  # credentials stay out of reach
 
 
 def test_the_token_table_holds_only_salted_hashes_never_a_token(db_path: Path) -> None:

@@ -18,11 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import mentis.errors
 from mentis.operations import OPERATIONS, Operation
 
 from .http_support import LiveServer
 
-KNOWN_CODES = {"invalid_input", "malformed_json", "not_found", "conflict", "forbidden", "query"}
+KNOWN_CODES = {getattr(mentis.errors, name).code for name in mentis.errors.__all__} | {"malformed_json"}
 
 
 @pytest.fixture(scope="module")

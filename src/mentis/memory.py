@@ -39,6 +39,8 @@ from mentis.model import (
     VerifyResult,
     now_iso,
 )
+from mentis.retrieval import graph
+from mentis.retrieval.rerank import RerankFailed, RerankItem, apply_rerank
 from mentis.service import Caller
 from mentis.store.base import StoredAttempt
 from mentis.texts import attempt_conclusion
@@ -121,13 +123,15 @@ class Memory(ThoughtOps):
         match = retrieval.fts_match(req.query)
         lexical = self.store.lexical(match, req.repository, retrieval.CANDIDATES) if match else []
         vector = self.store.vector(query_vec, req.repository, retrieval.CANDIDATES)
-        ranked = retrieval.fuse(lexical, vector)
+        ranked = self._with_graph(retrieval.fuse(lexical, vector), req.repository)
         keys = self.store.attempt_keys([s.rowid for s in ranked])
         if caller.repositories is not None:
             keys = {r: k for r, k in keys.items() if caller.sees(k[0])}
         hits = retrieval.group_tasks(ranked, {r: (k[0], k[1]) for r, k in keys.items()}, req.limit)
         previews = self.store.load_attempts([h.attempts[0].rowid for h in hits])
         info = self.store.task_info([(h.repository, h.task_id) for h in hits])
+        base = "fused (bm25 + vector, reciprocal rank) + graph" if match else "vector + graph (no bm25 terms)"
+        hits, usefulness, ranking = self._rerank(req.query, hits, previews, info, base)
         current = dict(req.current_file_hashes or {})
         tasks = []
         for hit in hits:
@@ -142,15 +146,55 @@ class Memory(ThoughtOps):
                     repository=hit.repository,
                     task_id=hit.task_id,
                     title=title,
-                    score=round(best.fused, 6),
-                    score_parts=ScoreParts(**best.parts()),
+                    score=round(best.final, 6),
+                    score_parts=ScoreParts(**best.parts(), usefulness=usefulness.get(best.rowid)),
                     attempt=_preview(stored, current if req.current_file_hashes is not None else None),
                     matched_attempt_ids=matched,
                     attempt_count=count,
                 )
             )
-        ranking = "fused (bm25 + vector, reciprocal rank)" if match else "vector (no query terms for bm25)"
         return SearchResult(tasks=tasks, ranking=ranking)
+
+    def _with_graph(self, ranked: list[retrieval.Scored], repository: str | None) -> list[retrieval.Scored]:
+        """Re-rank fused hits by a personalised PageRank over task, file and tag links."""
+        seeds = [s.rowid for s in ranked[: graph.SEEDS]]
+        edges = self.store.attempt_edges(seeds, repository, graph.NEIGHBOURS_PER_SEED)
+        walked = graph.personalised_pagerank(ranked, edges)
+        known = {s.rowid for s in ranked}
+        ranked = ranked + [retrieval.Scored(rowid=r) for r in walked if r not in known]
+        for s in ranked:
+            s.graph = walked.get(s.rowid, 0.0)
+        return sorted(ranked, key=lambda s: (-s.final, -s.fused, s.rowid))
+
+    def _rerank(
+        self,
+        query: str,
+        hits: list[retrieval.TaskHit],
+        previews: dict[int, StoredAttempt],
+        info: dict[tuple[str, str], tuple[str | None, int]],
+        ranking: str,
+    ) -> tuple[list[retrieval.TaskHit], dict[int, float], str]:
+        """Optional LLM usefulness rerank of the tasks: all or nothing, fused order on failure."""
+        if self.reranker is None or len(hits) < 2:
+            return hits, {}, ranking
+        items = []
+        for h in hits:
+            b = previews[h.attempts[0].rowid].body if h.attempts[0].rowid in previews else {}
+            title = info.get((h.repository, h.task_id), (None, 0))[0] or h.task_id
+            text = "\n".join(
+                p for p in (title, b.get("action"), b.get("observation"), b.get("inference")) if p
+            )
+            items.append(RerankItem(key=f"{h.repository}\x00{h.task_id}", text=text))
+        try:
+            scores = self.reranker.rerank(query, items)
+        except RerankFailed as exc:
+            return hits, {}, f"{ranking} (rerank failed: {exc.reason})"
+        order = apply_rerank(list(zip(hits, scores, strict=True)), scores)
+        return (
+            [h for h, _ in order],
+            {h.attempts[0].rowid: s for h, s in order},
+            f"{ranking}, llm usefulness rerank",
+        )
 
     # ------------------------------------------------------------ recall
 

@@ -468,6 +468,8 @@ class ScoreParts(Out):
     vector: float | None = Field(None, description="cosine similarity of the best attempt")
     vector_rank: int | None = None
     fused: float = Field(description="reciprocal-rank fusion of the two ranks")
+    graph: float | None = Field(None, description="personalised PageRank from the fused hits (ranks tasks)")
+    usefulness: float | None = Field(None, description="LLM usefulness score in [0, 1], when reranking ran")
 
 
 class TaskResult(Out):

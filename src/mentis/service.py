@@ -14,6 +14,7 @@ from mentis import scrub
 from mentis.config import Settings
 from mentis.embed import Embedder, check_vectors, load_embedder
 from mentis.errors import ConfigError, Forbidden
+from mentis.retrieval.rerank import Reranker, load_reranker
 from mentis.store.sqlite import SqliteStore
 
 
@@ -35,9 +36,10 @@ class Caller:
 class ServiceBase:
     """The store and the embedder, opened once per process."""
 
-    def __init__(self, store: SqliteStore, embedder: Embedder) -> None:
+    def __init__(self, store: SqliteStore, embedder: Embedder, reranker: Reranker | None = None) -> None:
         self.store = store
         self.embedder = embedder
+        self.reranker = reranker
         self._check_model()
 
     @classmethod
@@ -46,13 +48,18 @@ class ServiceBase:
         embedder = embedder or load_embedder(settings.embedder)
         store = SqliteStore(settings.db_path, embedder.dim)
         try:
-            return cls(store, embedder)
+            return cls(store, embedder, load_reranker())
         except BaseException:
             store.close()
             raise
 
     def close(self) -> None:
+        """Close the store and any provider's HTTP client."""
         self.store.close()
+        for provider in (self.embedder, self.reranker):
+            close = getattr(provider, "close", None)
+            if callable(close):
+                close()
 
     def _check_model(self) -> None:
         model = self.store.get_meta("embed_model")

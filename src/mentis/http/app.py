@@ -163,17 +163,19 @@ def build_app(memory: Memory, tokens: TokenStore | None, config: HttpConfig) -> 
         *(Route(f"/v1/{op.name}", endpoint(op, memory), methods=["POST"]) for op in OPERATIONS),
     ]
     app: ASGIApp = Starlette(
-        routes=routes, lifespan=lifespan, exception_handlers={HTTPException: _http_error}
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={HTTPException: _http_error, Exception: _http_error},
     )
     app = BodyLimit(app, config.max_body_bytes)
     app = Timeout(app, config.request_timeout_s)
     app = RateLimit(app, TokenBucket(config.rate_per_second, config.rate_burst))
-    anonymous = None if config.auth else Caller(agent_id=memory_agent())
+    anonymous = None if config.auth else Caller(agent_id=anonymous_agent())
     app = Authenticate(app, tokens if config.auth else None, anonymous)
     return HostGuard(app, config.hosts())
 
 
-def memory_agent() -> str:
+def anonymous_agent() -> str:
     """The agent identity of --no-auth requests: MENTIS_AGENT_ID, else ``http-anonymous``."""
     return os.environ.get("MENTIS_AGENT_ID") or "http-anonymous"
 

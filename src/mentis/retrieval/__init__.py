@@ -57,6 +57,12 @@ class Scored:
     vector: float | None = None
     vector_rank: int | None = None
     fused: float = 0.0
+    graph: float | None = None
+
+    @property
+    def final(self) -> float:
+        """The ranking score: the graph walk's when it ran, else the fused one."""
+        return self.fused if self.graph is None else self.graph
 
     def parts(self) -> dict[str, Any]:
         return {
@@ -65,6 +71,7 @@ class Scored:
             "vector": None if self.vector is None else round(self.vector, 4),
             "vector_rank": self.vector_rank,
             "fused": round(self.fused, 6),
+            "graph": None if self.graph is None else round(self.graph, 6),
         }
 
 
@@ -92,7 +99,7 @@ class TaskHit:
 
     @property
     def score(self) -> float:
-        return self.attempts[0].fused
+        return self.attempts[0].final
 
 
 def group_tasks(ranked: Sequence[Scored], keys: dict[int, tuple[str, str]], limit: int) -> list[TaskHit]:

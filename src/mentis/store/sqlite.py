@@ -39,6 +39,7 @@ from mentis.texts import attempt_conclusion, attempt_text, fingerprint, thought_
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
+LABEL_FANOUT = 200
 FTS_WEIGHTS = (3.0, 1.0, 1.0, 0.5, 1.5, 1.0)
 """bm25 weights for title, action, observation, inference, files, tags."""
 
@@ -69,6 +70,9 @@ CREATE TABLE IF NOT EXISTS forgotten(
 CREATE VIRTUAL TABLE IF NOT EXISTS attempt_fts USING fts5(
     title, action, observation, inference, files, tags,
     content='', tokenize='porter unicode61 remove_diacritics 2');
+CREATE TABLE IF NOT EXISTS attempt_label(rowid INTEGER NOT NULL, kind TEXT NOT NULL, label TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS attempt_label_idx ON attempt_label(kind, label);
+CREATE INDEX IF NOT EXISTS attempt_label_row ON attempt_label(rowid);
 CREATE TABLE IF NOT EXISTS vectors(
     rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, vec BLOB NOT NULL);
 """
@@ -79,6 +83,7 @@ _DERIVED_TABLES = (
     "forgotten",
     "attempt_fts",
     "vectors",
+    "attempt_label",
     *THOUGHT_TABLES,
 )
 
@@ -263,6 +268,9 @@ class SqliteStore(ThoughtTables, RecallSql):
             "INSERT INTO vectors(rowid, repository, vec) VALUES(?,?,?)",
             (rowid, repo, np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
         )
+        labels = [(rowid, "file", f) for f in body.get("files", [])]
+        labels += [(rowid, "tag", t) for t in body.get("tags", [])]
+        conn.executemany("INSERT INTO attempt_label(rowid, kind, label) VALUES(?,?,?)", labels)
         title_rowid = rowid if body.get("task_title") else None
         conn.execute(
             "INSERT INTO task_idx(repository, task_id, title_rowid) VALUES(?,?,?) "
@@ -330,6 +338,7 @@ class SqliteStore(ThoughtTables, RecallSql):
         conn.execute("DELETE FROM correction_idx WHERE attempt_rowid=?", (rowid,))
         conn.execute("DELETE FROM rejections WHERE target_kind='attempt' AND target_id=?", (attempt_id,))
         conn.execute("DELETE FROM vectors WHERE rowid=?", (rowid,))
+        conn.execute("DELETE FROM attempt_label WHERE rowid=?", (rowid,))
         conn.execute("DELETE FROM attempt_idx WHERE rowid=?", (rowid,))
         self._retitle(conn, repo, task_id)
 
@@ -372,6 +381,36 @@ class SqliteStore(ThoughtTables, RecallSql):
                         raise _derived_mismatch(r)
                     out[r] = (repo, task, aid)
         return out
+
+    def attempt_edges(
+        self, seeds: Sequence[int], repository: str | None, per_seed: int
+    ) -> list[tuple[int, int, float]]:
+        """Links from each seed: same task (1.0), each shared file (0.5) or tag (0.25).
+
+        Labels held by more than ``LABEL_FANOUT`` attempts (a README everyone touches) link nothing.
+        """
+        edges: list[tuple[int, int, float]] = []
+        repo_sql, repo_args = ("AND b.repository = ?", [repository]) if repository is not None else ("", [])
+        with self._read() as conn:
+            for seed in seeds:
+                for (other,) in conn.execute(
+                    "SELECT b.rowid FROM attempt_idx a JOIN attempt_idx b ON b.repository = a.repository "
+                    "AND b.task_id = a.task_id AND b.rowid != a.rowid WHERE a.rowid = ? LIMIT ?",
+                    (seed, per_seed),
+                ):
+                    edges.append((seed, other, 1.0))
+                for other, weight in conn.execute(
+                    "SELECT l2.rowid, sum(CASE l1.kind WHEN 'file' THEN 0.5 ELSE 0.25 END) AS w "
+                    "FROM attempt_label l1 JOIN attempt_label l2 ON l2.kind = l1.kind "
+                    "AND l2.label = l1.label AND l2.rowid != l1.rowid "
+                    "JOIN attempt_idx b ON b.rowid = l2.rowid "
+                    f"WHERE l1.rowid = ? {repo_sql} AND (SELECT count(*) FROM attempt_label x "
+                    "WHERE x.kind = l1.kind AND x.label = l1.label) <= ? "
+                    "GROUP BY l2.rowid ORDER BY w DESC, l2.rowid LIMIT ?",
+                    (seed, *repo_args, LABEL_FANOUT, per_seed),
+                ):
+                    edges.append((seed, int(other), float(weight)))
+        return edges
 
     def lexical(self, match: str, repository: str | None, limit: int) -> list[tuple[int, float]]:
         weights = ",".join(str(w) for w in FTS_WEIGHTS)

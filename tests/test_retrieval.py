@@ -1,0 +1,132 @@
+"""Fusion, graph signals and the optional LLM rerank, through the real search path."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from mentis.config import Settings
+from mentis.embed import HashEmbedder
+from mentis.memory import Caller, Memory
+from mentis.model import RecordAttemptInput, SearchInput, parse
+from mentis.retrieval import Scored, fts_match, fuse
+from mentis.retrieval.graph import personalised_pagerank
+from mentis.retrieval.rerank import Reranker
+
+from .conftest import REPO
+from .fake_openai import FakeOpenAI
+
+
+def record(memory: Memory, caller: Caller, task_id: str, observation: str, **fields: Any) -> str:
+    data = {"repository": REPO, "task_id": task_id, "action": "tried", "observation": observation, **fields}
+    return memory.record_attempt(caller, parse(RecordAttemptInput, data)).attempt_id
+
+
+def test_fts_match_quotes_terms_and_drops_stopwords() -> None:
+    assert fts_match('why does the "cart" total fail?') == '"cart" OR "total" OR "fail"'
+    assert fts_match("the of and") is None
+
+
+def test_rrf_rewards_agreement_between_the_two_lists() -> None:
+    fused = fuse([(1, 9.0), (2, 8.0)], [(2, 0.9), (3, 0.8)])
+    assert [s.rowid for s in fused] == [2, 1, 3]
+    assert fused[0].parts()["lexical_rank"] == 2 and fused[0].parts()["vector_rank"] == 1
+
+
+def test_without_edges_the_walk_keeps_the_fused_order() -> None:
+    ranked = fuse([(1, 3.0), (2, 2.0), (3, 1.0)], [])
+    walked = personalised_pagerank(ranked, [])
+    assert sorted(walked, key=lambda r: -walked[r]) == [1, 2, 3]
+
+
+def test_a_node_linked_to_several_seeds_gains_score_from_them() -> None:
+    ranked = [
+        Scored(rowid=r, fused=f) for r, f in ((1, 0.03), (2, 0.029), (3, 0.028), (4, 0.001), (5, 0.001))
+    ]
+    walked = personalised_pagerank(ranked, [(1, 4, 1.0), (2, 4, 1.0), (3, 4, 1.0), (1, 99, 1.0)])
+    assert walked[4] > 10 * walked[5] > 0
+    assert walked[99] > 0
+    assert abs(sum(walked.values()) - 1.0) < 1e-9
+
+
+def test_search_pulls_in_an_attempt_that_shares_files_with_the_hits(memory: Memory, caller: Caller) -> None:
+    for i in range(3):
+        record(
+            memory,
+            caller,
+            f"T-{i}",
+            f"checkout rounding error number {i}",
+            files=["shop/cart.py", "shop/tax.py"],
+        )
+    record(memory, caller, "T-linked", "unrelated words entirely", files=["shop/cart.py", "shop/tax.py"])
+    for i in range(20):
+        record(memory, caller, f"noise-{i}", f"zebra giraffe {i}")
+    tasks = memory.search(caller, parse(SearchInput, {"query": "checkout rounding error", "limit": 5})).tasks
+    ids = [t.task_id for t in tasks]
+    assert ids[:3] == ["T-0", "T-1", "T-2"] or set(ids[:3]) == {"T-0", "T-1", "T-2"}
+    assert ids[3] == "T-linked"
+    assert tasks[3].score_parts.graph is not None and tasks[3].score_parts.graph > 0
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as server:
+        yield server
+
+
+@pytest.fixture
+def reranked(settings: Settings, fake: FakeOpenAI) -> Iterator[Memory]:
+    reranker = Reranker(fake.url, api_key="sk-test-key-not-real", timeout=2.0)
+    memory = Memory.open(settings, HashEmbedder())
+    memory.reranker = reranker
+    yield memory
+    memory.close()
+
+
+def _fill(memory: Memory, caller: Caller) -> None:
+    record(memory, caller, "T-a", "database migration failed on the orders table")
+    record(memory, caller, "T-b", "database migration lock timeout on users")
+    record(memory, caller, "T-c", "css layout overflow in the navbar")
+
+
+def test_the_rerank_orders_tasks_by_usefulness(reranked: Memory, caller: Caller, fake: FakeOpenAI) -> None:
+    _fill(reranked, caller)
+    fake.scores = {"1": 0.1, "2": 0.9, "3": 0.5}
+    res = reranked.search(caller, parse(SearchInput, {"query": "database migration failed"}))
+    fused = [t.task_id for t in res.tasks]
+    assert "llm usefulness rerank" in res.ranking
+    assert [t.score_parts.usefulness for t in res.tasks] == [0.9, 0.5, 0.1]
+    assert len(fused) == 3
+
+
+@pytest.mark.parametrize("behaviour", ["http_500", "malformed_json", "missing_id", "nan_score", "hang"])
+def test_a_failed_rerank_falls_back_to_the_fused_order_and_says_so(
+    reranked: Memory, caller: Caller, fake: FakeOpenAI, behaviour: str
+) -> None:
+    _fill(reranked, caller)
+    plain = reranked.reranker
+    reranked.reranker = None
+    expected = [
+        t.task_id for t in reranked.search(caller, parse(SearchInput, {"query": "database migration"})).tasks
+    ]
+    reranked.reranker = plain
+    fake.behaviour = behaviour
+    fake.hang_seconds = 3.0
+    res = reranked.search(caller, parse(SearchInput, {"query": "database migration"}))
+    assert [t.task_id for t in res.tasks] == expected
+    assert "(rerank failed: " in res.ranking
+    assert all(t.score_parts.usefulness is None for t in res.tasks)
+
+
+def test_rerank_requests_carry_no_secret_from_the_store(
+    reranked: Memory, caller: Caller, fake: FakeOpenAI
+) -> None:
+    record(
+        reranked, caller, "T-s", "deploy failed with token ghp_abcdefghijklmnopqrstuvwxyz0123456789 in logs"
+    )
+    record(reranked, caller, "T-t", "deploy failed again")
+    reranked.search(caller, parse(SearchInput, {"query": "deploy failed"}))
+    assert fake.requests
+    assert "ghp_abcdefghijklmnopqrstuvwxyz0123456789" not in fake.sent()
