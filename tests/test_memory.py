@@ -240,3 +240,57 @@ def test_the_store_lives_under_mentis_home_by_default(
     monkeypatch.setenv("MENTIS_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("MENTIS_DB", raising=False)
     assert Settings.from_env().db_path == tmp_path / "home" / "mentis.db"
+
+
+def test_reindex_re_embeds_a_store_for_a_new_model(settings: Settings, caller: Caller) -> None:
+    old = Memory.open(settings, HashEmbedder())
+    record(old, caller, task_id="T-cache", observation="cache stampede under load")
+    record(old, caller, task_id="T-css", observation="navbar overflow")
+    before = ledger(old)
+    old.close()
+
+    class Smaller(HashEmbedder):
+        pass
+
+    new_model = Smaller(dim=64)
+    with pytest.raises(Exception, match="mentis reindex"):
+        Memory.open(settings, new_model)
+    memory = Memory.open(settings, new_model, check_model=False)
+    assert memory.reindex() == 2
+    memory.close()
+    reopened = Memory.open(settings, new_model)
+    assert reopened.store.get_meta("embed_model") == "mentis-hash-64"
+    assert search(reopened, caller, "cache stampede")[0].task_id == "T-cache"
+    assert ledger(reopened) == before
+    reopened.close()
+
+
+def test_a_stored_secret_is_kept_but_the_reply_warns_without_repeating_it(
+    memory: Memory, caller: Caller
+) -> None:
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    reply = memory.record_attempt(
+        caller,
+        parse(
+            RecordAttemptInput,
+            {
+                "repository": REPO,
+                "task_id": "T",
+                "action": "set GITHUB_TOKEN",
+                "observation": f"used {token}",
+            },
+        ),
+    )
+    (warning,) = reply.warnings
+    assert "secret" in warning and "forget_attempt" in warning
+    assert token not in warning
+    assert (
+        memory.record_attempt(
+            caller,
+            parse(
+                RecordAttemptInput,
+                {"repository": REPO, "task_id": "T", "action": "a", "observation": "no secrets here"},
+            ),
+        ).warnings
+        == []
+    )

@@ -402,6 +402,27 @@ def import_(
 
 
 @app.command()
+def reindex(db: DbOpt = None) -> None:
+    """Re-embed the whole store with the configured embedder (MENTIS_EMBEDDER), e.g. after a model change."""
+    from rich.progress import Progress
+
+    settings = _settings(db)
+    with _errors():
+        memory = Memory.open(settings, check_model=False)
+    try:
+        with _errors(), Progress(console=err, transient=True) as bar:
+            job = bar.add_task(
+                f"embedding with {memory.embedder.model_id}", total=memory.store.counts()["entries"]
+            )
+            count = memory.reindex(lambda n: bar.advance(job, n))
+    finally:
+        memory.close()
+    err.print(
+        f"re-embedded the store from {count} ledger entries with {memory.embedder.model_id}", highlight=False
+    )
+
+
+@app.command()
 def rebuild(db: DbOpt = None) -> None:
     """Regenerate every derived table (search indexes, vectors) from the ledger."""
     from rich.progress import Progress

@@ -2,7 +2,10 @@
 
 - ``MENTIS_HOME``: directory of the store (default: the user data dir, e.g. ~/.local/share/mentis)
 - ``MENTIS_DB``: path of the SQLite file (default ``$MENTIS_HOME/mentis.db``)
-- ``MENTIS_EMBEDDER``: ``local`` (default, all-MiniLM-L6-v2 offline) or ``hash`` (tests only)
+- ``MENTIS_EMBEDDER``: ``local`` (default, all-MiniLM-L6-v2 offline), ``openai`` (an OpenAI-compatible
+  endpoint, see ``mentis.embed.openai``) or ``hash`` (tests only)
+- ``MENTIS_RERANKER``: ``off`` (default) or ``openai`` (LLM usefulness rerank, see
+  ``mentis.retrieval.rerank``)
 - ``MENTIS_AGENT_ID``: the agent identity for writes over stdio and from the CLI
 """
 

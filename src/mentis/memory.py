@@ -380,6 +380,13 @@ class Memory(ThoughtOps):
     def rebuild(self, progress: Callable[[int], None] | None = None) -> int:
         return self.store.rebuild(self._embed, progress)
 
+    def reindex(self, progress: Callable[[int], None] | None = None) -> int:
+        """Re-embed every attempt, thought and rejected conclusion with the configured model."""
+        count = self.store.rebuild(self._embed, progress)
+        self.store.set_meta("embed_model", self.embedder.model_id)
+        self.store.set_meta("embed_dim", str(self.embedder.dim))
+        return count
+
     def chain_reports(self) -> list[ChainReport]:
         return self.store.verify()
 

@@ -36,19 +36,30 @@ class Caller:
 class ServiceBase:
     """The store and the embedder, opened once per process."""
 
-    def __init__(self, store: SqliteStore, embedder: Embedder, reranker: Reranker | None = None) -> None:
+    def __init__(
+        self,
+        store: SqliteStore,
+        embedder: Embedder,
+        reranker: Reranker | None = None,
+        *,
+        check_model: bool = True,
+    ) -> None:
         self.store = store
         self.embedder = embedder
         self.reranker = reranker
-        self._check_model()
+        if check_model:
+            self._check_model()
 
     @classmethod
-    def open(cls, settings: Settings, embedder: Embedder | None = None) -> Self:
-        """Open and verify the store (refusing a store that does not verify), load the embedder."""
+    def open(cls, settings: Settings, embedder: Embedder | None = None, *, check_model: bool = True) -> Self:
+        """Open and verify the store (refusing a store that does not verify), load the embedder.
+
+        ``check_model=False`` is for ``reindex``: it opens a store embedded with another model.
+        """
         embedder = embedder or load_embedder(settings.embedder)
         store = SqliteStore(settings.db_path, embedder.dim)
         try:
-            return cls(store, embedder, load_reranker())
+            return cls(store, embedder, load_reranker(), check_model=check_model)
         except BaseException:
             store.close()
             raise
@@ -69,7 +80,8 @@ class ServiceBase:
         elif model != self.embedder.model_id:
             raise ConfigError(
                 f"{self.store.path} was embedded with {model!r} but the configured embedder is "
-                f"{self.embedder.model_id!r}; set MENTIS_EMBEDDER to match the store"
+                f"{self.embedder.model_id!r}; set MENTIS_EMBEDDER to match the store, or run "
+                "`mentis reindex` to re-embed it with the configured model"
             )
 
     # ------------------------------------------------------------ helpers
