@@ -156,15 +156,10 @@ class Memory(ThoughtOps):
         return SearchResult(tasks=tasks, ranking=ranking)
 
     def _with_graph(self, ranked: list[retrieval.Scored], repository: str | None) -> list[retrieval.Scored]:
-        """Re-rank fused hits by a personalised PageRank over task, file and tag links."""
-        seeds = [s.rowid for s in ranked[: graph.SEEDS]]
-        edges = self.store.attempt_edges(seeds, repository, graph.NEIGHBOURS_PER_SEED)
-        walked = graph.personalised_pagerank(ranked, edges)
-        known = {s.rowid for s in ranked}
-        ranked = ranked + [retrieval.Scored(rowid=r) for r in walked if r not in known]
-        for s in ranked:
-            s.graph = walked.get(s.rowid, 0.0)
-        return sorted(ranked, key=lambda s: (-s.final, -s.fused, s.rowid))
+        """Re-rank fused attempt hits by a personalised PageRank over task, file and tag links."""
+        return graph.rerank(
+            ranked, lambda seeds: self.store.attempt_edges(seeds, repository, graph.NEIGHBOURS_PER_SEED)
+        )
 
     def _rerank(
         self,
@@ -333,10 +328,17 @@ class Memory(ThoughtOps):
     def verify_integrity(self, caller: Caller, repository: str | None = None) -> VerifyResult:
         if repository is not None and not caller.sees(repository):
             raise Forbidden(f"this caller may not read repository {repository!r}")
+        try:
+            verified = self.store.verify()
+        except IntegrityError as exc:
+            if exc.chain is None or caller.sees(exc.chain):
+                raise
+            raise IntegrityError(
+                "the store does not verify (in a repository this caller may not read); "
+                "ask its administrator to run `mentis verify`"
+            ) from None
         reports = [
-            r
-            for r in self.store.verify()
-            if caller.sees(r.chain) and (repository is None or r.chain == repository)
+            r for r in verified if caller.sees(r.chain) and (repository is None or r.chain == repository)
         ]
         if repository is not None and not reports:
             raise NotFound(f"no chain for repository {repository!r}")

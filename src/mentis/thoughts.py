@@ -54,6 +54,7 @@ from mentis.model import (
     now_iso,
     parse,
 )
+from mentis.retrieval import graph
 from mentis.service import Caller, ServiceBase
 from mentis.texts import fingerprint
 
@@ -220,11 +221,18 @@ class ThoughtOps(ServiceBase):
             match = retrieval.fts_match(req.query)
             lexical = self.store.thought_lexical(match, req.repository, retrieval.CANDIDATES) if match else []
             vector = self.store.thought_vector(qvec, req.repository, retrieval.CANDIDATES)
-            fused = retrieval.fuse(lexical, vector)
+            fused = graph.rerank(
+                retrieval.fuse(lexical, vector),
+                lambda seeds: self.store.thought_edges_between(
+                    seeds, req.repository, graph.NEIGHBOURS_PER_SEED
+                ),
+            )
             scored = {s.rowid: s for s in fused}
             candidates: list[int] | None = [s.rowid for s in fused]
             ranking = (
-                "fused (bm25 + vector, reciprocal rank)" if match else "vector (no query terms for bm25)"
+                "fused (bm25 + vector, reciprocal rank) + graph"
+                if match
+                else "vector + graph (no bm25 terms)"
             )
         else:
             candidates = None
@@ -235,7 +243,7 @@ class ThoughtOps(ServiceBase):
         thoughts = [
             ScoredThought(
                 thought=t,
-                score=round(scored[r].fused, 6) if r in scored else t.importance,
+                score=round(scored[r].final, 6) if r in scored else t.importance,
                 score_parts=ScoreParts(**scored[r].parts()) if r in scored else None,
             )
             for r, t in results

@@ -9,7 +9,7 @@ ranking is exactly the fused one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -21,6 +21,22 @@ ITERATIONS = 20
 SEEDS = 30
 """Top fused hits whose neighbours are pulled in."""
 NEIGHBOURS_PER_SEED = 20
+
+
+def rerank(
+    ranked: list[Scored], links: Callable[[Sequence[int]], Sequence[tuple[int, int, float]]]
+) -> list[Scored]:
+    """Walk from the top ``SEEDS`` fused hits over ``links(seeds)``; sort by the walk's scores.
+
+    Nodes the walk reaches that were not candidates are added with no fused score of their own.
+    """
+    edges = links([s.rowid for s in ranked[:SEEDS]])
+    walked = personalised_pagerank(ranked, edges)
+    known = {s.rowid for s in ranked}
+    ranked = ranked + [Scored(rowid=r) for r in walked if r not in known]
+    for s in ranked:
+        s.graph = walked.get(s.rowid, 0.0)
+    return sorted(ranked, key=lambda s: (-s.final, -s.fused, s.rowid))
 
 
 def personalised_pagerank(

@@ -240,6 +240,37 @@ class ThoughtTables(SqliteBase):
         with self._lock, self._translate("lexical search"):
             return [(int(r), -float(s)) for r, s in self._conn.execute(sql, args)]
 
+    def thought_edges_between(
+        self, seeds: Sequence[int], repository: str | None, per_seed: int, fanout: int = 200
+    ) -> list[tuple[int, int, float]]:
+        """Graph links from each seed thought: refs and relations either way (1.0), each shared
+        concept (0.5) or tag (0.25); labels on more than ``fanout`` thoughts link nothing."""
+        edges: list[tuple[int, int, float]] = []
+        repo_sql, repo_args = ("AND b.repository = ?", [repository]) if repository is not None else ("", [])
+        with self._read() as conn:
+            for seed in seeds:
+                for (other,) in conn.execute(
+                    "SELECT b.rowid FROM thought_idx a JOIN thought_edge e ON e.from_rowid = a.rowid "
+                    f"JOIN thought_idx b ON b.thought_id = e.to_id WHERE a.rowid = ? {repo_sql} "
+                    "UNION SELECT e.from_rowid FROM thought_idx a "
+                    "JOIN thought_edge e ON e.to_id = a.thought_id "
+                    f"JOIN thought_idx b ON b.rowid = e.from_rowid WHERE a.rowid = ? {repo_sql} LIMIT ?",
+                    (seed, *repo_args, seed, *repo_args, per_seed),
+                ):
+                    edges.append((seed, int(other), 1.0))
+                for other, weight in conn.execute(
+                    "SELECT l2.rowid, sum(CASE l1.kind WHEN 'concept' THEN 0.5 ELSE 0.25 END) AS w "
+                    "FROM thought_label l1 JOIN thought_label l2 ON l2.kind = l1.kind "
+                    "AND l2.label = l1.label AND l2.rowid != l1.rowid "
+                    "JOIN thought_idx b ON b.rowid = l2.rowid "
+                    f"WHERE l1.rowid = ? {repo_sql} AND (SELECT count(*) FROM thought_label x "
+                    "WHERE x.kind = l1.kind AND x.label = l1.label) <= ? "
+                    "GROUP BY l2.rowid ORDER BY w DESC, l2.rowid LIMIT ?",
+                    (seed, *repo_args, fanout, per_seed),
+                ):
+                    edges.append((seed, int(other), float(weight)))
+        return edges
+
     def thought_vector(
         self, query: np.ndarray, repository: str | None, limit: int
     ) -> list[tuple[int, float]]:

@@ -1,0 +1,265 @@
+"""Plumbing shared by the PostgreSQL store's parts: the driver (imported here and nowhere else),
+the connection pool, transactions, the per-repository chain lock, error translation, entry
+appends and hash-checked body loading."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import orjson
+
+from mentis.errors import IntegrityError, MissingExtra, QueryError, StoreError
+from mentis.ledger import Entry, entry_hash, seal, sha256_hex
+
+try:
+    import psycopg
+    import psycopg_pool
+    from pgvector.psycopg import register_vector  # type: ignore[import-untyped]
+    from psycopg import errors as pg_errors
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingExtra(exc.name or "psycopg", "postgres") from None
+
+Conn = psycopg.Connection[tuple[Any, ...]]
+PgError = psycopg.Error
+QueryCanceled = pg_errors.QueryCanceled
+InsufficientPrivilege = pg_errors.InsufficientPrivilege
+
+LOCK_CLASS = 0x6D656E
+"""First key of ``pg_advisory_xact_lock(LOCK_CLASS, hashtext(chain))``: one lock per repository."""
+MIGRATION_LOCK = 0x6D656F
+POOL_MAX = 8
+POOL_TIMEOUT_S = 30.0
+BODY_CHANGED = "MT001"
+"""SQLSTATE raised by ``mentis_checked_body`` when a body no longer matches its hash."""
+ENTRY_COLS = "e.v, e.chain, e.seq, e.kind, e.id, e.at, e.agent, e.prev, e.body_hash, e.key_id, e.sig, e.hash"
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+
+
+def entry_of(row: Sequence[Any]) -> Entry:
+    """An Entry from the 12 ENTRY_COLS values."""
+    return Entry(
+        v=row[0],
+        chain=row[1],
+        seq=row[2],
+        kind=row[3],
+        id=row[4],
+        at=row[5],
+        agent=row[6],
+        prev=row[7],
+        body_hash=row[8],
+        key_id=row[9],
+        sig=row[10],
+        hash=row[11],
+    )
+
+
+def vec(vector: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(vector, dtype=np.float32)
+
+
+def store_error(what: str, url: str, exc: BaseException) -> Exception:
+    """The Mentis error for a driver error (the one mapping; tested to cover each class)."""
+    where = redact(url)
+    if isinstance(exc, psycopg_pool.PoolTimeout):
+        return StoreError(
+            f"{what} failed: no connection to {where} within {POOL_TIMEOUT_S:g} s; "
+            "check that the server is up and not out of connections"
+        )
+    if isinstance(exc, psycopg.OperationalError) and not isinstance(exc, pg_errors.QueryCanceled):
+        return StoreError(
+            f"{what} failed: cannot reach {where}: {exc}; check MENTIS_DATABASE_URL and the server"
+        )
+    if isinstance(exc, pg_errors.QueryCanceled):
+        return StoreError(f"{what} failed on {where}: the statement was cancelled ({exc})")
+    sqlstate = getattr(exc, "sqlstate", None)
+    if sqlstate == BODY_CHANGED:
+        return IntegrityError(
+            "ledger does not verify: a body changed after the store was opened; run `mentis verify`"
+        )
+    if isinstance(exc, pg_errors.DiskFull):
+        return StoreError(f"{what} failed on {where}: {exc}; free some disk space on the server")
+    if isinstance(exc, pg_errors.InsufficientPrivilege):
+        return StoreError(
+            f"{what} failed on {where}: {exc}; the database user needs to own the Mentis tables "
+            "(and CREATEROLE for the recall role)"
+        )
+    if (
+        isinstance(exc, pg_errors.UndefinedFile | pg_errors.FeatureNotSupported)
+        or "vector" in str(exc).lower()
+    ):
+        return StoreError(f"{what} failed on {where}: {exc}; install the pgvector extension on the server")
+    if isinstance(exc, psycopg.Error):
+        return StoreError(f"{what} failed on {where}: {exc}")
+    return StoreError(f"{what} failed on {where}: {exc}")
+
+
+def query_error(exc: BaseException, timeout_s: float) -> Exception:
+    """The error for a failed recall SQL statement."""
+    if getattr(exc, "sqlstate", None) == BODY_CHANGED:
+        return IntegrityError(
+            "ledger does not verify: a body changed after the store was opened; run `mentis verify`"
+        )
+    if isinstance(exc, pg_errors.QueryCanceled):
+        return QueryError(f"query ran past the {timeout_s:g} s limit and was stopped")
+    if (
+        isinstance(
+            exc,
+            pg_errors.InsufficientPrivilege
+            | pg_errors.ReadOnlySqlTransaction
+            | pg_errors.UndefinedTable
+            | pg_errors.InvalidCursorDefinition
+            | pg_errors.FeatureNotSupported,
+        )
+        or (isinstance(exc, pg_errors.SyntaxError)
+        and "DECLARE" not in str(exc))
+    ):
+        from mentis.store.postgres_schema import VIEW_NAMES
+
+        return QueryError(
+            f"query refused: recall SQL may only SELECT from the views {', '.join(sorted(VIEW_NAMES))} ({exc})"
+        )
+    if isinstance(exc, psycopg.OperationalError):
+        return StoreError(f"recall failed: the server connection broke: {exc}")
+    return QueryError(f"query failed: {exc}")
+
+
+class PgBase:
+    """A pool of connections to one database; each write holds its repository's lock."""
+
+    def __init__(self, url: str, dim: int) -> None:
+        self.url = url
+        self.path = redact(url)
+        self.dim = dim
+        with self._translate("open"):
+            self._pool = psycopg_pool.ConnectionPool(
+                url,
+                min_size=1,
+                max_size=POOL_MAX,
+                timeout=POOL_TIMEOUT_S,
+                kwargs={"autocommit": True},
+                configure=self._configure,
+                open=False,
+                name="mentis",
+            )
+        self._vector_ready = False
+
+    def _configure(self, conn: Conn) -> None:
+        if self._vector_ready:
+            register_vector(conn)
+
+    def _open_pool(self) -> None:
+        """Open the pool once the schema (and so the vector type) exists."""
+        self._vector_ready = True
+        with self._translate("open"):
+            self._pool.open(wait=True, timeout=POOL_TIMEOUT_S)
+
+    @contextmanager
+    def _translate(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+            raise store_error(what, self.url, exc) from exc
+
+    @contextmanager
+    def _bootstrap(self) -> Iterator[Conn]:
+        """A single connection outside the pool (schema migrations, before the vector type exists)."""
+        with self._translate("open"), psycopg.connect(self.url, autocommit=True) as conn:
+            yield conn
+
+    @contextmanager
+    def _tx(self, begin: str, what: str) -> Iterator[Conn]:
+        with self._translate(what), self._pool.connection() as conn:
+            conn.execute(begin)  # type: ignore[arg-type]
+            try:
+                yield conn
+            except BaseException:
+                if not conn.closed:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    @contextmanager
+    def _write(self, *chains: str) -> Iterator[Conn]:
+        """One transaction holding the lock of each chain it appends to (sorted: no deadlocks)."""
+        with self._tx("BEGIN", "write") as conn:
+            for chain in sorted(set(chains)):
+                conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (LOCK_CLASS, chain))
+            yield conn
+
+    @contextmanager
+    def _read(self) -> Iterator[Conn]:
+        """A read-only snapshot, so multi-statement reads see one state."""
+        with self._tx("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "read") as conn:
+            yield conn
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def get_meta(self, key: str) -> str | None:
+        with self._read() as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key=%s", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO meta(key, value) VALUES(%s, %s) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    def _append(
+        self, conn: Conn, chain: str, kind: str, id_: str, at: str, agent: str, body: bytes
+    ) -> tuple[int, Entry]:
+        """Append at the chain's head; the caller's transaction holds the chain's lock."""
+        head = conn.execute("SELECT seq, hash FROM heads WHERE chain=%s", (chain,)).fetchone()
+        seq, prev = (0, "") if head is None else (head[0] + 1, head[1])
+        entry = seal(chain=chain, seq=seq, prev=prev, kind=kind, id=id_, at=at, agent=agent, body=body)
+        return self._insert(conn, entry, body), entry
+
+    @staticmethod
+    def _insert(conn: Conn, e: Entry, body: bytes | None) -> int:
+        row = conn.execute(
+            "INSERT INTO entries(v, chain, seq, kind, id, at, agent, prev, body_hash, key_id, sig, hash) "
+            "VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING rowid",
+            (e.v, e.chain, e.seq, e.kind, e.id, e.at, e.agent, e.prev, e.body_hash, e.key_id, e.sig, e.hash),
+        ).fetchone()
+        assert row is not None
+        rowid = int(row[0])
+        if body is not None:
+            conn.execute("INSERT INTO bodies(rowid, body) VALUES(%s, %s)", (rowid, body))
+        conn.execute(
+            "INSERT INTO heads(chain, seq, hash) VALUES(%s,%s,%s) "
+            "ON CONFLICT(chain) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
+            (e.chain, e.seq, e.hash),
+        )
+        return rowid
+
+    def _load(self, conn: Conn, rowids: Sequence[int], kind: str) -> dict[int, tuple[Entry, dict[str, Any]]]:
+        """Entries and parsed bodies for ``rowids``, each body checked against its entry's hash."""
+        out: dict[int, tuple[Entry, dict[str, Any]]] = {}
+        if not rowids:
+            return out
+        for row in conn.execute(
+            f"SELECT e.rowid, {ENTRY_COLS}, b.body FROM entries e JOIN bodies b ON b.rowid = e.rowid "
+            "WHERE e.rowid = ANY(%s)",
+            (list(rowids),),
+        ):
+            rowid, raw = row[0], bytes(row[-1])
+            e = entry_of(row[1:13])
+            if entry_hash(e.document()) != e.hash or sha256_hex(raw) != e.body_hash or e.kind != kind:
+                raise IntegrityError(
+                    f"ledger does not verify: chain {e.chain!r} seq {e.seq}: entry or body changed "
+                    "while the store was open; run `mentis verify`",
+                    chain=e.chain,
+                    seq=e.seq,
+                )
+            out[int(rowid)] = (e, orjson.loads(raw))
+        return out
