@@ -60,49 +60,50 @@ SEED = 20240601
 
 # ---------------------------------------------------------------- synthetic corpus
 
-STOP = (
-    "the a an and or but to of in on for with at by from is was are were be been it this that "
-    "these when then after before so because not no only also still again which while into"
-).split()
+STOP = """
+the a an and or but to of in on for with at by from is was are were be been it this that these
+when then after before so because not no only also still again which while into
+""".split()  # noqa: SIM905
 
 CONTENT = """
 error exception traceback failed failure passed test tests pytest unittest fixture mock patch
 assert assertion timeout retry backoff deadlock race condition lock mutex thread async await
 coroutine event loop future callback promise queue worker pool scheduler cron job task batch
-stream buffer socket connection pool handshake tls certificate proxy dns request response header
-cookie session token auth oauth jwt login logout permission role scope middleware router handler
-endpoint route controller view template render component state props hook reducer store redux
-cache redis memcached eviction ttl invalidation key value hash index btree query join migration
-schema table column row primary foreign constraint transaction commit rollback savepoint isolation
-postgres mysql sqlite orm model serializer validator pydantic dataclass typing annotation generic
-protocol interface abstract inheritance mixin decorator closure lambda iterator generator
-comprehension slice tuple dict list set frozenset bytes string unicode encoding utf8 decode json
-yaml toml config settings environment variable secret dotenv flag option argument parser cli
-command subprocess shell pipe signal sigterm exit code stdout stderr logging logger level debug
-info warning trace span metric prometheus grafana alert dashboard latency throughput memory leak
-heap stack overflow recursion segfault core dump profiler flamegraph benchmark regression
-performance optimize vectorize numpy pandas dataframe array matrix tensor gpu cuda kernel batch
-gradient loss optimizer learning rate epoch checkpoint dataset loader tokenizer embedding
-vector similarity cosine search ranking bm25 index shard replica cluster node kubernetes pod
-deployment service ingress helm chart docker image container volume mount registry build
-dockerfile layer cache ci pipeline github actions workflow runner artifact release tag version
-semver dependency lockfile pip poetry npm yarn webpack vite bundle minify typescript javascript
-python rust golang java kotlin compile linker symbol undefined import module package namespace
-circular relative absolute path file directory permission denied read write append truncate
-rename delete glob watch inotify filesystem disk quota full inode symlink windows linux macos
-unicode locale timezone utc datetime timestamp parse format iso offset daylight leap calendar
-http grpc websocket rest graphql pagination cursor offset limit filter sort order group
-aggregate count sum average percentile histogram sample random seed deterministic flaky
-intermittent reproduce bisect blame revert cherry pick rebase merge conflict branch main
-upstream fork pull review approve comment lint ruff mypy flake8 black format style warning
-deprecation upgrade downgrade pin compatible breaking change api client sdk wrapper adapter
-plugin extension hookspec entrypoint registry factory singleton dependency injection container
-""".split()
+stream buffer socket connection pool handshake tls certificate proxy dns request response
+header cookie session token auth oauth jwt login logout permission role scope middleware
+router handler endpoint route controller view template render component state props hook
+reducer store redux cache redis memcached eviction ttl invalidation key value hash index btree
+query join migration schema table column row primary foreign constraint transaction commit
+rollback savepoint isolation postgres mysql sqlite orm model serializer validator pydantic
+dataclass typing annotation generic protocol interface abstract inheritance mixin decorator
+closure lambda iterator generator comprehension slice tuple dict list set frozenset bytes
+string unicode encoding utf8 decode json yaml toml config settings environment variable secret
+dotenv flag option argument parser cli command subprocess shell pipe signal sigterm exit code
+stdout stderr logging logger level debug info warning trace span metric prometheus grafana
+alert dashboard latency throughput memory leak heap stack overflow recursion segfault core
+dump profiler flamegraph benchmark regression performance optimize vectorize numpy pandas
+dataframe array matrix tensor gpu cuda kernel batch gradient loss optimizer learning rate
+epoch checkpoint dataset loader tokenizer embedding vector similarity cosine search ranking
+bm25 index shard replica cluster node kubernetes pod deployment service ingress helm chart
+docker image container volume mount registry build dockerfile layer cache ci pipeline github
+actions workflow runner artifact release tag version semver dependency lockfile pip poetry npm
+yarn webpack vite bundle minify typescript javascript python rust golang java kotlin compile
+linker symbol undefined import module package namespace circular relative absolute path file
+directory permission denied read write append truncate rename delete glob watch inotify
+filesystem disk quota full inode symlink windows linux macos unicode locale timezone utc
+datetime timestamp parse format iso offset daylight leap calendar http grpc websocket rest
+graphql pagination cursor offset limit filter sort order group aggregate count sum average
+percentile histogram sample random seed deterministic flaky intermittent reproduce bisect
+blame revert cherry pick rebase merge conflict branch main upstream fork pull review approve
+comment lint ruff mypy flake8 black format style warning deprecation upgrade downgrade pin
+compatible breaking change api client sdk wrapper adapter plugin extension hookspec entrypoint
+registry factory singleton dependency injection container
+""".split()  # noqa: SIM905
 
-TAGS = (
-    "bug flaky perf regression security refactor feature docs ci build deps typing db cache "
-    "network auth api cli ui migration infra test hotfix windows async memory"
-).split()
+TAGS = """
+bug flaky perf regression security refactor feature docs ci build deps typing db cache network
+auth api cli ui migration infra test hotfix windows async memory
+""".split()  # noqa: SIM905
 
 REPOS = (
     "acme/api", "acme/web", "acme/infra", "oss/parser", "oss/cli", "tools/build",
@@ -123,7 +124,7 @@ class Corpus:
         words = list(dict.fromkeys(CONTENT))
         # A long tail, as real notes have: CamelCase identifiers and snake_case names built from
         # the vocabulary, pseudo-words (library and product names) and error codes.
-        syl = "ka lo mi ne ru ta vo zen qui dra pex lin tor bex fu gra sol vin".split()
+        syl = "ka lo mi ne ru ta vo zen qui dra pex lin tor bex fu gra sol vin".split()  # noqa: SIM905
         extra: set[str] = set()
         while len(extra) < TAIL_TERMS:
             r = self.rng.random()
@@ -208,9 +209,7 @@ class Workload:
         """The caller-supplied fields (what a RecordAttemptInput carries)."""
         rng, c = self.rng, self.c
         repo, task_id, title = self._task()
-        files = list(
-            dict.fromkeys(c.files[repo][int(i)] for i in rng.integers(0, 150, rng.integers(1, 5)))
-        )
+        files = list(dict.fromkeys(c.files[repo][int(i)] for i in rng.integers(0, 150, rng.integers(1, 5))))
         f: dict[str, Any] = {
             "repository": repo,
             "task_id": task_id,
@@ -517,16 +516,26 @@ def measure_search(
     # Stage breakdown: one more pass with timing wrappers around each step Memory.search takes.
     timers = Timers()
     store = mem.store
-    timers.wrap(mem.embedder, "embed", "embed query")
-    timers.wrap(retrieval_mod, "fts_match", "fts_match")
-    timers.wrap(store, "lexical", "lexical (FTS5 bm25)")
-    timers.wrap(store, "_refresh_index", "vector: refresh check")
-    timers.wrap(attempt_index(store), "search", "vector: matmul+topk")
-    timers.wrap(retrieval_mod, "fuse", "fuse")
-    timers.wrap(store, "attempt_keys", "attempt_keys")
-    timers.wrap(retrieval_mod, "group_tasks", "group_tasks")
-    timers.wrap(store, "load_attempts", "load_attempts (bodies)")
-    timers.wrap(store, "task_info", "task_info")
+    # (owner, attribute, label); labels starting with "  of which" are nested in the row above
+    # and left out of the sum. Stages the current code does not have are skipped.
+    stages = [
+        (mem.embedder, "embed", "embed query"),
+        (retrieval_mod, "fts_match", "fts_match"),
+        (store, "lexical", "lexical (FTS5 bm25)"),
+        (store, "_refresh_index", "vector: refresh check"),
+        (attempt_index(store), "search", "vector: matmul+topk"),
+        (retrieval_mod, "fuse", "fuse"),
+        (mem, "_with_graph", "graph rerank (_with_graph)"),
+        (store, "attempt_edges", "  of which attempt_edges SQL"),
+        (store, "attempt_keys", "attempt_keys"),
+        (retrieval_mod, "group_tasks", "group_tasks"),
+        (store, "load_attempts", "load_attempts (bodies)"),
+        (store, "task_info", "task_info"),
+        (mem, "_rerank", "_rerank (LLM rerank, off)"),
+    ]
+    for owner, attr, label in stages:
+        if hasattr(owner, attr):
+            timers.wrap(owner, attr, label)
     lex_matches = []
     t0 = time.perf_counter()
     try:
@@ -535,8 +544,11 @@ def measure_search(
     finally:
         timers.restore()
     total = ms(t0)
-    breakdown = {k: v / len(queries) for k, v in timers.total.items()}
-    breakdown["other (models, python)"] = total / len(queries) - sum(breakdown.values())
+    breakdown = {
+        lbl: timers.total.get(lbl, 0.0) / len(queries) for _, a, lbl in stages if lbl in timers.total
+    }
+    top_level = sum(v for k, v in breakdown.items() if not k.startswith("  of which"))
+    breakdown["other (models, python)"] = total / len(queries) - top_level
     out["breakdown_mean_ms"] = breakdown
 
     # How many rows each lexical query touches (bm25 is computed for every matching row).
@@ -565,7 +577,7 @@ def measure_search(
         top = np.argpartition(-scores, 199)[:200] if len(scores) > 200 else np.arange(len(scores))
         top[np.argsort(-scores[top], kind="stable")]
     topk = ms(t0) / reps
-    out["vector_raw_ms"] = {"matmul": matmul, "argpartition+sort": topk, "rows": int(len(idx))}
+    out["vector_raw_ms"] = {"matmul": matmul, "argpartition+sort": topk, "rows": len(idx)}
 
     with profiled(prof, "search x len(queries)", sink):
         if prof:
@@ -603,8 +615,7 @@ def measure_records(
     run(mem_real, 3)  # warm-up
     out: dict[str, Any] = {}
     texts = [attempt_text_of(wl.record_input()) for _ in range(50)]
-    out["attempt_text_tokens_median"] = float(np.median([len(real._tokenizer.encode(t).ids)
-                                                         for t in texts]))
+    out["attempt_text_tokens_median"] = float(np.median([len(real._tokenizer.encode(t).ids) for t in texts]))
     out["real_model"] = runs(mem_real, n_real)
     out["no_embedding"] = runs(mem_fixed, n_fixed)
 
@@ -780,6 +791,26 @@ def measure_embed_variants(real: LocalEmbedder, wl: Workload, rounds: int) -> di
 # ---------------------------------------------------------------- machine
 
 
+def code_version() -> dict[str, Any]:
+    """The commit measured and whether src/ had uncommitted changes (read-only git calls)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*a: str) -> str:
+        try:
+            return subprocess.run(
+                ["git", *a], cwd=root, capture_output=True, text=True, timeout=10
+            ).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    return {
+        "commit": git("rev-parse", "--short", "HEAD"),
+        "src_dirty": bool(git("status", "--porcelain", "--", "src")),
+    }
+
+
 def machine() -> dict[str, Any]:
     cpu = "unknown"
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as fh:
@@ -810,10 +841,14 @@ def verdict(ok: bool) -> str:
 def print_report(report: dict[str, Any]) -> None:
     m = report["machine"]
     print()
-    print(f"machine: {m['cpu']}, {m['cores']} cores; python {m['python']}, numpy {m['numpy']}, "
-          f"onnxruntime {m['onnxruntime']}, sqlite {m['sqlite']}")
-    print("fill: bulk (store's own append/derive code, 2k attempts/txn, random unit vectors); "
-          "record/search measured on top with the real model")
+    print(
+        f"machine: {m['cpu']}, {m['cores']} cores; python {m['python']}, numpy {m['numpy']}, "
+        f"onnxruntime {m['onnxruntime']}, sqlite {m['sqlite']}"
+    )
+    print(
+        "fill: bulk (store's own append/derive code, 2k attempts/txn, random unit vectors); "
+        "record/search measured on top with the real model"
+    )
     print()
     sizes = [r["size"] for r in report["sizes"]]
     w = 14
@@ -821,8 +856,13 @@ def print_report(report: dict[str, Any]) -> None:
     print(hdr)
     print("-" * len(hdr))
 
-    def row(label: str, get: Callable[[dict[str, Any]], float], fmt: str, target: str = "",
-            ok: Callable[[float], bool] | None = None) -> None:
+    def row(
+        label: str,
+        get: Callable[[dict[str, Any]], float],
+        fmt: str,
+        target: str = "",
+        ok: Callable[[float], bool] | None = None,
+    ) -> None:
         cells = ""
         for r in report["sizes"]:
             v = get(r)
@@ -834,29 +874,54 @@ def print_report(report: dict[str, Any]) -> None:
 
     t = TARGETS
     row("fill seconds (bulk)", lambda r: r["fill"]["seconds"], ".1f")
-    row("load average (1 min) after the size", lambda r: r["loadavg_1m_after"], ".2f",
-        f"(cores: {m['cores']}; > cores = contended)")
-    row("search p50 ms (real model, incl. embed)", lambda r: r["search"]["p50_ms"], ".1f",
-        f"<= {t['search_p50_ms']:g} ms @100k", lambda v: v <= t["search_p50_ms"])
+    row(
+        "load average (1 min) after the size",
+        lambda r: r["loadavg_1m_after"],
+        ".2f",
+        f"(cores: {m['cores']}; > cores = contended)",
+    )
+    row(
+        "search p50 ms (real model, incl. embed)",
+        lambda r: r["search"]["p50_ms"],
+        ".1f",
+        f"<= {t['search_p50_ms']:g} ms @100k",
+        lambda v: v <= t["search_p50_ms"],
+    )
     row("search p95 ms", lambda r: r["search"]["p95_ms"], ".1f")
     row("search p50 process-CPU ms", lambda r: r["search"]["cpu_p50_ms"], ".1f")
     row("search cold first (loads vector index) ms", lambda r: r["search"]["cold_first_ms"], ".1f")
-    row("search right after a record p50 ms", lambda r: r["search_after_record"]["search_p50_ms"],
-        ".1f")
-    row("record p50 ms (real model)", lambda r: r["record"]["real_model"]["p50_ms"], ".1f",
-        f"<= {t['record_p50_ms']:g} ms", lambda v: v <= t["record_p50_ms"])
+    row("search right after a record p50 ms", lambda r: r["search_after_record"]["search_p50_ms"], ".1f")
+    row(
+        "record p50 ms (real model)",
+        lambda r: r["record"]["real_model"]["p50_ms"],
+        ".1f",
+        f"<= {t['record_p50_ms']:g} ms",
+        lambda v: v <= t["record_p50_ms"],
+    )
     row("record p95 ms (real model)", lambda r: r["record"]["real_model"]["p95_ms"], ".1f")
-    row("record p50 process-CPU ms (real model)", lambda r: r["record"]["real_model"]["cpu_p50_ms"],
-        ".1f")
+    row("record p50 process-CPU ms (real model)", lambda r: r["record"]["real_model"]["cpu_p50_ms"], ".1f")
     row("  attempt text tokens (median)", lambda r: r["record"]["attempt_text_tokens_median"], ".0f")
-    row("record p50 ms (no embedding)", lambda r: r["record"]["no_embedding"]["p50_ms"], ".1f",
-        f"<= {t['record_p50_ms']:g} ms", lambda v: v <= t["record_p50_ms"])
+    row(
+        "record p50 ms (no embedding)",
+        lambda r: r["record"]["no_embedding"]["p50_ms"],
+        ".1f",
+        f"<= {t['record_p50_ms']:g} ms",
+        lambda v: v <= t["record_p50_ms"],
+    )
     row("record p95 ms (no embedding)", lambda r: r["record"]["no_embedding"]["p95_ms"], ".1f")
-    row("  same, synchronous=NORMAL p50 ms (expt)",
-        lambda r: r["record"]["no_embedding_sync_normal"]["p50_ms"], ".2f")
+    row(
+        "  same, synchronous=NORMAL p50 ms (expt)",
+        lambda r: r["record"]["no_embedding_sync_normal"]["p50_ms"],
+        ".2f",
+    )
     row("open+verify median s", lambda r: r["open"]["median_s"], ".3f")
-    row("open+verify entries/s", lambda r: r["open"]["entries_per_s"], ",.0f",
-        f">= {t['verify_entries_per_s']:,.0f}/s", lambda v: v >= t["verify_entries_per_s"])
+    row(
+        "open+verify entries/s",
+        lambda r: r["open"]["entries_per_s"],
+        ",.0f",
+        f">= {t['verify_entries_per_s']:,.0f}/s",
+        lambda v: v >= t["verify_entries_per_s"],
+    )
     print()
     print("search stage breakdown, mean ms per query:")
     stages = list(report["sizes"][-1]["search"]["breakdown_mean_ms"])
@@ -864,8 +929,7 @@ def print_report(report: dict[str, Any]) -> None:
         row(f"  {st}", lambda r, st=st: r["search"]["breakdown_mean_ms"].get(st, 0.0), ".2f")
     row("  raw matmul (N x 384 @ q)", lambda r: r["search"]["vector_raw_ms"]["matmul"], ".2f")
     row("  query tokens (median)", lambda r: r["search"].get("query_tokens_median", 0), ".0f")
-    row("  FTS rows matching query (median)", lambda r: r["search"]["fts_matching_rows_median"],
-        ",.0f")
+    row("  FTS rows matching query (median)", lambda r: r["search"]["fts_matching_rows_median"], ",.0f")
     print("record breakdown (real model), mean ms:")
     for st in report["sizes"][-1]["record"]["breakdown_real_mean_ms"]:
         row(f"  {st}", lambda r, st=st: r["record"]["breakdown_real_mean_ms"][st], ".2f")
@@ -883,8 +947,10 @@ def print_report(report: dict[str, Any]) -> None:
     checks = [
         ("search p50 @ largest size", big["search"]["p50_ms"] <= t["search_p50_ms"]),
         ("record p50 (real model) @ largest", big["record"]["real_model"]["p50_ms"] <= t["record_p50_ms"]),
-        ("record p50 (no embedding) @ largest",
-         big["record"]["no_embedding"]["p50_ms"] <= t["record_p50_ms"]),
+        (
+            "record p50 (no embedding) @ largest",
+            big["record"]["no_embedding"]["p50_ms"] <= t["record_p50_ms"],
+        ),
         ("open+verify entries/s @ largest", big["open"]["entries_per_s"] >= t["verify_entries_per_s"]),
     ]
     for name, ok in checks:
@@ -920,6 +986,7 @@ def main() -> None:
         "targets": TARGETS,
         "temp_dir": str(tmp),
         "config": vars(args),
+        "code": code_version(),
         "sizes": [],
     }
     caller = Caller(agent_id="bench-agent", session_id="bench")
@@ -930,8 +997,11 @@ def main() -> None:
             load_before = os.getloadavg()[0]
             print(f"[{n:,}] filling ... (load average {load_before:.2f})", flush=True)
             fill = bulk_fill(path, n, SEED + n)
-            print(f"[{n:,}] filled in {fill['seconds']:.1f} s ({fill['attempts_per_s']:,.0f}/s, "
-                  f"{fill['file_mb']:.0f} MB)", flush=True)
+            print(
+                f"[{n:,}] filled in {fill['seconds']:.1f} s ({fill['attempts_per_s']:,.0f}/s, "
+                f"{fill['file_mb']:.0f} MB)",
+                flush=True,
+            )
             # Queries and new records come from the same vocabulary/distribution as the fill.
             wl = Workload(Corpus(SEED + n, stream=1), n)
             queries = wl.queries(50)
@@ -941,17 +1011,34 @@ def main() -> None:
                 print(f"[{n:,}] search ...", flush=True)
                 search = measure_search(mem, caller, queries, args.repeats, args.profile, profiles)
                 print(f"[{n:,}] record ...", flush=True)
-                record = measure_records(store, real, wl, caller, args.repeats, args.records,
-                                         args.records_fixed, args.profile, profiles)
+                record = measure_records(
+                    store,
+                    real,
+                    wl,
+                    caller,
+                    args.repeats,
+                    args.records,
+                    args.records_fixed,
+                    args.profile,
+                    profiles,
+                )
                 after = measure_search_after_record(store, real, wl, caller, queries)
             finally:
                 store.close()
             print(f"[{n:,}] open + verify ...", flush=True)
             opened = measure_open(path, args.open_runs, args.profile, profiles)
-            report["sizes"].append({"size": n, "fill": fill, "search": search, "record": record,
-                                    "search_after_record": after, "open": opened,
-                                    "loadavg_1m_before": load_before,
-                                    "loadavg_1m_after": os.getloadavg()[0]})
+            report["sizes"].append(
+                {
+                    "size": n,
+                    "fill": fill,
+                    "search": search,
+                    "record": record,
+                    "search_after_record": after,
+                    "open": opened,
+                    "loadavg_1m_before": load_before,
+                    "loadavg_1m_after": os.getloadavg()[0],
+                }
+            )
             if profiles:
                 profiles.insert(len(profiles) - 3, f"################ size {n:,}\n")
     finally:

@@ -109,7 +109,9 @@ def throwaway_cluster() -> Iterator[Cluster]:
             + ["--no-sync", "--locale=C"],
             "initdb",
         )
-        options = f"-c listen_addresses='' -c unix_socket_directories={cluster.socket_dir} -p {PORT} -c fsync=off"
+        options = (
+            f"-c listen_addresses='' -c unix_socket_directories={cluster.socket_dir} -p {PORT} -c fsync=off"
+        )
         _run(
             [str(bindir / "pg_ctl"), "-D", str(cluster.data), "-l", str(cluster.log), "-o", options]
             + ["-w", "-t", "60", "start"],
@@ -125,7 +127,9 @@ def throwaway_cluster() -> Iterator[Cluster]:
     finally:
         if started:
             subprocess.run(
-                _as_postgres([str(bindir / "pg_ctl"), "-D", str(cluster.data), "-m", "immediate", "-w", "stop"]),
+                _as_postgres(
+                    [str(bindir / "pg_ctl"), "-D", str(cluster.data), "-m", "immediate", "-w", "stop"]
+                ),
                 capture_output=True,
                 timeout=60,
                 check=False,

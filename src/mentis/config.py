@@ -2,6 +2,7 @@
 
 - ``MENTIS_HOME``: directory of the store (default: the user data dir, e.g. ~/.local/share/mentis)
 - ``MENTIS_DB``: path of the SQLite file (default ``$MENTIS_HOME/mentis.db``)
+- ``MENTIS_DATABASE_URL``: ``postgresql://…`` to use a PostgreSQL store instead (``pip install 'mentis[postgres]'``)
 - ``MENTIS_EMBEDDER``: ``local`` (default, all-MiniLM-L6-v2 offline), ``openai`` (an OpenAI-compatible
   endpoint, see ``mentis.embed.openai``) or ``hash`` (tests only)
 - ``MENTIS_RERANKER``: ``off`` (default) or ``openai`` (LLM usefulness rerank, see
@@ -25,6 +26,11 @@ class Settings:
     db_path: Path
     embedder: str = "local"
     agent_id: str | None = None
+    database_url: str | None = None
+
+    @property
+    def uses_postgres(self) -> bool:
+        return (self.database_url or "").startswith(("postgresql://", "postgres://"))
 
     @classmethod
     def from_env(cls, db: str | Path | None = None) -> Settings:
@@ -35,6 +41,7 @@ class Settings:
             db_path=db_path,
             embedder=os.environ.get("MENTIS_EMBEDDER", "local"),
             agent_id=os.environ.get("MENTIS_AGENT_ID") or None,
+            database_url=None if db else os.environ.get("MENTIS_DATABASE_URL") or None,
         )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 import numpy as np
 
@@ -16,6 +16,19 @@ from mentis.embed import Embedder, check_vectors, load_embedder
 from mentis.errors import ConfigError, Forbidden
 from mentis.retrieval.rerank import Reranker, load_reranker
 from mentis.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from mentis.store.postgres import PostgresStore
+
+
+def open_store(settings: Settings, dim: int) -> SqliteStore | PostgresStore:
+    """The PostgreSQL store when ``MENTIS_DATABASE_URL`` is a postgresql:// URL, else the SQLite file."""
+    if settings.uses_postgres:
+        from mentis.store.postgres import PostgresStore
+
+        assert settings.database_url is not None
+        return PostgresStore(settings.database_url, dim)
+    return SqliteStore(settings.db_path, dim)
 
 
 @dataclass(frozen=True)
@@ -38,7 +51,7 @@ class ServiceBase:
 
     def __init__(
         self,
-        store: SqliteStore,
+        store: SqliteStore | PostgresStore,
         embedder: Embedder,
         reranker: Reranker | None = None,
         *,
@@ -57,7 +70,7 @@ class ServiceBase:
         ``check_model=False`` is for ``reindex``: it opens a store embedded with another model.
         """
         embedder = embedder or load_embedder(settings.embedder)
-        store = SqliteStore(settings.db_path, embedder.dim)
+        store = open_store(settings, embedder.dim)
         try:
             return cls(store, embedder, load_reranker(), check_model=check_model)
         except BaseException:

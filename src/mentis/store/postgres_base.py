@@ -18,7 +18,7 @@ from mentis.ledger import Entry, entry_hash, seal, sha256_hex
 try:
     import psycopg
     import psycopg_pool
-    from pgvector.psycopg import register_vector  # type: ignore[import-untyped]
+    from pgvector.psycopg import register_vector
     from psycopg import errors as pg_errors
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingExtra(exc.name or "psycopg", "postgres") from None
@@ -61,7 +61,10 @@ def entry_of(row: Sequence[Any]) -> Entry:
     )
 
 
-def vec(vector: np.ndarray) -> np.ndarray:
+def vec(vector: Any) -> np.ndarray:
+    """A float32 array from a numpy array or a pgvector ``Vector`` read back from the server."""
+    if hasattr(vector, "to_numpy"):
+        vector = vector.to_numpy()
     return np.ascontiguousarray(vector, dtype=np.float32)
 
 
@@ -109,18 +112,14 @@ def query_error(exc: BaseException, timeout_s: float) -> Exception:
         )
     if isinstance(exc, pg_errors.QueryCanceled):
         return QueryError(f"query ran past the {timeout_s:g} s limit and was stopped")
-    if (
-        isinstance(
-            exc,
-            pg_errors.InsufficientPrivilege
-            | pg_errors.ReadOnlySqlTransaction
-            | pg_errors.UndefinedTable
-            | pg_errors.InvalidCursorDefinition
-            | pg_errors.FeatureNotSupported,
-        )
-        or (isinstance(exc, pg_errors.SyntaxError)
-        and "DECLARE" not in str(exc))
-    ):
+    if isinstance(
+        exc,
+        pg_errors.InsufficientPrivilege
+        | pg_errors.ReadOnlySqlTransaction
+        | pg_errors.UndefinedTable
+        | pg_errors.InvalidCursorDefinition
+        | pg_errors.FeatureNotSupported,
+    ) or (isinstance(exc, pg_errors.SyntaxError) and "DECLARE" not in str(exc)):
         from mentis.store.postgres_schema import VIEW_NAMES
 
         return QueryError(
@@ -177,7 +176,7 @@ class PgBase:
     @contextmanager
     def _tx(self, begin: str, what: str) -> Iterator[Conn]:
         with self._translate(what), self._pool.connection() as conn:
-            conn.execute(begin)  # type: ignore[arg-type]
+            conn.execute(begin)
             try:
                 yield conn
             except BaseException:

@@ -1,0 +1,201 @@
+"""The PostgreSQL store's schema as numbered migrations, applied on open (one transaction each,
+under an advisory lock so two processes opening a fresh database do not race).
+
+Tables mirror the SQLite store's (``store/sqlite.py``): the ledger (``entries``, ``bodies``,
+``heads``) and derived tables rebuilt from it. Full-text search is a ``tsvector`` per attempt or
+thought (english configuration, GIN index), weighted like the SQLite FTS5 bm25 weights; vectors
+are pgvector columns with HNSW (cosine) indexes.
+
+``recall`` SQL reads the schema ``mentis_recall``: five views (the documented ones) that parse
+every value out of a body checked against its entry's ``body_hash`` and keep only rows whose
+repository ``mentis_visible`` — a SECURITY DEFINER function reading the caller's repositories
+from ``recall_scope`` for this backend — admits. The role ``mentis_recall`` may read those views
+and nothing else; recall statements run under it.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+RECALL_SCHEMA = "mentis_recall"
+RECALL_ROLE = "mentis_recall"
+VIEW_NAMES = frozenset({"attempts", "corrections", "tasks", "thoughts", "relations"})
+
+DERIVED_TABLES = (
+    "attempt_idx",
+    "correction_idx",
+    "task_idx",
+    "forgotten",
+    "attempt_fts",
+    "attempt_label",
+    "vectors",
+    "thought_idx",
+    "thought_label",
+    "thought_edge",
+    "thought_fts",
+    "thought_vectors",
+    "rejections",
+)
+
+_V1 = """
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE TABLE IF NOT EXISTS meta(key text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE entries(
+    rowid bigserial PRIMARY KEY,
+    v integer NOT NULL, chain text NOT NULL, seq bigint NOT NULL, kind text NOT NULL,
+    id text NOT NULL, at text NOT NULL, agent text NOT NULL, prev text NOT NULL,
+    body_hash text NOT NULL, key_id text, sig text, hash text NOT NULL,
+    UNIQUE(chain, seq));
+CREATE INDEX entries_hash ON entries(hash);
+CREATE TABLE bodies(rowid bigint PRIMARY KEY, body bytea NOT NULL);
+CREATE TABLE heads(chain text PRIMARY KEY, seq bigint NOT NULL, hash text NOT NULL);
+
+CREATE TABLE attempt_idx(
+    rowid bigint PRIMARY KEY, attempt_id text NOT NULL UNIQUE, repository text NOT NULL,
+    task_id text NOT NULL, status text NOT NULL);
+CREATE INDEX attempt_task ON attempt_idx(repository, task_id);
+CREATE TABLE correction_idx(rowid bigint PRIMARY KEY, attempt_rowid bigint NOT NULL);
+CREATE INDEX correction_attempt ON correction_idx(attempt_rowid);
+CREATE TABLE task_idx(
+    repository text NOT NULL, task_id text NOT NULL, title_rowid bigint, PRIMARY KEY(repository, task_id));
+CREATE TABLE forgotten(attempt_id text PRIMARY KEY, repository text NOT NULL, tomb_rowid bigint NOT NULL);
+CREATE TABLE attempt_fts(rowid bigint PRIMARY KEY, repository text NOT NULL, tsv tsvector NOT NULL);
+CREATE INDEX attempt_fts_gin ON attempt_fts USING gin(tsv);
+CREATE TABLE attempt_label(rowid bigint NOT NULL, kind text NOT NULL, label text NOT NULL);
+CREATE INDEX attempt_label_idx ON attempt_label(kind, label);
+CREATE INDEX attempt_label_row ON attempt_label(rowid);
+CREATE TABLE vectors(rowid bigint PRIMARY KEY, repository text NOT NULL, vec vector({dim}) NOT NULL);
+CREATE INDEX vectors_hnsw ON vectors USING hnsw (vec vector_cosine_ops);
+CREATE INDEX vectors_repo ON vectors(repository);
+
+CREATE TABLE thought_idx(
+    rowid bigint PRIMARY KEY, thought_id text NOT NULL UNIQUE, repository text NOT NULL,
+    type text NOT NULL, role text NOT NULL, agent_id text NOT NULL, task_id text,
+    created_at text NOT NULL, importance double precision NOT NULL, confidence double precision);
+CREATE INDEX thought_repo_time ON thought_idx(repository, created_at);
+CREATE TABLE thought_label(rowid bigint NOT NULL, kind text NOT NULL, label text NOT NULL);
+CREATE INDEX thought_label_idx ON thought_label(kind, label);
+CREATE INDEX thought_label_row ON thought_label(rowid);
+CREATE TABLE thought_edge(
+    from_rowid bigint NOT NULL, from_id text NOT NULL, kind text NOT NULL, to_id text NOT NULL,
+    valid_at text, invalid_at text, created_at text NOT NULL);
+CREATE INDEX thought_edge_to ON thought_edge(to_id);
+CREATE INDEX thought_edge_from ON thought_edge(from_id);
+CREATE TABLE thought_fts(rowid bigint PRIMARY KEY, repository text NOT NULL, tsv tsvector NOT NULL);
+CREATE INDEX thought_fts_gin ON thought_fts USING gin(tsv);
+CREATE TABLE thought_vectors(rowid bigint PRIMARY KEY, repository text NOT NULL, vec vector({dim}) NOT NULL);
+CREATE INDEX thought_vectors_hnsw ON thought_vectors USING hnsw (vec vector_cosine_ops);
+CREATE TABLE rejections(
+    id bigserial PRIMARY KEY, by_rowid bigint NOT NULL, by_id text NOT NULL, repository text NOT NULL,
+    target_id text NOT NULL, target_kind text NOT NULL, at text NOT NULL, norm_hash text NOT NULL,
+    vec bytea NOT NULL);
+CREATE INDEX rejections_repo ON rejections(repository);
+
+CREATE UNLOGGED TABLE recall_scope(pid integer PRIMARY KEY, repositories text[] NOT NULL);
+
+CREATE FUNCTION mentis_checked_body(body bytea, body_hash text) RETURNS json
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog AS $f$
+BEGIN
+    IF encode(sha256(body), 'hex') <> body_hash THEN
+        RAISE EXCEPTION USING ERRCODE = 'MT001',
+            MESSAGE = 'a body no longer matches its ledger hash; run `mentis verify`';
+    END IF;
+    RETURN convert_from(body, 'UTF8')::json;
+END $f$;
+
+CREATE FUNCTION mentis_visible(repo text) RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = {schema}, pg_catalog AS $f$
+    SELECT coalesce(
+        (SELECT repo = ANY(s.repositories) FROM recall_scope s WHERE s.pid = pg_backend_pid()), false)
+$f$;
+
+DO $d$ BEGIN
+    CREATE ROLE mentis_recall NOLOGIN;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+END $d$;
+GRANT mentis_recall TO CURRENT_USER;
+CREATE SCHEMA mentis_recall;
+REVOKE ALL ON SCHEMA mentis_recall FROM PUBLIC;
+GRANT USAGE ON SCHEMA mentis_recall TO mentis_recall;
+
+CREATE VIEW mentis_recall.attempts WITH (security_barrier) AS
+SELECT j->>'attempt_id' AS attempt_id,
+       j->>'repository' AS repository,
+       j->>'task_id' AS task_id,
+       j->>'task_title' AS task_title,
+       j->>'agent_id' AS agent_id,
+       j->>'session_id' AS session_id,
+       j->>'created_at' AS created_at,
+       coalesce(j->'check'->>'status', 'unverified') AS status,
+       j->>'action' AS action,
+       j->>'observation' AS observation,
+       j->>'inference' AS inference,
+       (j->'files')::text AS files,
+       (j->'tags')::text AS tags,
+       j->'code_context'->>'commit' AS "commit",
+       j->'code_context'->>'branch' AS branch,
+       ((j->'code_context'->>'dirty')::boolean)::int AS dirty,
+       j->'check'->>'command' AS check_command,
+       (j->'check'->>'exit_code')::bigint AS check_exit_code,
+       j->'check'->>'output' AS check_output,
+       EXISTS(SELECT 1 FROM correction_idx c WHERE c.attempt_rowid = a.rowid)::int AS outdated
+FROM attempt_idx a JOIN bodies b ON b.rowid = a.rowid JOIN entries e ON e.rowid = a.rowid,
+     LATERAL mentis_checked_body(b.body, e.body_hash) j
+WHERE mentis_visible(a.repository);
+
+CREATE VIEW mentis_recall.corrections WITH (security_barrier) AS
+SELECT j->>'attempt_id' AS attempt_id,
+       j->>'repository' AS repository,
+       j->>'reason' AS reason,
+       j->>'latest_commit' AS latest_commit,
+       j->>'at' AS at,
+       j->>'agent_id' AS agent_id
+FROM correction_idx c JOIN bodies b ON b.rowid = c.rowid JOIN entries e ON e.rowid = c.rowid
+     JOIN attempt_idx a ON a.rowid = c.attempt_rowid,
+     LATERAL mentis_checked_body(b.body, e.body_hash) j
+WHERE mentis_visible(a.repository);
+
+CREATE VIEW mentis_recall.tasks WITH (security_barrier) AS
+SELECT t.repository AS repository, t.task_id AS task_id,
+       tj->>'task_title' AS title,
+       (SELECT min(aj->>'created_at') FROM attempt_idx a JOIN bodies ab ON ab.rowid = a.rowid
+          JOIN entries ae ON ae.rowid = a.rowid, LATERAL mentis_checked_body(ab.body, ae.body_hash) aj
+         WHERE a.repository = t.repository AND a.task_id = t.task_id) AS created_at,
+       (SELECT count(*) FROM attempt_idx a
+         WHERE a.repository = t.repository AND a.task_id = t.task_id) AS attempt_count
+FROM task_idx t LEFT JOIN bodies tb ON tb.rowid = t.title_rowid LEFT JOIN entries te ON te.rowid = t.title_rowid
+     LEFT JOIN LATERAL mentis_checked_body(tb.body, te.body_hash) tj ON true
+WHERE mentis_visible(t.repository);
+
+CREATE VIEW mentis_recall.thoughts WITH (security_barrier) AS
+SELECT j->>'thought_id' AS thought_id,
+       j->>'repository' AS repository,
+       j->>'type' AS type,
+       j->>'role' AS role,
+       j->>'content' AS content,
+       (j->>'importance')::double precision AS importance,
+       (j->>'confidence')::double precision AS confidence,
+       j->>'created_at' AS created_at,
+       j->>'agent_id' AS agent_id,
+       j->>'task_id' AS task_id,
+       (j->'tags')::text AS tags,
+       (j->'concepts')::text AS concepts
+FROM thought_idx t JOIN bodies b ON b.rowid = t.rowid JOIN entries e ON e.rowid = t.rowid,
+     LATERAL mentis_checked_body(b.body, e.body_hash) j
+WHERE mentis_visible(t.repository);
+
+CREATE VIEW mentis_recall.relations WITH (security_barrier) AS
+SELECT j->>'thought_id' AS from_id,
+       r->>'kind' AS kind,
+       r->>'target_id' AS to_id,
+       r->>'valid_at' AS valid_at,
+       r->>'invalid_at' AS invalid_at
+FROM thought_idx t JOIN bodies b ON b.rowid = t.rowid JOIN entries e ON e.rowid = t.rowid,
+     LATERAL mentis_checked_body(b.body, e.body_hash) j,
+     LATERAL json_array_elements(coalesce(j->'relations', '[]'::json)) r
+WHERE mentis_visible(t.repository);
+
+GRANT SELECT ON ALL TABLES IN SCHEMA mentis_recall TO mentis_recall;
+"""
+
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1),)
+"""(version, SQL with ``{dim}`` and ``{schema}`` placeholders), applied in order on open."""

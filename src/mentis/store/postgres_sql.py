@@ -1,0 +1,156 @@
+"""Read-only SQL for ``recall`` on PostgreSQL: the documented views, under a role that may read
+nothing else, in a read-only transaction with a statement timeout and the same row/byte limits.
+
+A mixin of :class:`mentis.store.postgres.PostgresStore`. One statement runs as a server-side
+cursor (``DECLARE … CURSOR FOR`` admits one SELECT and no data-modifying CTE), under
+``SET LOCAL ROLE mentis_recall`` with ``search_path`` set to the views' schema. The caller's
+repositories are written to ``recall_scope`` for this backend before the transaction starts, so
+nothing the statement does can widen them. Afterwards ``DISCARD ALL`` drops whatever session
+state the statement may have set (settings, advisory locks) before the connection is reused.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import re
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import orjson
+
+from mentis.errors import QueryError
+from mentis.store.base import SqlResult
+from mentis.store.postgres_base import PgBase, PgError, query_error
+from mentis.store.postgres_schema import RECALL_ROLE, RECALL_SCHEMA
+
+_FETCH = 10
+_LEADING = re.compile(r"^\s*(?:--[^\n]*\n\s*|/\*.*?\*/\s*)*(\w+)", re.S)
+_READS = frozenset({"select", "with", "values", "table"})
+
+
+def to_pyformat(sql: str) -> str:
+    """``:name`` placeholders (SQLite style) to ``%(name)s``; ``%`` escaped; literals left alone."""
+    out: list[str] = []
+    i, n = 0, len(sql)
+    while i < n:
+        ch = sql[i]
+        if ch in "'\"":
+            end = i + 1
+            while end < n:
+                if sql[end] == ch:
+                    if end + 1 < n and sql[end + 1] == ch:
+                        end += 2
+                        continue
+                    break
+                end += 1
+            out.append(sql[i : end + 1].replace("%", "%%"))
+            i = end + 1
+        elif ch == ":" and i + 1 < n and sql[i + 1] == ":":
+            out.append("::")
+            i += 2
+        elif ch == ":" and i + 1 < n and (sql[i + 1].isalpha() or sql[i + 1] == "_"):
+            m = re.match(r"\w+", sql[i + 1 :])
+            assert m is not None
+            out.append(f"%({m.group(0)})s")
+            i += 1 + len(m.group(0))
+        elif ch == "%":
+            out.append("%%")
+            i += 1
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, uuid.UUID | dt.timedelta):
+        return str(value)
+    return str(value)
+
+
+class RecallSql(PgBase):
+    """``run_sql`` over the views; mixed into PostgresStore (``self`` is the store)."""
+
+    def run_sql(
+        self,
+        sql: str,
+        params: dict[str, Any] | None,
+        *,
+        visible: Callable[[str], bool],
+        max_rows: int,
+        max_bytes: int,
+        timeout_s: float,
+    ) -> SqlResult:
+        text = sql.strip().rstrip(";").strip()
+        first = _LEADING.match(text)
+        if first is None or first.group(1).lower() not in _READS:
+            raise QueryError(
+                "query refused: recall SQL may only SELECT from the views "
+                "attempts, corrections, relations, tasks, thoughts"
+            )
+        query = to_pyformat(text) if params else text
+        deadline = time.monotonic() + timeout_s
+        with self._translate("recall"), self._pool.connection() as conn:
+            repos = [c for (c,) in conn.execute("SELECT chain FROM heads") if visible(c)]
+            conn.execute(
+                "INSERT INTO recall_scope(pid, repositories) VALUES(pg_backend_pid(), %s) "
+                "ON CONFLICT(pid) DO UPDATE SET repositories = excluded.repositories",
+                (repos,),
+            )
+            try:
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                conn.execute(f"SET LOCAL statement_timeout = {max(1, int(timeout_s * 1000))}")
+                conn.execute(f"SET LOCAL search_path = {RECALL_SCHEMA}")
+                conn.execute(f"SET LOCAL ROLE {RECALL_ROLE}")
+                try:
+                    with conn.cursor(name="mentis_recall") as cur:
+                        cur.execute(query, params or None)
+                        columns = [d.name for d in cur.description or ()]
+                        rows: list[list[Any]] = []
+                        size = 2
+                        truncated, reason = False, None
+                        while not truncated:
+                            left_ms = int((deadline - time.monotonic()) * 1000)
+                            if left_ms <= 0:
+                                raise QueryError(f"query ran past the {timeout_s:g} s limit and was stopped")
+                            conn.execute(f"SET LOCAL statement_timeout = {left_ms}")
+                            batch = cur.fetchmany(_FETCH)
+                            if not batch:
+                                break
+                            for row in batch:
+                                if len(rows) == max_rows:
+                                    truncated, reason = True, f"more than {max_rows} rows"
+                                    break
+                                values = [jsonable(v) for v in row]
+                                size += len(orjson.dumps(values)) + 1
+                                if size > max_bytes:
+                                    truncated, reason = True, f"more than {max_bytes:,} bytes"
+                                    break
+                                rows.append(values)
+                except PgError as exc:
+                    raise query_error(exc, timeout_s) from None
+            finally:
+                if not conn.closed:
+                    conn.rollback()
+                    conn.execute("DISCARD ALL")
+                    conn.execute("DELETE FROM recall_scope WHERE pid = pg_backend_pid()")
+        return SqlResult(columns=columns, rows=rows, truncated=truncated, truncation_reason=reason)

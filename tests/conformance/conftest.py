@@ -1,0 +1,98 @@
+"""One suite over both stores: every fixture here is parametrised over ``sqlite`` and ``postgres``.
+
+The PostgreSQL cluster is started once per session (``tests/pg_server.py``) and each test gets a
+fresh database in it. Without PostgreSQL binaries the postgres half is skipped with the reason,
+unless ``MENTIS_REQUIRE_POSTGRES`` is set (CI), where it fails instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from mentis.config import Settings
+from mentis.embed import HashEmbedder
+from mentis.memory import Caller, Memory
+from tests.pg_server import Cluster, throwaway_cluster
+
+BACKENDS = ("sqlite", "postgres")
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Cluster]:
+    with throwaway_cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def settings(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
+    base = Settings(home=tmp_path, db_path=tmp_path / "mentis.db", embedder="hash")
+    if backend == "sqlite":
+        return base
+    cluster: Cluster = request.getfixturevalue("pg_cluster")
+    return dataclasses.replace(base, database_url=cluster.new_database())
+
+
+@pytest.fixture
+def other_settings(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
+    """A second, empty store of the same backend (import and migrate targets)."""
+    base = Settings(home=tmp_path / "other", db_path=tmp_path / "other" / "mentis.db", embedder="hash")
+    if backend == "sqlite":
+        return base
+    cluster: Cluster = request.getfixturevalue("pg_cluster")
+    return dataclasses.replace(base, database_url=cluster.new_database())
+
+
+@pytest.fixture
+def open_memory(settings: Settings) -> Iterator[Callable[[], Memory]]:
+    """Opens (and at teardown closes) a Memory on this test's store; each call verifies again."""
+    opened: list[Memory] = []
+
+    def open_() -> Memory:
+        m = Memory.open(settings, HashEmbedder())
+        opened.append(m)
+        return m
+
+    yield open_
+    for m in opened:
+        m.close()
+
+
+@pytest.fixture
+def memory(open_memory: Callable[[], Memory]) -> Memory:
+    return open_memory()
+
+
+@pytest.fixture
+def caller() -> Caller:
+    return Caller(agent_id="conformance")
+
+
+@pytest.fixture
+def raw_sql(settings: Settings) -> Callable[[str], list[tuple[object, ...]]]:
+    """Run one SQL statement straight on the store's database, outside Mentis (to tamper)."""
+
+    def run(sql: str) -> list[tuple[object, ...]]:
+        if settings.uses_postgres:
+            import psycopg
+
+            assert settings.database_url is not None
+            with psycopg.connect(settings.database_url, autocommit=True) as conn:
+                cur = conn.execute(sql)  # type: ignore[arg-type]
+                return list(cur.fetchall()) if cur.description else []
+        con = sqlite3.connect(settings.db_path, isolation_level=None)
+        try:
+            return con.execute(sql).fetchall()
+        finally:
+            con.close()
+
+    return run
