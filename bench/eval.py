@@ -38,8 +38,11 @@ thought ids map back to (conversation, dia_id). A strict hit is an evidence turn
 lenient hit is a turn of the same conversation and session within 2 turns of an evidence turn
 (dia_id "D<session>:<turn>"). R@5/10/20 and MRR (over the 50 returned; 0 if absent), strict and
 lenient, overall and per category, beside ``bm25s`` and ``dense`` over the same turn texts and
-the ``lexical`` / ``vector`` / ``fused`` ablations. An evidence field "D8:6; D9:17" is split into
-two ids.
+the ``lexical`` / ``vector`` / ``fused`` (RRF, no graph) ablations. search_thoughts runs the graph
+walk too (``graph.rerank`` over refs, relations, tags, concepts); this fill stores none of them,
+so it must rank exactly as ``fused`` (checked and counted). An evidence field "D8:6; D9:17" is
+split into two ids. Categories are reported with the commonly used names (1 multi-hop,
+2 temporal, 3 open-domain, 4 single-hop, 5 adversarial); all five are scored.
 
 ``--variants`` adds experimental retrieval variants (term selection, FTS5 field weights, RRF k,
 lexical/vector weighting, score fusion, candidate depth) computed here from the store's tables;
@@ -488,6 +491,10 @@ class Variant:
     w_vec: float = 1.0
     alpha: float = 0.5  # minmax: weight of the lexical score
     depth: int = retrieval.CANDIDATES
+    session_graph: bool = False  # thoughts: graph walk over emulated per-session tags (see ThoughtLab)
+    restart: float = graph.RESTART  # thoughts: the walk's restart probability (bench copy of the walk)
+    stay: bool = True  # thoughts: nodes without edges keep their mass, as graph.personalised_pagerank
+    copy_walk: bool = False  # thoughts: use the bench copy of the walk even with the shipped values
 
 
 class Lab:
@@ -571,7 +578,14 @@ class Lab:
 
 
 class ThoughtLab(Lab):
-    """The same over the thought tables; results are turn keys."""
+    """The same over the thought tables; results are turn keys.
+
+    Like search_thoughts, the fused list goes through ``graph.rerank`` with the store's
+    ``thought_edges_between`` (no edges in this fill). ``session_graph`` instead gives the walk
+    the edges a tag per session would give (what the store's label query returns for a shared
+    tag: weight 0.25, the first ``NEIGHBOURS_PER_SEED`` other thoughts of the session by rowid),
+    without a second fill; nothing else about such a fill (the tag text in FTS) is emulated.
+    """
 
     fts = "thought_fts"
     idx = "thought_idx"
@@ -580,12 +594,73 @@ class ThoughtLab(Lab):
     def __init__(self, store: SqliteStore, repository: str, row_keys: dict[int, TurnKey]) -> None:
         super().__init__(store, repository)
         self.row_keys = row_keys
+        self.session_of = {r: (k[0], dia_pos(k[1])[0]) for r, k in row_keys.items()}
+        self.sessions: dict[tuple[str, int], list[int]] = {}
+        for r in sorted(row_keys):
+            self.sessions.setdefault(self.session_of[r], []).append(r)
 
     def vector(self, qvec: np.ndarray, depth: int) -> list[tuple[int, float]]:
         return self.store.thought_vector(qvec, self.repository, depth)
 
+    def session_links(self, seeds: Sequence[int]) -> list[tuple[int, int, float]]:
+        out: list[tuple[int, int, float]] = []
+        for seed in seeds:
+            others = [r for r in self.sessions[self.session_of[seed]] if r != seed]
+            out += [(seed, r, 0.25) for r in others[: graph.NEIGHBOURS_PER_SEED]]
+        return out
+
     def rank(self, text: str, qvec: np.ndarray, v: Variant) -> list[Any]:
-        return [self.row_keys[s.rowid] for s in self.candidates(text, qvec, v)[:LIMIT]]
+        if v.session_graph:
+            links: Callable[[Sequence[int]], Sequence[tuple[int, int, float]]] = self.session_links
+        else:
+            links = lambda seeds: self.store.thought_edges_between(  # noqa: E731
+                seeds, self.repository, graph.NEIGHBOURS_PER_SEED
+            )
+        if v.restart == graph.RESTART and v.stay and not v.copy_walk:
+            ranked = graph.rerank(self.candidates(text, qvec, v), links)
+        else:
+            ranked = rerank_walk(self.candidates(text, qvec, v), links, v.restart, v.stay)
+        return [self.row_keys[s.rowid] for s in ranked[:LIMIT]]
+
+
+def rerank_walk(
+    ranked: list[retrieval.Scored],
+    links: Callable[[Sequence[int]], Sequence[tuple[int, int, float]]],
+    restart: float,
+    stay: bool,
+) -> list[retrieval.Scored]:
+    """A copy of ``graph.rerank`` + ``graph.personalised_pagerank`` with the restart probability
+    and the ``stay`` rule (a node without edges keeps its mass) as parameters. With the shipped
+    values it ranks as ``graph.rerank`` (checked in the run)."""
+    edges = list(links([s.rowid for s in ranked[: graph.SEEDS]]))
+    nodes = [s.rowid for s in ranked]
+    index = {r: i for i, r in enumerate(nodes)}
+    for a, b, _ in edges:
+        for node in (a, b):
+            if node not in index:
+                index[node] = len(nodes)
+                nodes.append(node)
+    n = len(nodes)
+    p = np.zeros(n)
+    p[: len(ranked)] = [s.fused for s in ranked]
+    p /= p.sum() or 1.0
+    r = p.copy()
+    if edges:
+        rows = np.array([index[a] for a, b, _ in edges] + [index[b] for a, b, _ in edges])
+        cols = np.array([index[b] for a, b, _ in edges] + [index[a] for a, b, _ in edges])
+        weights = np.array([w for *_, w in edges] * 2, dtype=float)
+        out_weight = np.bincount(cols, weights=weights, minlength=n)
+        norm = weights / out_weight[cols]
+        for _ in range(graph.ITERATIONS):
+            spread = np.bincount(rows, weights=norm * r[cols], minlength=n)
+            kept = np.where(out_weight == 0, r, 0.0) if stay else 0.0
+            r = restart * p + (1 - restart) * (spread + kept)
+    walked = {node: float(r[i]) for i, node in enumerate(nodes)}
+    known = {s.rowid for s in ranked}
+    out = ranked + [retrieval.Scored(rowid=x) for x in walked if x not in known]
+    for s in out:
+        s.graph = walked.get(s.rowid, 0.0)
+    return sorted(out, key=lambda s: (-s.final, -s.fused, s.rowid))
 
 
 def weighted_fuse(
@@ -667,6 +742,14 @@ def variant_grid() -> list[Variant]:
         ),
         Variant("all terms, lex only", max_terms=0, w_vec=0.0),
         Variant("idf top 32, lex only", terms="idf", max_terms=32, w_vec=0.0),
+        # the rules that helped on LoCoMo, checked here
+        Variant("rrf k=5", rrf_k=5),
+        Variant("depth 20", depth=20),
+        Variant("drop terms in >10% of rows", max_df=0.10),
+        Variant("drop terms in >5% of rows", max_df=0.05),
+        Variant("minmax alpha=0.5", fusion="minmax", alpha=0.5),
+        Variant("minmax alpha=0.7", fusion="minmax", alpha=0.7),
+        Variant("minmax alpha=0.5 + drop >10%", fusion="minmax", alpha=0.5, max_df=0.10),
     ]
     return grid
 
@@ -711,6 +794,21 @@ def locomo_variant_grid() -> list[Variant]:
         Variant("len>=2 + rrf k=30", min_len=2, rrf_k=30),
         Variant("len>=2 + drop >10% + rrf k=30", min_len=2, max_df=0.10, rrf_k=30),
         Variant("weights content only + len>=2", weights=(1.0, *([0.0] * (len(W) - 1))), min_len=2),
+        Variant("minmax alpha=0.6", fusion="minmax", alpha=0.6),
+        Variant("minmax alpha=0.5 + drop >10%", fusion="minmax", alpha=0.5, max_df=0.10),
+        Variant("minmax alpha=0.7 + drop >10%", fusion="minmax", alpha=0.7, max_df=0.10),
+        Variant("minmax alpha=0.5, depth 50", fusion="minmax", alpha=0.5, depth=50),
+        # graph walk over same-session links (as if each turn were tagged with its session)
+        Variant("graph over session tags (emulated)", session_graph=True),
+        Variant("graph over session tags + rrf k=10", session_graph=True, rrf_k=10),
+        Variant("graph over session tags + minmax 0.5", session_graph=True, fusion="minmax", alpha=0.5),
+        Variant("graph over session tags, bench walk copy", session_graph=True, copy_walk=True),
+        Variant("graph over session tags, walk without stay", session_graph=True, stay=False),
+        Variant("graph over session tags, restart 0.85", session_graph=True, restart=0.85),
+        Variant("graph over session tags, restart 0.95", session_graph=True, restart=0.95),
+        Variant(
+            "graph over session tags, restart 0.95 + rrf k=10", session_graph=True, restart=0.95, rrf_k=10
+        ),
     ]
     return grid
 
@@ -828,7 +926,9 @@ def run_seamonkey(data: Path, variants: bool, embedder: LocalEmbedder | None = N
 
         search(queries[query_ids[0]])  # warm up: loads the vector index
 
-        searched = Method("fused+graph", "Memory.search as shipped (bm25 + vector, RRF, personalised PageRank)")
+        searched = Method(
+            "fused+graph", "Memory.search as shipped (bm25 + vector, RRF, personalised PageRank)"
+        )
         fused = Method("fused", "store.lexical + store.vector, retrieval.fuse (RRF), no _with_graph")
         lexical = Method("lexical", "store.lexical(fts_match(q)) grouped to tasks")
         vector = Method("vector", "store.vector(embed(q)) grouped to tasks")
@@ -969,11 +1069,14 @@ def run_locomo(data: Path, variants: bool, embedder: LocalEmbedder | None = None
 
         search(questions[0].question)  # warm up: loads the vector index
 
-        searched = Method("search_thoughts", "Memory.search_thoughts as shipped (bm25 + vector, RRF)")
+        searched = Method(
+            "search_thoughts", "Memory.search_thoughts as shipped (bm25 + vector, RRF, graph.rerank)"
+        )
         lexical = Method("lexical", "store.thought_lexical(fts_match(q))")
         vector = Method("vector", "store.thought_vector(embed(q))")
-        fused = Method("fused", "retrieval.fuse(lexical, vector), no filters/materialisation")
+        fused = Method("fused", "retrieval.fuse(lexical, vector); no graph, filters or materialisation")
         qvecs: dict[str, np.ndarray] = {}
+        edges_seen = 0
         for q in questions:
             searched.rankings[q.qid], ms = timed(lambda q=q: search(q.question))
             searched.latencies_ms.append(ms)
@@ -987,7 +1090,10 @@ def run_locomo(data: Path, variants: bool, embedder: LocalEmbedder | None = None
             lexical.latencies_ms.append(ms_l)
             vector.rankings[q.qid] = [row_keys[r] for r, _ in vec[:LIMIT]]
             vector.latencies_ms.append(ms_v)
-            fused.rankings[q.qid] = [row_keys[s.rowid] for s in retrieval.fuse(lex, vec)[:LIMIT]]
+            fused_rows = retrieval.fuse(lex, vec)
+            fused.rankings[q.qid] = [row_keys[s.rowid] for s in fused_rows[:LIMIT]]
+            seeds = [s.rowid for s in fused_rows[: graph.SEEDS]]
+            edges_seen += len(store.thought_edges_between(seeds, LOCOMO_REPO, graph.NEIGHBOURS_PER_SEED))
 
         dense = Method("dense", "cosine, all-MiniLM-L6-v2, same turn texts, brute force (incl. embedding)")
         for q in questions:
@@ -1022,7 +1128,8 @@ def run_locomo(data: Path, variants: bool, embedder: LocalEmbedder | None = None
                 "Memory.append_thought(link_duplicates=False): type FactLearned, content "
                 "'{speaker}: {text}', no tags, session_id 'locomo-<conv>-S<session>' (not indexed); "
                 "session date not stored",
-                "query": "the question text, Memory.search_thoughts(repository, limit 50)",
+                "query": "the question text, Memory.search_thoughts(repository, limit 50; RRF then "
+                "graph.rerank, which has no edges here)",
                 "strict": "an evidence dia_id of the question's conversation in the top k",
                 "lenient": f"a turn of the same conversation and session within {LOCOMO_WINDOW} turns "
                 "of an evidence turn in the top k",
@@ -1035,9 +1142,14 @@ def run_locomo(data: Path, variants: bool, embedder: LocalEmbedder | None = None
             "counts": {**counts, "thoughts_stored": len(row_keys)},
             "fill": {**info, "total_s": round(fill_s, 2)},
             "shipped_parameters": shipped_parameters(),
-            "search_equals_fused": all(
-                searched.rankings[q.qid] == fused.rankings[q.qid] for q in questions
-            ),
+            "graph_check": {
+                "edges_from_top_seeds_all_questions": edges_seen,
+                "questions_where_search_differs_from_fused": sum(
+                    1 for q in questions if searched.rankings[q.qid] != fused.rankings[q.qid]
+                ),
+                "questions": len(questions),
+            },
+            "search_equals_fused": all(searched.rankings[q.qid] == fused.rankings[q.qid] for q in questions),
             "references_other_systems": [
                 {"system": s, "R@10": v, "note": n + "; other systems, different (larger) set"}
                 for s, v, n in LOCOMO_REFERENCES
@@ -1065,6 +1177,13 @@ def run_locomo(data: Path, variants: bool, embedder: LocalEmbedder | None = None
             shipped = {q.qid: lab.rank(q.question, qvecs[q.qid], grid[0]) for q in questions}
             out["variants_reproduce_search"] = all(
                 shipped[q.qid] == searched.rankings[q.qid] for q in questions
+            )
+            # The bench copy of the walk must rank as graph.rerank on the same (session) edges.
+            walk = Variant("x", session_graph=True)
+            out["walk_copy_reproduces_graph_rerank"] = all(
+                lab.rank(q.question, qvecs[q.qid], walk)
+                == lab.rank(q.question, qvecs[q.qid], Variant("y", session_graph=True, copy_walk=True))
+                for q in questions
             )
             out["variants"] = var_results
             lab.conn.close()
@@ -1125,7 +1244,10 @@ def print_locomo_categories(rows: Sequence[dict[str, Any]]) -> None:
     cats = list(rows[0]["per_category"])
     name_w = max(len(r["method"]) for r in rows) + 2
     print("\nper category, R@10 strict / lenient")
-    print(f"{'method':<{name_w}}" + "".join(f"{c + ' (' + str(rows[0]['per_category'][c]['n']) + ')':>22}" for c in cats))
+    print(
+        f"{'method':<{name_w}}"
+        + "".join(f"{c + ' (' + str(rows[0]['per_category'][c]['n']) + ')':>22}" for c in cats)
+    )
     for r in rows:
         cells = [
             f"{r['per_category'][c]['strict']['R@10']:.3f} / {r['per_category'][c]['lenient']['R@10']:.3f}"
@@ -1151,8 +1273,9 @@ def report_seamonkey(out: dict[str, Any]) -> None:
     g = out["graph_check"]
     print(
         f"\ngraph: {g['edges_from_top_seeds_all_queries']} edges from the top {graph.SEEDS} seeds over "
-        f"{g['queries']} queries; rankings changed by the graph in {g['queries_where_graph_changes_ranking']} "
-        f"queries -> fused+graph {'==' if g['graph_equals_fused'] else '!='} fused"
+        f"{g['queries']} queries; rankings changed by the graph in "
+        f"{g['queries_where_graph_changes_ranking']} queries -> "
+        f"fused+graph {'==' if g['graph_equals_fused'] else '!='} fused"
     )
     if "variants" in out:
         print(f"\nshipped variant reproduces Memory.search: {out['variants_reproduce_search']}")
@@ -1177,12 +1300,21 @@ def report_locomo(out: dict[str, Any]) -> None:
         "vs_bm25s",
     )
     print_locomo_categories(out["results"])
-    print(f"\nsearch_thoughts == fused ablation: {out['search_equals_fused']}")
-    print("references, OTHER systems on the FULL 10-conversation LoCoMo (different, larger set; not run here):")
+    g = out["graph_check"]
+    print(
+        f"\ngraph: {g['edges_from_top_seeds_all_questions']} edges from the top {graph.SEEDS} seeds over "
+        f"{g['questions']} questions (no refs, relations, tags or concepts stored); search_thoughts "
+        f"differs from the fused ablation in {g['questions_where_search_differs_from_fused']} -> "
+        f"search_thoughts {'==' if out['search_equals_fused'] else '!='} fused"
+    )
+    print(
+        "references, OTHER systems on the FULL 10-conversation LoCoMo (different, larger set; not run here):"
+    )
     for ref in out["references_other_systems"]:
         print(f"  {ref['system']:<10} lenient R@10 {ref['R@10']:.3f}")
     if "variants" in out:
         print(f"\nshipped variant reproduces search_thoughts: {out['variants_reproduce_search']}")
+        print(f"bench copy of the walk reproduces graph.rerank: {out['walk_copy_reproduces_graph_rerank']}")
         print_locomo_table(
             "experimental variants (bench only; src unchanged; latency excludes the query embedding; "
             "dMRR vs the shipped row)",
@@ -1193,7 +1325,7 @@ def report_locomo(out: dict[str, Any]) -> None:
 
 def write(out: dict[str, Any], path: Path, variants_path: Path | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    main_part = {k: v for k, v in out.items() if k not in ("variants", "variants_reproduce_search")}
+    main_part = {k: v for k, v in out.items() if not k.startswith(("variants", "walk_copy"))}
     path.write_text(json.dumps(main_part, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {path}")
     if variants_path is not None and "variants" in out:
@@ -1205,7 +1337,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("benchmark", choices=["seamonkey", "locomo", "all"])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="directory of the data files")
-    parser.add_argument("--out", type=Path, default=None, help="seamonkey/locomo: write the results as JSON here")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="seamonkey/locomo: write the results as JSON here"
+    )
     parser.add_argument(
         "--out-dir", type=Path, default=ROOT / "bench" / "results", help="all: write eval-<name>.json here"
     )

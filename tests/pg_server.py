@@ -25,6 +25,8 @@ from typing import NoReturn
 import pytest
 
 INSTALL_HINT = "run scripts/install-postgres.sh (as root) to install PostgreSQL 15 and pgvector"
+INITDB_FLAGS = ("-E", "UTF8", "--no-sync", "--locale=C")
+START = ("-w", "-t", "60", "start")
 PORT = 54329
 """Only names the socket file; the socket lives in the cluster's private directory."""
 
@@ -105,16 +107,22 @@ def throwaway_cluster() -> Iterator[Cluster]:
     started = False
     try:
         _run(
-            [str(bindir / "initdb"), "-D", str(cluster.data), "-U", "postgres", "--auth=trust", "-E", "UTF8"]
-            + ["--no-sync", "--locale=C"],
+            [
+                str(bindir / "initdb"),
+                "-D",
+                str(cluster.data),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                *INITDB_FLAGS,
+            ],
             "initdb",
         )
         options = (
             f"-c listen_addresses='' -c unix_socket_directories={cluster.socket_dir} -p {PORT} -c fsync=off"
         )
         _run(
-            [str(bindir / "pg_ctl"), "-D", str(cluster.data), "-l", str(cluster.log), "-o", options]
-            + ["-w", "-t", "60", "start"],
+            [str(bindir / "pg_ctl"), "-D", str(cluster.data), "-l", str(cluster.log), "-o", options, *START],
             "pg_ctl start",
         )
         started = True

@@ -130,3 +130,25 @@ def test_rerank_requests_carry_no_secret_from_the_store(
     reranked.search(caller, parse(SearchInput, {"query": "deploy failed"}))
     assert fake.requests
     assert "ghp_abcdefghijklmnopqrstuvwxyz0123456789" not in fake.sent()
+
+
+def test_lexical_search_skips_terms_in_most_documents_once_the_store_is_large(
+    memory: Memory, caller: Caller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("mentis.store.sqlite_base.LEXICAL_SELECT_MIN_DOCS", 10)
+    for i in range(30):
+        record(memory, caller, f"T-{i}", f"common words everywhere item{i}")
+    record(memory, caller, "T-rare", "common words everywhere with a zeppelin")
+    chosen = memory.store.select_terms("attempt_fts", ["common", "zeppelin", "words", "absent"])
+    assert chosen == ["zeppelin"]
+    lexical = memory.store.lexical('"common" OR "zeppelin"', None, 10)
+    assert len(lexical) == 1
+    assert (
+        memory.search(caller, parse(SearchInput, {"query": "common zeppelin"})).tasks[0].task_id == "T-rare"
+    )
+
+
+def test_below_the_size_threshold_every_term_is_used(memory: Memory, caller: Caller) -> None:
+    for i in range(5):
+        record(memory, caller, f"T-{i}", "common words")
+    assert memory.store.select_terms("attempt_fts", ["common", "absent"]) == ["common", "absent"]

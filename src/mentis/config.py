@@ -2,7 +2,8 @@
 
 - ``MENTIS_HOME``: directory of the store (default: the user data dir, e.g. ~/.local/share/mentis)
 - ``MENTIS_DB``: path of the SQLite file (default ``$MENTIS_HOME/mentis.db``)
-- ``MENTIS_DATABASE_URL``: ``postgresql://…`` to use a PostgreSQL store instead (``pip install 'mentis[postgres]'``)
+- ``MENTIS_DATABASE_URL``: ``postgresql://…`` to use a PostgreSQL store instead
+  (``pip install 'mentis[postgres]'``)
 - ``MENTIS_EMBEDDER``: ``local`` (default, all-MiniLM-L6-v2 offline), ``openai`` (an OpenAI-compatible
   endpoint, see ``mentis.embed.openai``) or ``hash`` (tests only)
 - ``MENTIS_RERANKER``: ``off`` (default) or ``openai`` (LLM usefulness rerank, see

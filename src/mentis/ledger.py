@@ -230,43 +230,38 @@ def _fail(chain: str, seq: int, what: str) -> IntegrityError:
 
 
 def verify_rows(rows: Iterable[Row], heads: dict[str, tuple[int, str]] | None = None) -> list[ChainReport]:
-    """Verify entries ordered by (chain, seq); raise IntegrityError at the first mismatch.
+    """Verify ledger rows; raise IntegrityError at the first mismatch.
 
-    ``heads`` (chain → (seq, hash)), when given, is the store's record of each chain's head;
-    a chain whose last entry differs from it (truncation) or a head with no chain fails.
+    Rows may interleave chains (a store's rowid order) as long as each chain's entries come in
+    seq order. ``heads`` (chain → (seq, hash)), when given, is the store's record of each chain's
+    head; a chain whose last entry differs from it (truncation) or a head with no chain fails.
     """
-    reports: list[ChainReport] = []
-    report: ChainReport | None = None
-    expected_prev = ""
+    reports: dict[str, ChainReport] = {}
+    stray: dict[str, int] = {}
     sha256 = hashlib.sha256
     dumps = orjson.dumps
     for v, chain, seq, kind, id_, at, agent, prev, body_hash, key_id, sig, hash_, body in rows:
-        if report is None or chain != report.chain:
-            if report is not None:
-                _close(report)
-            report = ChainReport(chain)
-            reports.append(report)
-            expected_prev = ""
+        report = reports.get(chain)
+        if report is None:
+            if heads is not None and chain not in heads:
+                # reported after the pass, so a chain that lost this entry names itself first
+                stray.setdefault(chain, seq)
+                continue
+            report = reports[chain] = ChainReport(chain)
         if seq != report.entries:
             raise _fail(chain, report.entries, f"expected seq {report.entries}, found seq {seq}")
-        if prev != expected_prev:
+        if prev != report.head_hash:
             raise _fail(chain, seq, "prev does not match the hash of the entry before it")
         if v != VERSION or kind not in KINDS:
             raise _fail(chain, seq, f"unknown entry version {v!r} or kind {kind!r}")
-        doc = {
-            "v": v,
-            "chain": chain,
-            "seq": seq,
-            "kind": kind,
-            "id": id_,
-            "at": at,
-            "agent": agent,
-            "prev": prev,
-            "body_hash": body_hash,
-        }
-        if key_id is not None:
-            doc["key_id"] = key_id
-        if sha256(dumps(doc, option=_SORT)).hexdigest() != hash_:
+        # keys in sorted order, so orjson's insertion order is the canonical order
+        if key_id is None:
+            doc = {"agent": agent, "at": at, "body_hash": body_hash, "chain": chain, "id": id_, "kind": kind,
+                   "prev": prev, "seq": seq, "v": v}  # fmt: skip
+        else:
+            doc = {"agent": agent, "at": at, "body_hash": body_hash, "chain": chain, "id": id_,
+                   "key_id": key_id, "kind": kind, "prev": prev, "seq": seq, "v": v}  # fmt: skip
+        if sha256(dumps(doc)).hexdigest() != hash_:
             raise _fail(chain, seq, "entry hash does not match its contents")
         if sig is not None:
             raise _fail(chain, seq, "signed entries are not supported by this version")
@@ -280,13 +275,11 @@ def verify_rows(rows: Iterable[Row], heads: dict[str, tuple[int, str]] | None = 
         report.entries += 1
         report.head_seq = seq
         report.head_hash = hash_
-        expected_prev = hash_
-    if report is not None:
+    for report in reports.values():
         _close(report)
     if heads is not None:
-        seen = {r.chain: r for r in reports}
         for chain, (seq, hash_) in heads.items():
-            r = seen.get(chain)
+            r = reports.get(chain)
             if r is None:
                 raise _fail(chain, seq, "the chain head is recorded but the chain has no entries")
             if (r.head_seq, r.head_hash) != (seq, hash_):
@@ -296,10 +289,9 @@ def verify_rows(rows: Iterable[Row], heads: dict[str, tuple[int, str]] | None = 
                     f"chain ends at seq {r.head_seq} but its recorded head is seq {seq} "
                     "(entries were removed or the head was altered)",
                 )
-        for r in reports:
-            if r.chain not in heads:
-                raise _fail(r.chain, r.head_seq, "the chain has no recorded head")
-    return reports
+        for chain, seq in stray.items():
+            raise _fail(chain, seq, "the entry names a chain that has no recorded head")
+    return sorted(reports.values(), key=lambda r: r.chain)
 
 
 def _erased_seqs(chain: str, seq: int, body: bytes) -> list[int]:

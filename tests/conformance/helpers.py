@@ -46,14 +46,17 @@ def fill(memory: Memory, caller: Caller) -> list[str]:
                 caller,
                 repo,
                 task_id=f"T-{i % 4}",
-                observation=f"observation {i}: cache stampede under load" if i % 2 else f"navbar {i} overflows",
+                observation=f"observation {i}: cache stampede under load"
+                if i % 2
+                else f"navbar {i} overflows",
                 tags=["perf"] if i % 2 else ["css"],
             ).attempt_id
         )
     from mentis.model import ForgetInput, MarkOutdatedInput
 
     memory.mark_conclusion_outdated(
-        caller, parse(MarkOutdatedInput, {"repository": REPOS[0], "attempt_id": ids[0], "reason": "fixed upstream"})
+        caller,
+        parse(MarkOutdatedInput, {"repository": REPOS[0], "attempt_id": ids[0], "reason": "fixed upstream"}),
     )
     memory.forget_attempt(caller, parse(ForgetInput, {"repository": REPOS[1], "attempt_id": ids[1]}))
     return ids

@@ -51,8 +51,8 @@ def test_the_views_answer_with_values_read_from_the_bodies(memory: Memory, calle
     assert tasks.rows == [
         [REPOS[1], "T-1", 1],
         [REPOS[1], "T-3", 1],
-        [REPOS[0], "T-0", 1],
-        [REPOS[0], "T-2", 2],
+        [REPOS[0], "T-0", 2],
+        [REPOS[0], "T-2", 1],
     ]
 
 
@@ -104,7 +104,12 @@ def test_a_statement_cannot_widen_its_own_scope(memory: Memory, caller: Caller) 
     fill(memory, caller)
     scoped = Caller(agent_id="scoped", repositories=(REPOS[1],))
     with pytest.raises(QueryError):
-        sql(memory, scoped, "with x as materialized (select set_config('role', 'postgres', true)) select * from x")
+        sql(
+            memory,
+            scoped,
+            "with x as materialized (select set_config('role', 'postgres', true) as r) "
+            "select * from x, entries",
+        )
     out = sql(memory, scoped, "select distinct repository from attempts")
     assert out.rows == [[REPOS[1]]]
 
@@ -120,11 +125,13 @@ def test_more_than_100_rows_are_truncated_and_flagged(memory: Memory, caller: Ca
 
 
 def test_more_than_512000_bytes_are_truncated_and_flagged(memory: Memory, caller: Caller) -> None:
-    big = "x" * 20_000
     out = sql(
         memory,
         caller,
-        f"with recursive r(n) as (select 1 union all select n + 1 from r where n < 50) select n, '{big}' from r",
+        "with recursive s(k, x) as (select 1, cast('xxxxxxxxxxxxxxxxxxxx' as text) "
+        "union all select k + 1, x || x from s where k < 11), "
+        "r(n) as (select 1 union all select n + 1 from r where n < 50) "
+        "select n, x from r, s where k = 11",
     )
     assert out.truncated and "bytes" in out.truncation_reason
     assert sum(len(row[1]) for row in out.rows) <= RECALL_MAX_BYTES
@@ -135,7 +142,11 @@ def test_a_query_running_past_the_time_limit_is_stopped(
 ) -> None:
     monkeypatch.setattr("mentis.memory.RECALL_TIMEOUT_S", 0.2)
     with pytest.raises(QueryError, match="limit"):
-        sql(memory, caller, "with recursive r(n) as (select 1 union all select n + 1 from r) select count(*) from r")
+        sql(
+            memory,
+            caller,
+            "with recursive r(n) as (select 1 union all select n + 1 from r) select count(*) from r",
+        )
     assert sql(memory, caller, "select count(*) from attempts").rows == [[0]]
 
 
@@ -144,7 +155,10 @@ def test_a_body_changed_while_the_store_is_open_is_refused_by_recall(
 ) -> None:
     record(memory, caller)
     if backend == "postgres":
-        raw_sql("UPDATE bodies SET body = convert_to(replace(convert_from(body, 'UTF8'), 'retried', 'skipped'), 'UTF8')")
+        raw_sql(
+            "UPDATE bodies SET body = "
+            "convert_to(replace(convert_from(body, 'UTF8'), 'retried', 'skipped'), 'UTF8')"
+        )
     else:
         raw_sql("UPDATE bodies SET body = CAST(replace(CAST(body AS TEXT), 'retried', 'skipped') AS BLOB)")
     with pytest.raises(IntegrityError):

@@ -209,6 +209,9 @@ def _session_options() -> Any:
     options.intra_op_num_threads = max(1, min(os.cpu_count() or 1, 4))
     options.inter_op_num_threads = 1
     options.log_severity_level = 4  # fatal only: failures surface as EmbeddingError
+    # Spinning worker threads halve throughput when the cores are shared (measured: 64 vs 35 ms
+    # per attempt under load) and gain ~1 ms when idle; do not spin.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return options
 
 

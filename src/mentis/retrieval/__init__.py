@@ -44,7 +44,19 @@ def fts_match(text: str) -> str | None:
             break
     if not seen:
         return None
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in seen)
+    return or_match(list(seen))
+
+
+_QUOTED = re.compile(r'"((?:[^"]|"")*)"')
+
+
+def match_terms(match: str) -> list[str]:
+    """The words of a MATCH expression built by :func:`fts_match` (its inverse)."""
+    return [m.replace('""', '"') for m in _QUOTED.findall(match)]
+
+
+def or_match(terms: Sequence[str]) -> str:
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in terms)
 
 
 @dataclass

@@ -130,7 +130,7 @@ class PostgresStore(ThoughtTables, RecallSql):
                     f"SELECT {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b "
                     "ON b.rowid = e.rowid ORDER BY e.chain, e.seq"
                 )
-                rows = (r[:12] + (None if r[12] is None else bytes(r[12]),) for r in cur)
+                rows = ((*r[:12], None if r[12] is None else bytes(r[12])) for r in cur)
                 reports = verify_rows(rows, heads)
             orphans = conn.execute(
                 "SELECT b.rowid FROM bodies b LEFT JOIN entries e ON e.rowid = b.rowid "
@@ -344,7 +344,8 @@ class PostgresStore(ThoughtTables, RecallSql):
             for seed in seeds:
                 for (other,) in conn.execute(
                     "SELECT b.rowid FROM attempt_idx a JOIN attempt_idx b ON b.repository = a.repository "
-                    "AND b.task_id = a.task_id AND b.rowid != a.rowid WHERE a.rowid = %s ORDER BY b.rowid LIMIT %s",
+                    "AND b.task_id = a.task_id AND b.rowid != a.rowid WHERE a.rowid = %s "
+                    "ORDER BY b.rowid LIMIT %s",
                     (seed, per_seed),
                 ):
                     edges.append((seed, int(other), 1.0))

@@ -123,7 +123,8 @@ def query_error(exc: BaseException, timeout_s: float) -> Exception:
         from mentis.store.postgres_schema import VIEW_NAMES
 
         return QueryError(
-            f"query refused: recall SQL may only SELECT from the views {', '.join(sorted(VIEW_NAMES))} ({exc})"
+            "query refused: recall SQL may only SELECT from the views "
+            f"{', '.join(sorted(VIEW_NAMES))} ({exc})"
         )
     if isinstance(exc, psycopg.OperationalError):
         return StoreError(f"recall failed: the server connection broke: {exc}")
@@ -210,7 +211,8 @@ class PgBase:
     def set_meta(self, key: str, value: str) -> None:
         with self._write() as conn:
             conn.execute(
-                "INSERT INTO meta(key, value) VALUES(%s, %s) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                "INSERT INTO meta(key, value) VALUES(%s, %s) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 (key, value),
             )
 

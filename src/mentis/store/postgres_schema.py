@@ -162,7 +162,8 @@ SELECT t.repository AS repository, t.task_id AS task_id,
          WHERE a.repository = t.repository AND a.task_id = t.task_id) AS created_at,
        (SELECT count(*) FROM attempt_idx a
          WHERE a.repository = t.repository AND a.task_id = t.task_id) AS attempt_count
-FROM task_idx t LEFT JOIN bodies tb ON tb.rowid = t.title_rowid LEFT JOIN entries te ON te.rowid = t.title_rowid
+FROM task_idx t LEFT JOIN bodies tb ON tb.rowid = t.title_rowid
+     LEFT JOIN entries te ON te.rowid = t.title_rowid
      LEFT JOIN LATERAL mentis_checked_body(tb.body, te.body_hash) tj ON true
 WHERE mentis_visible(t.repository);
 

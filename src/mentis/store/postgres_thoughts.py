@@ -61,8 +61,8 @@ class ThoughtTables(PgBase):
         tid, repo, at = body["thought_id"], body["repository"], body["created_at"]
         confidence = body.get("confidence")
         conn.execute(
-            "INSERT INTO thought_idx(rowid, thought_id, repository, type, role, agent_id, task_id, created_at, "
-            "importance, confidence) VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+            "INSERT INTO thought_idx(rowid, thought_id, repository, type, role, agent_id, task_id, "
+            "created_at, importance, confidence) VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
             (
                 rowid,
                 tid,
@@ -88,8 +88,8 @@ class ThoughtTables(PgBase):
                 cur.executemany("INSERT INTO thought_label(rowid, kind, label) VALUES(%s,%s,%s)", labels)
             if edges:
                 cur.executemany(
-                    "INSERT INTO thought_edge(from_rowid, from_id, kind, to_id, valid_at, invalid_at, created_at) "
-                    "VALUES(%s,%s,%s,%s,%s,%s,%s)",
+                    "INSERT INTO thought_edge(from_rowid, from_id, kind, to_id, valid_at, invalid_at, "
+                    "created_at) VALUES(%s,%s,%s,%s,%s,%s,%s)",
                     edges,
                 )
         conn.execute(
@@ -256,7 +256,8 @@ class ThoughtTables(PgBase):
                     out += [
                         (str(a), str(b), str(c))
                         for a, b, c in conn.execute(
-                            f"SELECT from_id, kind, to_id FROM thought_edge WHERE {column} = ANY(%s){kind_sql} "
+                            "SELECT from_id, kind, to_id FROM thought_edge "
+                            f"WHERE {column} = ANY(%s){kind_sql} "
                             "ORDER BY from_rowid",
                             [list(ids), *kind_args],
                         )

@@ -30,6 +30,7 @@ import orjson
 
 from mentis.errors import Conflict, IntegrityError, NotFound, StoreError
 from mentis.ledger import ChainReport, Entry, canonical, verify_rows
+from mentis.retrieval import match_terms, or_match
 from mentis.store.base import Embed, StoredAttempt
 from mentis.store.sqlite_base import ENTRY_COLS, VECTOR_TABLES
 from mentis.store.sqlite_sql import RecallSql
@@ -75,6 +76,7 @@ CREATE INDEX IF NOT EXISTS attempt_label_idx ON attempt_label(kind, label);
 CREATE INDEX IF NOT EXISTS attempt_label_row ON attempt_label(rowid);
 CREATE TABLE IF NOT EXISTS vectors(
     rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, vec BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS vectors_repository ON vectors(repository);
 """
 _DERIVED_TABLES = (
     "attempt_idx",
@@ -86,6 +88,34 @@ _DERIVED_TABLES = (
     "attempt_label",
     *THOUGHT_TABLES,
 )
+
+
+def _merge_bodies(
+    entries: Iterator[tuple[Any, ...]], bodies: Iterator[tuple[int, bytes]], orphans: list[int]
+) -> Iterator[tuple[Any, ...]]:
+    """Verification rows: each entry (rowid order) with its body or None; bodies that belong to
+    no entry are collected in ``orphans`` (reported after the chains, which name more)."""
+    body_row = next(bodies, None)
+    for row in entries:
+        rowid = row[0]
+        while body_row is not None and body_row[0] < rowid:
+            orphans.append(body_row[0])
+            body_row = next(bodies, None)
+        if body_row is not None and body_row[0] == rowid:
+            yield (*row[1:], body_row[1])
+            body_row = next(bodies, None)
+        else:
+            yield (*row[1:], None)
+    while body_row is not None:
+        orphans.append(body_row[0])
+        body_row = next(bodies, None)
+
+
+def _orphan(rowid: int) -> IntegrityError:
+    return IntegrityError(
+        f"ledger does not verify: body row {rowid} belongs to no entry. "
+        "The store was changed outside Mentis; restore it from a backup or an export."
+    )
 
 
 def _derived_mismatch(rowid: int) -> IntegrityError:
@@ -151,22 +181,18 @@ class SqliteStore(ThoughtTables, RecallSql):
     # ------------------------------------------------------------ verification
 
     def verify(self) -> list[ChainReport]:
+        """Verify every chain in one pass in rowid order, bodies merged from a second cursor."""
         with self._read() as conn:
             heads = {c: (s, h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")}
-            rows = conn.execute(
-                f"SELECT {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b "
-                "ON b.rowid = e.rowid ORDER BY e.chain, e.seq"
+            entries = conn.execute(
+                "SELECT rowid, v, chain, seq, kind, id, at, agent, prev, body_hash, key_id, sig, hash "
+                "FROM entries ORDER BY rowid"
             )
-            reports = verify_rows(rows, heads)
-            orphans = conn.execute(
-                "SELECT b.rowid FROM bodies b LEFT JOIN entries e ON e.rowid = b.rowid "
-                "WHERE e.rowid IS NULL LIMIT 1"
-            ).fetchone()
-        if orphans is not None:
-            raise IntegrityError(
-                f"ledger does not verify: body row {orphans[0]} belongs to no entry. "
-                "The store was changed outside Mentis; restore it from a backup or an export."
-            )
+            bodies = self._conn.cursor().execute("SELECT rowid, body FROM bodies ORDER BY rowid")
+            orphans: list[int] = []
+            reports = verify_rows(_merge_bodies(entries, bodies, orphans), heads)
+        if orphans:
+            raise _orphan(orphans[0])
         return reports
 
     # ------------------------------------------------------------ writes
@@ -404,15 +430,20 @@ class SqliteStore(ThoughtTables, RecallSql):
                     "FROM attempt_label l1 JOIN attempt_label l2 ON l2.kind = l1.kind "
                     "AND l2.label = l1.label AND l2.rowid != l1.rowid "
                     "JOIN attempt_idx b ON b.rowid = l2.rowid "
-                    f"WHERE l1.rowid = ? {repo_sql} AND (SELECT count(*) FROM attempt_label x "
-                    "WHERE x.kind = l1.kind AND x.label = l1.label) <= ? "
+                    f"WHERE l1.rowid = ? {repo_sql} AND (SELECT count(*) FROM (SELECT 1 FROM attempt_label x "
+                    "WHERE x.kind = l1.kind AND x.label = l1.label LIMIT ? + 1)) <= ? "
                     "GROUP BY l2.rowid ORDER BY w DESC, l2.rowid LIMIT ?",
-                    (seed, *repo_args, LABEL_FANOUT, per_seed),
+                    (seed, *repo_args, LABEL_FANOUT, LABEL_FANOUT, per_seed),
                 ):
                     edges.append((seed, int(other), float(weight)))
         return edges
 
     def lexical(self, match: str, repository: str | None, limit: int) -> list[tuple[int, float]]:
+        """BM25 candidates for a MATCH expression built by ``retrieval.fts_match``."""
+        terms = self.select_terms("attempt_fts", match_terms(match))
+        if not terms:
+            return []
+        match = or_match(terms)
         weights = ",".join(str(w) for w in FTS_WEIGHTS)
         sql = f"SELECT f.rowid, bm25(attempt_fts, {weights}) AS s FROM attempt_fts f"
         args: list[Any] = [match]

@@ -18,6 +18,11 @@ from mentis.ledger import Entry, entry_hash, seal, sha256_hex
 from mentis.retrieval.vectors import VectorIndex
 
 BUSY_TIMEOUT_MS = 30_000
+LEXICAL_SELECT_MIN_DOCS = 5_000
+"""Below this many documents every query term is used; above it terms are chosen by rarity."""
+LEXICAL_ROW_BUDGET = 25_000
+"""Rarest query terms are kept while their postings add up to at most this many rows."""
+LEXICAL_MIN_TERMS = 4
 VECTOR_TABLES = ("vectors", "thought_vectors")
 ENTRY_COLS = "e.v, e.chain, e.seq, e.kind, e.id, e.at, e.agent, e.prev, e.body_hash, e.key_id, e.sig, e.hash"
 
@@ -31,6 +36,9 @@ class SqliteBase:
         self._lock = threading.RLock()
         self._ro: sqlite3.Connection | None = None
         self._indexes = {table: VectorIndex(dim) for table in VECTOR_TABLES}
+        self._df_cache: dict[str, tuple[int, dict[str, int]]] = {}
+        self._docs: dict[str, tuple[tuple[int, int], int]] = {}
+        self._writes = 0
         self._stale = set(VECTOR_TABLES)
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         with self._translate("open"):
@@ -70,6 +78,7 @@ class SqliteBase:
                 raise
             conn.execute("COMMIT")
             self._stale.update(VECTOR_TABLES)
+            self._writes += 1
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -138,6 +147,79 @@ class SqliteBase:
             conn.execute("INSERT INTO bodies(rowid, body) VALUES(?, ?)", (rowid, body))
         conn.execute("INSERT OR REPLACE INTO heads(chain, seq, hash) VALUES(?,?,?)", (e.chain, e.seq, e.hash))
         return rowid
+
+    def select_terms(self, fts: str, terms: list[str]) -> list[str]:
+        """The query terms worth reading postings for, rarest first (see ``LEXICAL_*``).
+
+        A term in more than half the documents gets (near) zero BM25 weight but costs a posting
+        list of most of the table, so it is dropped; then the rarest terms are kept until their
+        postings reach ``LEXICAL_ROW_BUDGET`` rows. Document frequencies are read from FTS5's
+        vocabulary once per term and cached until the table grows by a tenth.
+        """
+        with self._lock, self._translate("lexical search"):
+            docs = self._doc_count(fts)
+            if docs < LEXICAL_SELECT_MIN_DOCS or not terms:
+                return terms
+            cache = self._df_cache.get(fts)
+            if cache is None or docs > cache[0] * 1.1 or docs < cache[0]:
+                cache = self._df_cache[fts] = (docs, {})
+            dfs = cache[1]
+            stems = self._stems(terms)
+            missing = sorted({s for ss in stems for s in ss if s not in dfs})
+            if missing:
+                self._conn.execute(
+                    f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{fts}_vocab USING fts5vocab(main, {fts}, 'row')"
+                )
+                found = dict(
+                    self._conn.execute(
+                        f"SELECT term, doc FROM temp.{fts}_vocab "
+                        f"WHERE term IN ({','.join('?' * len(missing))})",
+                        missing,
+                    ).fetchall()
+                )
+                dfs.update({s: int(found.get(s, 0)) for s in missing})
+        rated = [
+            (min((dfs[s] for s in ss), default=0), i, t)
+            for i, (t, ss) in enumerate(zip(terms, stems, strict=True))
+        ]
+        rated = sorted(r for r in rated if 0 < r[0] <= docs // 2)
+        chosen: list[str] = []
+        total = 0
+        for df, _, term in rated:
+            if len(chosen) >= LEXICAL_MIN_TERMS and total + df > LEXICAL_ROW_BUDGET:
+                break
+            chosen.append(term)
+            total += df
+        return chosen
+
+    def _doc_count(self, fts: str) -> int:
+        """Rows in an FTS table, counted again only after a write (ours or another process's)."""
+        version = (self._conn.execute("PRAGMA data_version").fetchone()[0], self._writes)
+        cached = self._docs.get(fts)
+        if cached is None or cached[0] != version:
+            cached = self._docs[fts] = (
+                version,
+                self._conn.execute(f"SELECT count(*) FROM {fts}_docsize").fetchone()[0],
+            )
+        return cached[1]
+
+    def _stems(self, terms: list[str]) -> list[list[str]]:
+        """Each term as the FTS5 tokenizer (porter, unicode61) indexes it."""
+        conn = self._conn
+        conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.mentis_qtok USING fts5(t, "
+            "tokenize='porter unicode61 remove_diacritics 2')"
+        )
+        conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.mentis_qtok_v "
+            "USING fts5vocab(temp, mentis_qtok, 'instance')"
+        )
+        conn.execute("DELETE FROM temp.mentis_qtok")
+        conn.executemany("INSERT INTO temp.mentis_qtok(rowid, t) VALUES(?, ?)", list(enumerate(terms)))
+        out: list[list[str]] = [[] for _ in terms]
+        for doc, term in conn.execute("SELECT doc, term FROM temp.mentis_qtok_v ORDER BY doc, offset"):
+            out[doc].append(term)
+        return out
 
     def _search_vectors(
         self, table: str, query: np.ndarray, repository: str | None, limit: int

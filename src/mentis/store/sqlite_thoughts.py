@@ -18,6 +18,7 @@ import orjson
 
 from mentis.ledger import Entry, canonical
 from mentis.model import INVALIDATING_KINDS, REJECTING_KINDS
+from mentis.retrieval import match_terms, or_match
 from mentis.store.sqlite_base import SqliteBase
 from mentis.texts import fingerprint, thought_text
 
@@ -39,6 +40,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS thought_fts USING fts5(
     content, tags, concepts, type, content='', tokenize='porter unicode61 remove_diacritics 2');
 CREATE TABLE IF NOT EXISTS thought_vectors(
     rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, vec BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS thought_vectors_repository ON thought_vectors(repository);
 CREATE TABLE IF NOT EXISTS rejections(
     id INTEGER PRIMARY KEY, by_rowid INTEGER NOT NULL, by_id TEXT NOT NULL, repository TEXT NOT NULL,
     target_id TEXT NOT NULL, target_kind TEXT NOT NULL, at TEXT NOT NULL, norm_hash TEXT NOT NULL,
@@ -227,6 +229,10 @@ class ThoughtTables(SqliteBase):
         return out
 
     def thought_lexical(self, match: str, repository: str | None, limit: int) -> list[tuple[int, float]]:
+        terms = self.select_terms("thought_fts", match_terms(match))
+        if not terms:
+            return []
+        match = or_match(terms)
         weights = ",".join(str(w) for w in THOUGHT_FTS_WEIGHTS)
         sql = f"SELECT f.rowid, bm25(thought_fts, {weights}) AS s FROM thought_fts f"
         args: list[Any] = [match]
@@ -263,10 +269,10 @@ class ThoughtTables(SqliteBase):
                     "FROM thought_label l1 JOIN thought_label l2 ON l2.kind = l1.kind "
                     "AND l2.label = l1.label AND l2.rowid != l1.rowid "
                     "JOIN thought_idx b ON b.rowid = l2.rowid "
-                    f"WHERE l1.rowid = ? {repo_sql} AND (SELECT count(*) FROM thought_label x "
-                    "WHERE x.kind = l1.kind AND x.label = l1.label) <= ? "
+                    f"WHERE l1.rowid = ? {repo_sql} AND (SELECT count(*) FROM (SELECT 1 FROM thought_label x "
+                    "WHERE x.kind = l1.kind AND x.label = l1.label LIMIT ? + 1)) <= ? "
                     "GROUP BY l2.rowid ORDER BY w DESC, l2.rowid LIMIT ?",
-                    (seed, *repo_args, fanout, per_seed),
+                    (seed, *repo_args, fanout, fanout, per_seed),
                 ):
                     edges.append((seed, int(other), float(weight)))
         return edges
