@@ -90,27 +90,6 @@ _DERIVED_TABLES = (
 )
 
 
-def _merge_bodies(
-    entries: Iterator[tuple[Any, ...]], bodies: Iterator[tuple[int, bytes]], orphans: list[int]
-) -> Iterator[tuple[Any, ...]]:
-    """Verification rows: each entry (rowid order) with its body or None; bodies that belong to
-    no entry are collected in ``orphans`` (reported after the chains, which name more)."""
-    body_row = next(bodies, None)
-    for row in entries:
-        rowid = row[0]
-        while body_row is not None and body_row[0] < rowid:
-            orphans.append(body_row[0])
-            body_row = next(bodies, None)
-        if body_row is not None and body_row[0] == rowid:
-            yield (*row[1:], body_row[1])
-            body_row = next(bodies, None)
-        else:
-            yield (*row[1:], None)
-    while body_row is not None:
-        orphans.append(body_row[0])
-        body_row = next(bodies, None)
-
-
 def _orphan(rowid: int) -> IntegrityError:
     return IntegrityError(
         f"ledger does not verify: body row {rowid} belongs to no entry. "
@@ -181,18 +160,21 @@ class SqliteStore(ThoughtTables, RecallSql):
     # ------------------------------------------------------------ verification
 
     def verify(self) -> list[ChainReport]:
-        """Verify every chain in one pass in rowid order, bodies merged from a second cursor."""
+        """Verify every chain in one pass in rowid order (chains interleave; seqs ascend in each)."""
         with self._read() as conn:
             heads = {c: (s, h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")}
-            entries = conn.execute(
-                "SELECT rowid, v, chain, seq, kind, id, at, agent, prev, body_hash, key_id, sig, hash "
-                "FROM entries ORDER BY rowid"
+            rows = conn.execute(
+                f"SELECT {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b ON b.rowid = e.rowid "
+                "ORDER BY e.rowid"
             )
-            bodies = self._conn.cursor().execute("SELECT rowid, body FROM bodies ORDER BY rowid")
-            orphans: list[int] = []
-            reports = verify_rows(_merge_bodies(entries, bodies, orphans), heads)
-        if orphans:
-            raise _orphan(orphans[0])
+            reports = verify_rows(rows, heads)
+            with_body = sum(r.entries - r.bodies_erased for r in reports)
+            if conn.execute("SELECT count(*) FROM bodies").fetchone()[0] != with_body:
+                orphan = conn.execute(
+                    "SELECT b.rowid FROM bodies b LEFT JOIN entries e ON e.rowid = b.rowid "
+                    "WHERE e.rowid IS NULL LIMIT 1"
+                ).fetchone()
+                raise _orphan(orphan[0] if orphan else -1)
         return reports
 
     # ------------------------------------------------------------ writes
