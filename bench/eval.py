@@ -831,7 +831,19 @@ def environment() -> dict[str, Any]:
             versions[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             versions[dist] = None
+    commit = dirty = None
+    try:
+        import subprocess
+
+        git = ["git", "-C", str(ROOT)]
+        commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        status = subprocess.run([*git, "status", "--porcelain", "src"], capture_output=True, text=True)
+        dirty = bool(status.stdout.strip())
+    except OSError:
+        pass
     return {
+        "commit": commit or None,
+        "src_uncommitted_changes": dirty,
         "cpu": cpu,
         "cores": os.cpu_count(),
         "platform": platform.platform(),
@@ -1174,6 +1186,8 @@ def run_locomo(data: Path, variants: bool, embedder: LocalEmbedder | None = None
                     )
                     for i, mode in enumerate(("strict", "lenient"))
                 }
+            for r in var_results:
+                del r["ranks"]  # per-question ranks only for the main methods (keeps the file small)
             shipped = {q.qid: lab.rank(q.question, qvecs[q.qid], grid[0]) for q in questions}
             out["variants_reproduce_search"] = all(
                 shipped[q.qid] == searched.rankings[q.qid] for q in questions

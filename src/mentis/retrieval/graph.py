@@ -18,9 +18,9 @@ from mentis.retrieval import Scored
 RESTART = 0.7
 """Probability of jumping back to the seeds at each step (1 = no graph effect)."""
 ITERATIONS = 20
-SEEDS = 30
+SEEDS = 10
 """Top fused hits whose neighbours are pulled in."""
-NEIGHBOURS_PER_SEED = 20
+NEIGHBOURS_PER_SEED = 10
 
 
 def rerank(
