@@ -40,7 +40,7 @@ bench-http: $(VENV)/.dev
 	$(BIN)/python bench/http_load.py
 
 eval: $(VENV)/.dev
-	$(BIN)/python bench/eval.py seamonkey
+	$(BIN)/python bench/eval.py all
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

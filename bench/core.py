@@ -2,6 +2,11 @@
 
     .venv/bin/python bench/core.py [--sizes 1000,10000,100000] [--repeats 3]
                                    [--out bench/results/core-sqlite.json] [--profile]
+    .venv/bin/python bench/core.py --backend postgres [--sizes 10000,100000]
+
+``--backend postgres`` starts a throwaway PostgreSQL + pgvector cluster (bench/pg_cluster.py,
+server defaults, fsync on) and measures the same phases there, plus 8 concurrent writers, beside
+the SQLite store measured in the same run (``--no-sqlite`` skips it).
 
 For each size a fresh SQLite file is filled in bulk (the store's own ledger + derivation code,
 ``seal``/``canonical`` and ``_derive_attempt``, many attempts per transaction, random unit
@@ -24,6 +29,7 @@ import sqlite3
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -522,8 +528,14 @@ def measure_search(
         (mem.embedder, "embed", "embed query"),
         (retrieval_mod, "fts_match", "fts_match"),
         (store, "lexical", "lexical (FTS5 bm25)"),
-        (store, "_refresh_index", "vector: refresh check"),
-        (attempt_index(store), "search", "vector: matmul+topk"),
+        *(
+            [
+                (store, "_refresh_index", "vector: refresh check"),
+                (attempt_index(store), "search", "vector: matmul+topk"),
+            ]
+            if isinstance(store, SqliteStore)
+            else [(store, "vector", "vector (pgvector HNSW query)")]
+        ),
         (retrieval_mod, "fuse", "fuse"),
         (mem, "_with_graph", "graph rerank (_with_graph)"),
         (store, "attempt_edges", "  of which attempt_edges SQL"),
@@ -551,6 +563,8 @@ def measure_search(
     breakdown["other (models, python)"] = total / len(queries) - top_level
     out["breakdown_mean_ms"] = breakdown
 
+    if not isinstance(store, SqliteStore):
+        return out
     # How many rows each lexical query touches (bm25 is computed for every matching row).
     with store._lock:
         for q in queries:
@@ -639,6 +653,8 @@ def measure_records(
     bd["other (body, uuid, models)"] = total / n_real - sum(bd.values())
     out["breakdown_real_mean_ms"] = bd
 
+    if not isinstance(store, SqliteStore):
+        return out
     # Experiment (bench connection only): the same no-embedding record with synchronous=NORMAL,
     # which in WAL mode skips the fsync at each commit (still durable against app crashes).
     store._conn.execute("PRAGMA synchronous=NORMAL")
@@ -786,6 +802,330 @@ def measure_embed_variants(real: LocalEmbedder, wl: Workload, rounds: int) -> di
             res[f"{label}_p50_ms"] = statistics.median(per_round)
         out[name] = res
     return out
+
+
+# ---------------------------------------------------------------- postgres backend and writers
+
+
+def pg_bulk_fill(url: str, n: int, seed: int) -> dict[str, Any]:
+    """``bulk_fill`` for PostgreSQL: the store's own ``_append`` + ``_derive_attempt``,
+    ``FILL_BATCH`` attempts per transaction (psycopg pipeline mode); the HNSW index is dropped
+    for the fill and built once afterwards with ``CREATE INDEX``. Same workload and random unit
+    vectors as the SQLite fill of the same size."""
+    from mentis.store.postgres import PostgresStore
+
+    t0 = time.perf_counter()
+    wl = Workload(Corpus(seed), n)
+    rng = np.random.default_rng(seed + 1)
+    store = PostgresStore(url, DIM, verify=False)
+    store.set_meta("embed_model", MODEL_ID)
+    store.set_meta("embed_dim", str(DIM))
+    with store._write() as conn:
+        conn.execute("DROP INDEX vectors_hnsw")
+    gen_s, done = 0.0, 0
+    while done < n:
+        k = min(FILL_BATCH, n - done)
+        g0 = time.perf_counter()
+        bodies = [wl.body() for _ in range(k)]
+        vecs = rng.standard_normal((k, DIM)).astype(np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        gen_s += time.perf_counter() - g0
+        with store._write(*REPOS) as conn, conn.pipeline():  # fewer round trips, same statements
+            for (body, at), v in zip(bodies, vecs, strict=True):
+                raw = canonical(body)
+                rowid, _ = store._append(
+                    conn, body["repository"], "attempt", body["attempt_id"], at, body["agent_id"], raw
+                )
+                store._derive_attempt(conn, rowid, body, v)
+        done += k
+    rows_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    with store._pool.connection() as conn:
+        conn.execute("SET maintenance_work_mem = '512MB'")  # this session only
+        conn.execute("CREATE INDEX vectors_hnsw ON vectors USING hnsw (vec vector_cosine_ops)")
+        conn.execute("ANALYZE")
+        conn.execute("CHECKPOINT")
+        size = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+    index_s = time.perf_counter() - t1
+    store.close()
+    total = time.perf_counter() - t0
+    return {
+        "attempts": n,
+        "seconds": total,
+        "rows_seconds": rows_s,
+        "hnsw_build_seconds": index_s,
+        "generate_seconds": gen_s,
+        "attempts_per_s": n / total,
+        "file_mb": size / 1e6,
+        "method": f"bulk: store._append + _derive_attempt, {FILL_BATCH}/transaction, random unit vectors, "
+        "HNSW index built after the rows (maintenance_work_mem=512MB in the fill session)",
+    }
+
+
+def pg_measure_open(url: str, runs: int) -> dict[str, Any]:
+    from mentis.store.postgres import PostgresStore
+
+    probe = PostgresStore(url, DIM, verify=False)
+    counts = probe.counts()
+    times, no_verify, verify_only = [], [], []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        probe.verify()
+        verify_only.append(time.perf_counter() - t0)
+    probe.close()
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        s = PostgresStore(url, DIM)
+        times.append(time.perf_counter() - t0)
+        s.close()
+        t0 = time.perf_counter()
+        s = PostgresStore(url, DIM, verify=False)
+        no_verify.append(time.perf_counter() - t0)
+        s.close()
+    med = statistics.median(times)
+    return {
+        "entries": counts["entries"],
+        "chains": counts["chains"],
+        "median_s": med,
+        "runs_s": times,
+        "entries_per_s": counts["entries"] / med,
+        "open_without_verify_median_s": statistics.median(no_verify),
+        "verify_parts_median_s": {
+            "verify() alone (server cursor + verify_rows)": statistics.median(verify_only)
+        },
+    }
+
+
+WRITERS = 8
+WRITES_PER_WRITER = 25
+
+
+def measure_writers(
+    stores: Callable[[], Any], wl: Workload, caller: Caller, repeats: int, shared: Any | None
+) -> dict[str, Any]:
+    """8 writer threads recording (no embedding) into one repository vs. one repository each.
+
+    ``shared``: one store used by every thread (PostgreSQL: its pool of 8 connections); None:
+    each thread opens its own store with ``stores()`` (SQLite: its own connection, as 8
+    processes would; the threads share the GIL, so this is a floor on what processes reach)."""
+    out: dict[str, Any] = {}
+    for mode in ("1 repository", "8 repositories"):
+        per_run = []
+        for _ in range(repeats):
+            inputs = []
+            for i in range(WRITERS):
+                repo = REPOS[0] if mode == "1 repository" else REPOS[i]
+                inputs.append(
+                    [
+                        wl.record_input().model_copy(update={"repository": repo})
+                        for _ in range(WRITES_PER_WRITER)
+                    ]
+                )
+            own = [shared or stores() for _ in range(WRITERS)]
+            lat: list[list[float]] = [[] for _ in range(WRITERS)]
+            errors: list[BaseException] = []
+            barrier = threading.Barrier(WRITERS + 1)
+
+            def work(i: int, ctx: tuple[Any, ...] = (lat, own, inputs, errors, barrier)) -> None:
+                lat, own, inputs, errors, barrier = ctx
+                mem = Memory(own[i], FixedEmbedder())
+                barrier.wait()
+                try:
+                    for req in inputs[i]:
+                        t0 = time.perf_counter()
+                        mem.record_attempt(caller, req)
+                        lat[i].append(ms(t0))
+                except BaseException as exc:
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=work, args=(i,)) for i in range(WRITERS)]
+            for t in threads:
+                t.start()
+            barrier.wait()
+            t0 = time.perf_counter()
+            for t in threads:
+                t.join()
+            wall = time.perf_counter() - t0
+            if shared is None:
+                for s in own:
+                    s.close()
+            if errors:
+                raise errors[0]
+            flat = [x for r in lat for x in r]
+            per_run.append(
+                {"writes_per_s": len(flat) / wall, "p50_ms": pct(flat, 50), "p95_ms": pct(flat, 95)}
+            )
+        out[mode] = {
+            "writes_per_s": statistics.median(r["writes_per_s"] for r in per_run),
+            "p50_ms": statistics.median(r["p50_ms"] for r in per_run),
+            "p95_ms": statistics.median(r["p95_ms"] for r in per_run),
+            "runs": per_run,
+        }
+    out["method"] = (
+        f"{WRITERS} threads x {WRITES_PER_WRITER} Memory.record_attempt each (FixedEmbedder), "
+        "started on a barrier; median over repeats"
+    )
+    return out
+
+
+def run_size(
+    backend: str,
+    n: int,
+    args: argparse.Namespace,
+    real: LocalEmbedder,
+    caller: Caller,
+    profiles: list[str],
+    tmp: Path,
+    cluster: Any = None,
+) -> dict[str, Any]:
+    """Fill a fresh store of ``n`` attempts and measure search, record, open + verify (and, with
+    ``args.writers``, concurrent writers) on it."""
+    load_before = os.getloadavg()[0]
+    tag = f"[{backend} {n:,}]"
+    print(f"{tag} filling ... (load average {load_before:.2f})", flush=True)
+    if backend == "sqlite":
+        path = tmp / f"core-{n}.sqlite"
+        fill = bulk_fill(path, n, SEED + n)
+
+        def open_store(verify: bool = True) -> Any:
+            return SqliteStore(path, DIM, verify=verify)
+    else:
+        from mentis.store.postgres import PostgresStore
+
+        url = cluster.new_database(f"core_{n}")
+        fill = pg_bulk_fill(url, n, SEED + n)
+
+        def open_store(verify: bool = True) -> Any:
+            return PostgresStore(url, DIM, verify=verify)
+
+    rate, mb = fill["attempts_per_s"], fill["file_mb"]
+    print(f"{tag} filled in {fill['seconds']:.1f} s ({rate:,.0f}/s, {mb:.0f} MB)", flush=True)
+    # Queries and new records come from the same vocabulary/distribution as the fill.
+    wl = Workload(Corpus(SEED + n, stream=1), n)
+    queries = wl.queries(50)
+    store = open_store()
+    try:
+        mem = Memory(store, real)
+        print(f"{tag} search ...", flush=True)
+        search = measure_search(mem, caller, queries, args.repeats, args.profile, profiles)
+        print(f"{tag} record ...", flush=True)
+        record = measure_records(
+            store, real, wl, caller, args.repeats, args.records, args.records_fixed, args.profile, profiles
+        )
+        after = measure_search_after_record(store, real, wl, caller, queries) if backend == "sqlite" else None
+        writers = None
+        if args.writers:
+            print(f"{tag} {WRITERS} concurrent writers ...", flush=True)
+            shared = store if backend == "postgres" else None
+            writers = measure_writers(lambda: open_store(False), wl, caller, args.repeats, shared)
+    finally:
+        store.close()
+    print(f"{tag} open + verify ...", flush=True)
+    if backend == "sqlite":
+        opened = measure_open(path, args.open_runs, args.profile, profiles)
+    else:
+        opened = pg_measure_open(url, args.open_runs)
+    out = {
+        "backend": backend,
+        "size": n,
+        "fill": fill,
+        "search": search,
+        "record": record,
+        "open": opened,
+        "loadavg_1m_before": load_before,
+        "loadavg_1m_after": os.getloadavg()[0],
+    }
+    if after is not None:
+        out["search_after_record"] = after
+    if writers is not None:
+        out["writers"] = writers
+    return out
+
+
+def print_compare(report: dict[str, Any]) -> None:
+    """The side-by-side table of ``--backend postgres``: each size, each backend."""
+    m = report["machine"]
+    print()
+    print(f"machine: {m['cpu']}, {m['cores']} cores; python {m['python']}, sqlite {m['sqlite']}")
+    print(f"postgres: {report.get('postgres_settings')}")
+    cols = report["sizes"]
+    w = 13
+    hdr = f"{'metric':<40}" + "".join(
+        f"{r['backend'][:6] + ' ' + format(r['size'] // 1000) + 'k':>{w}}" for r in cols
+    )
+    print(hdr)
+    print("-" * len(hdr))
+
+    def row(label: str, get: Callable[[dict[str, Any]], Any], fmt: str) -> None:
+        cells = ""
+        for r in cols:
+            try:
+                v = get(r)
+                cells += f"{format(v, fmt):>{w}}"
+            except (KeyError, TypeError):
+                cells += f"{'-':>{w}}"
+        print(f"{label:<40}{cells}")
+
+    row("load average 1m (before size)", lambda r: r["loadavg_1m_before"], ".2f")
+    row("fill s (bulk)", lambda r: r["fill"]["seconds"], ".1f")
+    row("record p50 ms (real model)", lambda r: r["record"]["real_model"]["p50_ms"], ".1f")
+    row("record p95 ms (real model)", lambda r: r["record"]["real_model"]["p95_ms"], ".1f")
+    row("record p50 ms (no embedding)", lambda r: r["record"]["no_embedding"]["p50_ms"], ".2f")
+    row("record p95 ms (no embedding)", lambda r: r["record"]["no_embedding"]["p95_ms"], ".2f")
+    row("search p50 ms (real model, incl. embed)", lambda r: r["search"]["p50_ms"], ".1f")
+    row("search p95 ms", lambda r: r["search"]["p95_ms"], ".1f")
+    row("search cold first ms", lambda r: r["search"]["cold_first_ms"], ".1f")
+    row("open+verify s", lambda r: r["open"]["median_s"], ".3f")
+    row("open+verify entries/s", lambda r: r["open"]["entries_per_s"], ",.0f")
+    for mode in ("1 repository", "8 repositories"):
+        row(f"8 writers, {mode}: writes/s", lambda r, mode=mode: r["writers"][mode]["writes_per_s"], ",.0f")
+        row(f"8 writers, {mode}: p50 ms", lambda r, mode=mode: r["writers"][mode]["p50_ms"], ".1f")
+    print("search breakdown, mean ms per query:")
+    stages: list[str] = []
+    for r in cols:
+        stages += [k for k in r["search"]["breakdown_mean_ms"] if k not in stages]
+    for st in stages:
+        row(f"  {st}"[:40], lambda r, st=st: r["search"]["breakdown_mean_ms"][st], ".2f")
+    print("record breakdown (real model), mean ms:")
+    stages = []
+    for r in cols:
+        stages += [k for k in r["record"]["breakdown_real_mean_ms"] if k not in stages]
+    for st in stages:
+        row(f"  {st}"[:40], lambda r, st=st: r["record"]["breakdown_real_mean_ms"][st], ".2f")
+    print(f"total wall time {report['wall_seconds']:.0f} s")
+
+
+def main_postgres(args: argparse.Namespace, sizes: list[int]) -> None:
+    from pg_cluster import throwaway_cluster  # bench/pg_cluster.py
+
+    started = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix="mentis-bench-"))
+    real = LocalEmbedder.load()
+    caller = Caller(agent_id="bench-agent", session_id="bench")
+    report: dict[str, Any] = {
+        "machine": machine(),
+        "model": MODEL_ID,
+        "config": vars(args),
+        "code": code_version(),
+        "sizes": [],
+    }
+    profiles: list[str] = []
+    try:
+        with throwaway_cluster() as cluster:
+            report["postgres_settings"] = cluster.settings()
+            print(f"postgres cluster: {report['postgres_settings']}", flush=True)
+            for n in sizes:
+                if not args.no_sqlite:
+                    report["sizes"].append(run_size("sqlite", n, args, real, caller, profiles, tmp))
+                report["sizes"].append(run_size("postgres", n, args, real, caller, profiles, tmp, cluster))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    report["wall_seconds"] = time.perf_counter() - started
+    print_compare(report)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    print(f"wrote {out}")
 
 
 # ---------------------------------------------------------------- machine
@@ -968,11 +1308,18 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=40, help="real-model records per run")
     ap.add_argument("--records-fixed", type=int, default=100, help="no-embedding records per run")
     ap.add_argument("--open-runs", type=int, default=5)
-    ap.add_argument("--out", default="bench/results/core-sqlite.json")
+    ap.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    ap.add_argument("--no-sqlite", action="store_true", help="postgres: skip the SQLite side-by-side run")
+    ap.add_argument("--out", default=None, help="default bench/results/core-<backend>.json")
     ap.add_argument("--profile", action="store_true", help="cProfile the hot paths at each size")
     ap.add_argument("--keep", action="store_true", help="keep the temp directory")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    args.out = args.out or f"bench/results/core-{args.backend}.json"
+    args.writers = args.backend == "postgres"
+    if args.backend == "postgres":
+        main_postgres(args, sizes)
+        return
 
     started = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="mentis-bench-"))

@@ -46,7 +46,7 @@ def test_a_node_linked_to_several_seeds_gains_score_from_them() -> None:
         Scored(rowid=r, fused=f) for r, f in ((1, 0.03), (2, 0.029), (3, 0.028), (4, 0.001), (5, 0.001))
     ]
     walked = personalised_pagerank(ranked, [(1, 4, 1.0), (2, 4, 1.0), (3, 4, 1.0), (1, 99, 1.0)])
-    assert walked[4] > 10 * walked[5] > 0
+    assert walked[4] > 5 * walked[5] > 0
     assert walked[99] > 0
     assert abs(sum(walked.values()) - 1.0) < 1e-9
 

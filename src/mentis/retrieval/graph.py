@@ -15,8 +15,9 @@ import numpy as np
 
 from mentis.retrieval import Scored
 
-RESTART = 0.7
-"""Probability of jumping back to the seeds at each step (1 = no graph effect)."""
+RESTART = 0.9
+"""Probability of jumping back to the seeds at each step (1 = no graph effect). Kept high: with
+LoCoMo turns linked by a shared session tag, restart 0.7 halved strict MRR while 0.95 kept it."""
 ITERATIONS = 20
 SEEDS = 10
 """Top fused hits whose neighbours are pulled in."""
