@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+import orjson
 
 from mentis.ledger import ChainReport, Entry
 
@@ -100,3 +101,51 @@ class Store(Protocol):
     def import_ledger(self, items: Sequence[tuple[Entry, bytes | None]], embed: Embed) -> int: ...
     def rebuild(self, embed: Embed, progress: Callable[[int], None] | None = None) -> int: ...
     def close(self) -> None: ...
+
+
+REPLAY_BATCH = 128
+
+
+def replay(
+    placed: Sequence[tuple[int, Entry, bytes | None]],
+    embed: Embed,
+    progress: Callable[[int], None] | None,
+    *,
+    attempt: Callable[[int, dict[str, Any], np.ndarray], None],
+    thought: Callable[[int, dict[str, Any], np.ndarray], None],
+    correction: Callable[[int, dict[str, Any]], None],
+    forget: Callable[[int, dict[str, Any]], None],
+) -> None:
+    """Derive tables from ledger entries in order, for rebuild and import on every backend.
+
+    Attempts and thoughts are embedded in batches; a correction or forget first flushes the batch
+    so it sees every entry before it. Entries whose body was erased derive nothing.
+    """
+    from mentis.texts import attempt_text, thought_text
+
+    batch: list[tuple[int, str, dict[str, Any]]] = []
+
+    def flush() -> None:
+        if batch:
+            texts = [attempt_text(b) if k == "attempt" else thought_text(b) for _, k, b in batch]
+            for (rowid, kind, body), vec in zip(batch, embed(texts), strict=True):
+                (attempt if kind == "attempt" else thought)(rowid, body, vec)
+            if progress is not None:
+                progress(len(batch))
+            batch.clear()
+
+    for rowid, entry, raw in placed:
+        if raw is None:
+            continue
+        body = orjson.loads(raw)
+        if entry.kind in ("attempt", "thought"):
+            batch.append((rowid, entry.kind, body))
+            if len(batch) >= REPLAY_BATCH:
+                flush()
+            continue
+        flush()
+        if entry.kind == "correction":
+            correction(rowid, body)
+        elif entry.kind == "forget":
+            forget(rowid, body)
+    flush()

@@ -31,11 +31,11 @@ import orjson
 from mentis.errors import Conflict, IntegrityError, NotFound, StoreError
 from mentis.ledger import ChainReport, Entry, canonical, verify_rows
 from mentis.retrieval import match_terms, or_match
-from mentis.store.base import Embed, StoredAttempt
+from mentis.store.base import Embed, StoredAttempt, replay
 from mentis.store.sqlite_base import ENTRY_COLS, VECTOR_TABLES
 from mentis.store.sqlite_sql import RecallSql
 from mentis.store.sqlite_thoughts import THOUGHT_SCHEMA, THOUGHT_TABLES, ThoughtTables
-from mentis.texts import attempt_conclusion, attempt_text, fingerprint, thought_text
+from mentis.texts import attempt_conclusion, fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -622,39 +622,24 @@ class SqliteStore(ThoughtTables, RecallSql):
         embed: Embed,
         progress: Callable[[int], None] | None,
     ) -> None:
-        """Derive tables for entries in ledger order; attempts and thoughts are embedded in batches."""
-        batch: list[tuple[int, str, dict[str, Any]]] = []
+        """Derive tables for entries in ledger order (see :func:`mentis.store.base.replay`)."""
 
-        def flush() -> None:
-            if batch:
-                texts = [attempt_text(b) if k == "attempt" else thought_text(b) for _, k, b in batch]
-                for (rowid, kind, body), vec in zip(batch, embed(texts), strict=True):
-                    if kind == "attempt":
-                        self._derive_attempt(conn, rowid, body, vec)
-                    else:
-                        self._derive_thought(conn, rowid, body, vec)
-                if progress is not None:
-                    progress(len(batch))
-                batch.clear()
+        def correction(rowid: int, body: dict[str, Any]) -> None:
+            arow = conn.execute(
+                "SELECT a.rowid, b.body FROM attempt_idx a JOIN bodies b ON b.rowid = a.rowid "
+                "WHERE a.attempt_id=?",
+                (body["attempt_id"],),
+            ).fetchone()
+            if arow is not None:
+                vec = embed([attempt_conclusion(orjson.loads(arow[1]))])[0]
+                self._derive_correction(conn, rowid, int(arow[0]), body, vec)
 
-        for rowid, entry, raw in placed:
-            if raw is None:
-                continue
-            body = orjson.loads(raw)
-            if entry.kind in ("attempt", "thought"):
-                batch.append((rowid, entry.kind, body))
-                if len(batch) >= 128:
-                    flush()
-                continue
-            flush()
-            if entry.kind == "correction":
-                arow = conn.execute(
-                    "SELECT rowid, body FROM attempt_idx JOIN bodies USING(rowid) WHERE attempt_id=?",
-                    (body["attempt_id"],),
-                ).fetchone()
-                if arow is not None:
-                    vec = embed([attempt_conclusion(orjson.loads(arow[1]))])[0]
-                    self._derive_correction(conn, rowid, arow[0], body, vec)
-            elif entry.kind == "forget":
-                self._derive_forget(conn, rowid, body)
-        flush()
+        replay(
+            placed,
+            embed,
+            progress,
+            attempt=lambda rowid, body, vec: self._derive_attempt(conn, rowid, body, vec),
+            thought=lambda rowid, body, vec: self._derive_thought(conn, rowid, body, vec),
+            correction=correction,
+            forget=lambda rowid, body: self._derive_forget(conn, rowid, body),
+        )
