@@ -119,10 +119,15 @@ class Memory(ThoughtOps):
     def search(self, caller: Caller, req: SearchInput) -> SearchResult:
         if req.repository is not None and not caller.sees(req.repository):
             raise Forbidden(f"this caller may not read repository {req.repository!r}")
-        query_vec = self._embed([req.query])[0]
         match = retrieval.fts_match(req.query)
-        lexical = self.store.lexical(match, req.repository, retrieval.CANDIDATES) if match else []
+        pending = (
+            self._pool.submit(self.store.lexical, match, req.repository, retrieval.CANDIDATES)
+            if match
+            else None
+        )
+        query_vec = self._embed([req.query])[0]
         vector = self.store.vector(query_vec, req.repository, retrieval.CANDIDATES)
+        lexical = pending.result() if pending is not None else []
         ranked = self._with_graph(retrieval.fuse(lexical, vector), req.repository)
         keys = self.store.attempt_keys([s.rowid for s in ranked])
         if caller.repositories is not None:

@@ -4,6 +4,7 @@ that come before any write (scope, embedding shape, secrets)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Self
@@ -60,6 +61,8 @@ class ServiceBase:
         self.store = store
         self.embedder = embedder
         self.reranker = reranker
+        # lexical search runs here while the query is embedded (SQLite and onnxruntime release the GIL)
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mentis-lexical")
         if check_model:
             self._check_model()
 
@@ -79,6 +82,7 @@ class ServiceBase:
 
     def close(self) -> None:
         """Close the store and any provider's HTTP client."""
+        self._pool.shutdown(wait=True)
         self.store.close()
         for provider in (self.embedder, self.reranker):
             close = getattr(provider, "close", None)

@@ -217,10 +217,15 @@ class ThoughtOps(ServiceBase):
         as_of = req.as_of or now_iso()
         scored: dict[int, retrieval.Scored] = {}
         if req.query is not None:
-            qvec = self._embed([req.query])[0]
             match = retrieval.fts_match(req.query)
-            lexical = self.store.thought_lexical(match, req.repository, retrieval.CANDIDATES) if match else []
+            pending = (
+                self._pool.submit(self.store.thought_lexical, match, req.repository, retrieval.CANDIDATES)
+                if match
+                else None
+            )
+            qvec = self._embed([req.query])[0]
             vector = self.store.thought_vector(qvec, req.repository, retrieval.CANDIDATES)
+            lexical = pending.result() if pending is not None else []
             fused = graph.rerank(
                 retrieval.fuse(lexical, vector),
                 lambda seeds: self.store.thought_edges_between(

@@ -30,7 +30,6 @@ import orjson
 
 from mentis.errors import Conflict, IntegrityError, NotFound, StoreError
 from mentis.ledger import ChainReport, Entry, canonical, verify_rows
-from mentis.retrieval import match_terms, or_match
 from mentis.store.base import Embed, StoredAttempt, replay
 from mentis.store.sqlite_base import ENTRY_COLS, VECTOR_TABLES
 from mentis.store.sqlite_sql import RecallSql
@@ -422,22 +421,7 @@ class SqliteStore(ThoughtTables, RecallSql):
 
     def lexical(self, match: str, repository: str | None, limit: int) -> list[tuple[int, float]]:
         """BM25 candidates for a MATCH expression built by ``retrieval.fts_match``."""
-        terms = self.select_terms("attempt_fts", match_terms(match))
-        if not terms:
-            return []
-        match = or_match(terms)
-        weights = ",".join(str(w) for w in FTS_WEIGHTS)
-        sql = f"SELECT f.rowid, bm25(attempt_fts, {weights}) AS s FROM attempt_fts f"
-        args: list[Any] = [match]
-        if repository is not None:
-            sql += " JOIN attempt_idx a ON a.rowid = f.rowid WHERE attempt_fts MATCH ? AND a.repository = ?"
-            args.append(repository)
-        else:
-            sql += " WHERE attempt_fts MATCH ?"
-        sql += " ORDER BY s LIMIT ?"
-        args.append(limit)
-        with self._lock, self._translate("lexical search"):
-            return [(int(r), -float(s)) for r, s in self._conn.execute(sql, args)]
+        return self.bm25("attempt_fts", "attempt_idx", FTS_WEIGHTS, match, repository, limit)
 
     def vector(self, query: np.ndarray, repository: str | None, limit: int) -> list[tuple[int, float]]:
         return self._search_vectors("vectors", query, repository, limit)

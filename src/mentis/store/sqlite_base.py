@@ -15,6 +15,7 @@ import orjson
 
 from mentis.errors import IntegrityError, StoreError
 from mentis.ledger import Entry, entry_hash, seal, sha256_hex
+from mentis.retrieval import match_terms, or_match
 from mentis.retrieval.vectors import VectorIndex
 
 BUSY_TIMEOUT_MS = 30_000
@@ -22,7 +23,7 @@ LEXICAL_SELECT_MIN_DOCS = 5_000
 """Below this many documents every query term is used; above it terms are chosen by rarity."""
 LEXICAL_ROW_BUDGET = 25_000
 """Rarest query terms are kept while their postings add up to at most this many rows."""
-LEXICAL_MIN_TERMS = 4
+LEXICAL_MIN_TERMS = 3
 VECTOR_TABLES = ("vectors", "thought_vectors")
 ENTRY_COLS = "e.v, e.chain, e.seq, e.kind, e.id, e.at, e.agent, e.prev, e.body_hash, e.key_id, e.sig, e.hash"
 
@@ -38,6 +39,8 @@ class SqliteBase:
         self._indexes = {table: VectorIndex(dim) for table in VECTOR_TABLES}
         self._df_cache: dict[str, tuple[int, dict[str, int]]] = {}
         self._docs: dict[str, tuple[tuple[int, int], int]] = {}
+        self._lex: sqlite3.Connection | None = None
+        self._lex_lock = threading.Lock()
         self._writes = 0
         self._stale = set(VECTOR_TABLES)
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -96,6 +99,10 @@ class SqliteBase:
             if self._ro is not None:
                 self._ro.close()
                 self._ro = None
+            with self._lex_lock:
+                if self._lex is not None:
+                    self._lex.close()
+                    self._lex = None
             self._conn.close()
 
     def get_meta(self, key: str) -> str | None:
@@ -148,6 +155,35 @@ class SqliteBase:
         conn.execute("INSERT OR REPLACE INTO heads(chain, seq, hash) VALUES(?,?,?)", (e.chain, e.seq, e.hash))
         return rowid
 
+    def _lexical_conn(self) -> sqlite3.Connection:
+        """A read-only connection of its own, so lexical search runs beside embedding and vectors."""
+        if self._lex is None:
+            uri = Path(self.path).resolve().as_uri() + "?mode=ro"
+            lex = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+            lex.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            self._lex = lex
+        return self._lex
+
+    def bm25(
+        self, fts: str, idx: str, weights: Sequence[float], match: str, repository: str | None, limit: int
+    ) -> list[tuple[int, float]]:
+        """BM25 candidates from ``fts`` (rowids joined to ``idx`` for the repository filter)."""
+        terms = self.select_terms(fts, match_terms(match))
+        if not terms:
+            return []
+        w = ",".join(str(x) for x in weights)
+        sql = f"SELECT f.rowid, bm25({fts}, {w}) AS s FROM {fts} f"
+        args: list[Any] = [or_match(terms)]
+        if repository is not None:
+            sql += f" JOIN {idx} a ON a.rowid = f.rowid WHERE {fts} MATCH ? AND a.repository = ?"
+            args.append(repository)
+        else:
+            sql += f" WHERE {fts} MATCH ?"
+        sql += " ORDER BY s LIMIT ?"
+        args.append(limit)
+        with self._lex_lock, self._translate("lexical search"):
+            return [(int(r), -float(s)) for r, s in self._lexical_conn().execute(sql, args)]
+
     def select_terms(self, fts: str, terms: list[str]) -> list[str]:
         """The query terms worth reading postings for, rarest first (see ``LEXICAL_*``).
 
@@ -156,22 +192,23 @@ class SqliteBase:
         postings reach ``LEXICAL_ROW_BUDGET`` rows. Document frequencies are read from FTS5's
         vocabulary once per term and cached until the table grows by a tenth.
         """
-        with self._lock, self._translate("lexical search"):
-            docs = self._doc_count(fts)
+        with self._lex_lock, self._translate("lexical search"):
+            conn = self._lexical_conn()
+            docs = self._doc_count(conn, fts)
             if docs < LEXICAL_SELECT_MIN_DOCS or not terms:
                 return terms
             cache = self._df_cache.get(fts)
             if cache is None or docs > cache[0] * 1.1 or docs < cache[0]:
                 cache = self._df_cache[fts] = (docs, {})
             dfs = cache[1]
-            stems = self._stems(terms)
+            stems = self._stems(conn, terms)
             missing = sorted({s for ss in stems for s in ss if s not in dfs})
             if missing:
-                self._conn.execute(
+                conn.execute(
                     f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{fts}_vocab USING fts5vocab(main, {fts}, 'row')"
                 )
                 found = dict(
-                    self._conn.execute(
+                    conn.execute(
                         f"SELECT term, doc FROM temp.{fts}_vocab "
                         f"WHERE term IN ({','.join('?' * len(missing))})",
                         missing,
@@ -192,20 +229,19 @@ class SqliteBase:
             total += df
         return chosen
 
-    def _doc_count(self, fts: str) -> int:
+    def _doc_count(self, conn: sqlite3.Connection, fts: str) -> int:
         """Rows in an FTS table, counted again only after a write (ours or another process's)."""
-        version = (self._conn.execute("PRAGMA data_version").fetchone()[0], self._writes)
+        version = (conn.execute("PRAGMA data_version").fetchone()[0], self._writes)
         cached = self._docs.get(fts)
         if cached is None or cached[0] != version:
             cached = self._docs[fts] = (
                 version,
-                self._conn.execute(f"SELECT count(*) FROM {fts}_docsize").fetchone()[0],
+                conn.execute(f"SELECT count(*) FROM {fts}_docsize").fetchone()[0],
             )
         return cached[1]
 
-    def _stems(self, terms: list[str]) -> list[list[str]]:
+    def _stems(self, conn: sqlite3.Connection, terms: list[str]) -> list[list[str]]:
         """Each term as the FTS5 tokenizer (porter, unicode61) indexes it."""
-        conn = self._conn
         conn.execute(
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.mentis_qtok USING fts5(t, "
             "tokenize='porter unicode61 remove_diacritics 2')"

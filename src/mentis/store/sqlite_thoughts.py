@@ -18,7 +18,6 @@ import orjson
 
 from mentis.ledger import Entry, canonical
 from mentis.model import INVALIDATING_KINDS, REJECTING_KINDS
-from mentis.retrieval import match_terms, or_match
 from mentis.store.sqlite_base import SqliteBase
 from mentis.texts import fingerprint, thought_text
 
@@ -229,22 +228,7 @@ class ThoughtTables(SqliteBase):
         return out
 
     def thought_lexical(self, match: str, repository: str | None, limit: int) -> list[tuple[int, float]]:
-        terms = self.select_terms("thought_fts", match_terms(match))
-        if not terms:
-            return []
-        match = or_match(terms)
-        weights = ",".join(str(w) for w in THOUGHT_FTS_WEIGHTS)
-        sql = f"SELECT f.rowid, bm25(thought_fts, {weights}) AS s FROM thought_fts f"
-        args: list[Any] = [match]
-        if repository is not None:
-            sql += " JOIN thought_idx t ON t.rowid = f.rowid WHERE thought_fts MATCH ? AND t.repository = ?"
-            args.append(repository)
-        else:
-            sql += " WHERE thought_fts MATCH ?"
-        sql += " ORDER BY s LIMIT ?"
-        args.append(limit)
-        with self._lock, self._translate("lexical search"):
-            return [(int(r), -float(s)) for r, s in self._conn.execute(sql, args)]
+        return self.bm25("thought_fts", "thought_idx", THOUGHT_FTS_WEIGHTS, match, repository, limit)
 
     def thought_edges_between(
         self, seeds: Sequence[int], repository: str | None, per_seed: int, fanout: int = 200
