@@ -354,10 +354,11 @@ class PostgresStore(ThoughtTables, RecallSql):
                     "FROM attempt_label l1 JOIN attempt_label l2 ON l2.kind = l1.kind "
                     "AND l2.label = l1.label AND l2.rowid != l1.rowid "
                     "JOIN attempt_idx b ON b.rowid = l2.rowid "
-                    f"WHERE l1.rowid = %s {repo_sql} AND (SELECT count(*) FROM attempt_label x "
-                    "WHERE x.kind = l1.kind AND x.label = l1.label) <= %s "
+                    f"WHERE l1.rowid = %s {repo_sql} AND (SELECT count(*) FROM "
+                    "(SELECT 1 FROM attempt_label x "
+                    "WHERE x.kind = l1.kind AND x.label = l1.label LIMIT %s + 1) capped) <= %s "
                     "GROUP BY l2.rowid ORDER BY w DESC, l2.rowid LIMIT %s",
-                    (seed, *repo_args, LABEL_FANOUT, per_seed),
+                    (seed, *repo_args, LABEL_FANOUT, LABEL_FANOUT, per_seed),
                 ):
                     edges.append((seed, int(other), float(weight)))
         return edges
@@ -395,8 +396,10 @@ class PostgresStore(ThoughtTables, RecallSql):
             conn.execute(f"SET LOCAL hnsw.ef_search = {min(max(limit, 40), 1000)}")
             if self._iterative:
                 conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+            # ORDER BY the distance alone, so the HNSW index serves it; ties are ordered outside
             rows = conn.execute(
-                f"SELECT rowid, 1 - (vec <=> %s) FROM {table} {repo_sql}ORDER BY vec <=> %s, rowid LIMIT %s",
+                f"SELECT rowid, s FROM (SELECT rowid, 1 - (vec <=> %s) AS s FROM {table} {repo_sql}"
+                "ORDER BY vec <=> %s LIMIT %s) nearest ORDER BY s DESC, rowid",
                 args,
             ).fetchall()
         return [(int(r), float(s)) for r, s in rows]

@@ -287,10 +287,11 @@ class ThoughtTables(PgBase):
                     "FROM thought_label l1 JOIN thought_label l2 ON l2.kind = l1.kind "
                     "AND l2.label = l1.label AND l2.rowid != l1.rowid "
                     "JOIN thought_idx b ON b.rowid = l2.rowid "
-                    f"WHERE l1.rowid = %s {repo_sql} AND (SELECT count(*) FROM thought_label x "
-                    "WHERE x.kind = l1.kind AND x.label = l1.label) <= %s "
+                    f"WHERE l1.rowid = %s {repo_sql} AND (SELECT count(*) FROM "
+                    "(SELECT 1 FROM thought_label x "
+                    "WHERE x.kind = l1.kind AND x.label = l1.label LIMIT %s + 1) capped) <= %s "
                     "GROUP BY l2.rowid ORDER BY w DESC, l2.rowid LIMIT %s",
-                    (seed, *repo_args, fanout, per_seed),
+                    (seed, *repo_args, fanout, fanout, per_seed),
                 ):
                     edges.append((seed, int(other), float(weight)))
         return edges
