@@ -260,7 +260,7 @@ def main() -> int:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=30)
         reopened = Memory.open(Settings(home=db.parent, db_path=db, embedder=args.embedder))  # verifies
-        chains = len(reopened.chain_reports())
+        chains = len(reopened.store.verify())
         reopened.close()
 
     expected = {a for agent in agents for a in agent.live()}

@@ -18,7 +18,7 @@ from mentis import retrieval
 from mentis.config import Settings
 from mentis.embed import Embedder
 from mentis.errors import Conflict, Forbidden, IntegrityError, InvalidInput, NotFound
-from mentis.ledger import ChainReport, Entry, canonical, entry_rows, verify_rows
+from mentis.ledger import Entry, canonical, entry_rows, verify_rows
 from mentis.model import (
     AttemptPreview,
     ChainResult,
@@ -393,9 +393,6 @@ class Memory(ThoughtOps):
         self.store.set_meta("embed_model", self.embedder.model_id)
         self.store.set_meta("embed_dim", str(self.embedder.dim))
         return count
-
-    def chain_reports(self) -> list[ChainReport]:
-        return self.store.verify()
 
 
 def read_export(
