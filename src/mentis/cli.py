@@ -148,7 +148,9 @@ def serve(
     route but /health needs a bearer token (`mentis token create`); on a store without tokens a
     first admin token is written to admin.token next to the store (mode 0600).
     """
-    from mentis.mcp_server import build_server
+    import anyio
+
+    from mentis.mcp_server import build_server, run_stdio
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     settings = _settings(db)
@@ -165,7 +167,7 @@ def serve(
     err.print(f"mentis: serving MCP on stdio; store {settings.db_path} verified.", highlight=False)
     err.print(_harness_hint(settings), highlight=False)
     try:
-        build_server(memory).run("stdio")
+        anyio.run(run_stdio, build_server(memory))
     finally:
         memory.close()
 
