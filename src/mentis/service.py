@@ -16,13 +16,14 @@ from mentis.config import Settings
 from mentis.embed import Embedder, check_vectors, load_embedder
 from mentis.errors import ConfigError, Forbidden
 from mentis.retrieval.rerank import Reranker, load_reranker
+from mentis.store.base import Store
 from mentis.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
-    from mentis.store.postgres import PostgresStore
+    pass
 
 
-def open_store(settings: Settings, dim: int) -> SqliteStore | PostgresStore:
+def open_store(settings: Settings, dim: int) -> Store:
     """The PostgreSQL store when ``MENTIS_DATABASE_URL`` is a postgresql:// URL, else the SQLite file."""
     if settings.uses_postgres:
         from mentis.store.postgres import PostgresStore
@@ -52,7 +53,7 @@ class ServiceBase:
 
     def __init__(
         self,
-        store: SqliteStore | PostgresStore,
+        store: Store,
         embedder: Embedder,
         reranker: Reranker | None = None,
         *,

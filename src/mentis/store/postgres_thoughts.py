@@ -15,8 +15,8 @@ import orjson
 
 from mentis.ledger import Entry, canonical
 from mentis.model import INVALIDATING_KINDS, REJECTING_KINDS
+from mentis.store.base import RejectionRow
 from mentis.store.postgres_base import Conn, PgBase, vec
-from mentis.store.sqlite_thoughts import RejectionRow
 from mentis.texts import fingerprint, thought_text
 
 THOUGHT_RANK_WEIGHTS = "{0.2,0.2,0.5,1.0}"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,6 +17,7 @@ import orjson
 
 from mentis.ledger import Entry, canonical
 from mentis.model import INVALIDATING_KINDS, REJECTING_KINDS
+from mentis.store.base import RejectionRow
 from mentis.store.sqlite_base import SqliteBase
 from mentis.texts import fingerprint, thought_text
 
@@ -83,17 +83,6 @@ SELECT json_extract(b.body, '$.thought_id') AS from_id,
 FROM main.thought_idx t JOIN checked_bodies b ON b.rowid = t.rowid, json_each(b.body, '$.relations') r
 WHERE mentis_visible(t.repository) LIMIT -1;
 """
-
-
-@dataclass(frozen=True, slots=True)
-class RejectionRow:
-    by_rowid: int
-    by_id: str
-    target_id: str
-    target_kind: str
-    at: str
-    norm_hash: str
-    vector: np.ndarray
 
 
 def _unit_real(value: str | None) -> float | None:
