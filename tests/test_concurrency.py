@@ -8,8 +8,6 @@ nothing was lost, duplicated or forked and that the ledger verifies.
 from __future__ import annotations
 
 import json
-import os
-import select
 import sqlite3
 import subprocess
 import sys
@@ -32,6 +30,8 @@ from mentis.model import (
     SearchInput,
     VerifyResult,
 )
+
+from .child_lines import Lines
 
 REPOS = ("github.com/acme/shop", "github.com/acme/api")
 WORKERS = 4
@@ -85,31 +85,6 @@ for i in range(count):
 memory.close()
 print("done", flush=True)
 """
-
-
-class Lines:
-    """Lines from a child's stdout, each read bounded by a deadline (no sleeps)."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stdout is not None
-        self.fd = proc.stdout.fileno()
-        self.buf = b""
-        self.eof = False
-
-    def next(self, deadline: float) -> str | None:
-        while b"\n" not in self.buf:
-            if self.eof:
-                return None
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("the writer did not answer before the deadline")
-            ready, _, _ = select.select([self.fd], [], [], left)
-            if ready:
-                chunk = os.read(self.fd, 65536)
-                self.eof = not chunk
-                self.buf += chunk
-        line, _, self.buf = self.buf.partition(b"\n")
-        return line.decode()
 
 
 def settings_for(path: Path) -> Settings:

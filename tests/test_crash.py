@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import select
 import signal
 import sqlite3
 import subprocess
@@ -26,6 +25,8 @@ from mentis.config import Settings
 from mentis.embed import HashEmbedder
 from mentis.memory import Caller, Memory
 from mentis.model import RecallInput, RecordAttemptInput, SearchInput
+
+from .child_lines import Lines
 
 REPOS = ("github.com/acme/shop", "github.com/acme/api")
 DEADLINE_S = 60.0
@@ -83,31 +84,6 @@ else:
         memory.import_(Caller(agent_id="importer"), fh)
 print("finished", flush=True)
 """
-
-
-class Lines:
-    """Lines from a child's stdout, each read bounded by a deadline (no sleeps)."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stdout is not None
-        self.fd = proc.stdout.fileno()
-        self.buf = b""
-        self.eof = False
-
-    def next(self, deadline: float) -> str | None:
-        while b"\n" not in self.buf:
-            if self.eof:
-                return None
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("the child did not answer before the deadline")
-            ready, _, _ = select.select([self.fd], [], [], left)
-            if ready:
-                chunk = os.read(self.fd, 65536)
-                self.eof = not chunk
-                self.buf += chunk
-        line, _, self.buf = self.buf.partition(b"\n")
-        return line.decode()
 
 
 def spawn(script: str, args: list[str], err: Path) -> subprocess.Popen[bytes]:

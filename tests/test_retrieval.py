@@ -65,7 +65,7 @@ def test_search_pulls_in_an_attempt_that_shares_files_with_the_hits(memory: Memo
         record(memory, caller, f"noise-{i}", f"zebra giraffe {i}")
     tasks = memory.search(caller, parse(SearchInput, {"query": "checkout rounding error", "limit": 5})).tasks
     ids = [t.task_id for t in tasks]
-    assert ids[:3] == ["T-0", "T-1", "T-2"] or set(ids[:3]) == {"T-0", "T-1", "T-2"}
+    assert set(ids[:3]) == {"T-0", "T-1", "T-2"}
     assert ids[3] == "T-linked"
     assert tasks[3].score_parts.graph is not None and tasks[3].score_parts.graph > 0
 
