@@ -139,10 +139,10 @@ def test_lexical_search_skips_terms_in_most_documents_once_the_store_is_large(
     for i in range(30):
         record(memory, caller, f"T-{i}", f"common words everywhere item{i}")
     record(memory, caller, "T-rare", "common words everywhere with a zeppelin")
-    chosen = memory.store.select_terms("attempt_fts", ["common", "zeppelin", "words", "absent"])
-    assert chosen == ["zeppelin"]
-    lexical = memory.store.lexical('"common" OR "zeppelin"', None, 10)
+    # "common" is in every document: skipped, so only the zeppelin attempt is a candidate
+    lexical = memory.store.lexical('"common" OR "zeppelin" OR "absent"', None, 10)
     assert len(lexical) == 1
+    assert memory.store.lexical('"common" OR "words"', None, 10) == []
     assert (
         memory.search(caller, parse(SearchInput, {"query": "common zeppelin"})).tasks[0].task_id == "T-rare"
     )
@@ -151,4 +151,4 @@ def test_lexical_search_skips_terms_in_most_documents_once_the_store_is_large(
 def test_below_the_size_threshold_every_term_is_used(memory: Memory, caller: Caller) -> None:
     for i in range(5):
         record(memory, caller, f"T-{i}", "common words")
-    assert memory.store.select_terms("attempt_fts", ["common", "absent"]) == ["common", "absent"]
+    assert len(memory.store.lexical('"common" OR "absent"', None, 10)) == 5

@@ -1,4 +1,4 @@
-"""The embedded default store: one SQLite file, WAL, FTS5, vectors in the same file.
+"""The embedded default store: one SQLite file, WAL, a lexical index and vectors in the same file.
 
 Tables (``schema.sql`` in prose):
 
@@ -7,20 +7,26 @@ Tables (``schema.sql`` in prose):
   deletes a body, nothing else ever changes one.
 - ``heads``    each chain's last (seq, hash), so a truncated chain is caught on open.
 - derived, rebuilt from the ledger by :meth:`SqliteStore.rebuild`: ``attempt_idx`` (keys only),
-  ``correction_idx``, ``task_idx``, ``forgotten``, ``attempt_fts`` (contentless FTS5: the index,
-  not the text) and ``vectors`` (float32 blobs). No derived table holds a copy of content:
-  everything a read returns is parsed from a body whose hash is checked as it is read.
+  ``correction_idx``, ``task_idx``, ``forgotten``, ``attempt_terms`` and ``lex_vocab`` (stem ids
+  and weighted term frequencies: the lexical index, not the text) and ``vectors`` (float32
+  blobs). No derived table holds a copy of content: everything a read returns is parsed from a
+  body whose hash is checked as it is read.
 
 Writes run in ``BEGIN IMMEDIATE`` transactions that include the ledger entry, so writers in
 several processes serialise on SQLite's lock and a chain can never fork. Vectors are searched
-through an in-process :class:`VectorIndex` that picks up other processes' writes by watching
+through an in-process :class:`VectorIndex`, and BM25 runs on an in-process
+:class:`~mentis.retrieval.lexical.LexicalIndex`; both pick up other processes' writes by watching
 ``PRAGMA data_version``.
+
+Schema 2 replaced schema 1's FTS5 tables (``attempt_fts``, ``thought_fts``) with the lexical
+index; opening a schema-1 file migrates it in one transaction.
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,17 +37,18 @@ import orjson
 from mentis.errors import Conflict, IntegrityError, NotFound, StoreError
 from mentis.ledger import ChainReport, Entry, canonical, verify_rows
 from mentis.store.base import Embed, StoredAttempt, replay
-from mentis.store.sqlite_base import ENTRY_COLS, VECTOR_TABLES
+from mentis.store.sqlite_base import ENTRY_COLS, LEXICON_SCHEMA, TERM_TABLES, VECTOR_TABLES
 from mentis.store.sqlite_sql import RecallSql
-from mentis.store.sqlite_thoughts import THOUGHT_SCHEMA, THOUGHT_TABLES, ThoughtTables
+from mentis.store.sqlite_thoughts import THOUGHT_SCHEMA, THOUGHT_TABLES, ThoughtTables, thought_fields
 from mentis.texts import attempt_conclusion, fingerprint
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 LABEL_FANOUT = 200
 FTS_WEIGHTS = (3.0, 1.0, 1.0, 0.5, 1.5, 1.0)
-"""bm25 weights for title, action, observation, inference, files, tags."""
+"""BM25 field weights for title, action, observation, inference, files, tags (applied when an
+attempt is indexed: changing them needs ``mentis rebuild``)."""
 
 _LEDGER_SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -67,9 +74,6 @@ CREATE TABLE IF NOT EXISTS task_idx(
     PRIMARY KEY(repository, task_id));
 CREATE TABLE IF NOT EXISTS forgotten(
     attempt_id TEXT PRIMARY KEY, repository TEXT NOT NULL, tomb_rowid INTEGER NOT NULL);
-CREATE VIRTUAL TABLE IF NOT EXISTS attempt_fts USING fts5(
-    title, action, observation, inference, files, tags,
-    content='', tokenize='porter unicode61 remove_diacritics 2');
 CREATE TABLE IF NOT EXISTS attempt_label(rowid INTEGER NOT NULL, kind TEXT NOT NULL, label TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS attempt_label_idx ON attempt_label(kind, label);
 CREATE INDEX IF NOT EXISTS attempt_label_row ON attempt_label(rowid);
@@ -82,10 +86,11 @@ _DERIVED_TABLES = (
     "correction_idx",
     "task_idx",
     "forgotten",
-    "attempt_fts",
     "vectors",
     "attempt_label",
     *THOUGHT_TABLES,
+    *TERM_TABLES,
+    "lex_vocab",
 )
 
 
@@ -101,6 +106,11 @@ def _derived_mismatch(rowid: int) -> IntegrityError:
         f"a derived index row (entry rowid {rowid}) disagrees with the ledger; run `mentis verify`, "
         "then `mentis rebuild` to regenerate the indexes from the ledger"
     )
+
+
+def _new_lexicon_epoch(conn: sqlite3.Connection) -> None:
+    """Mark the vocabulary as renumbered, so every process reloads its lexical index."""
+    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('lexicon', ?)", (uuid.uuid4().hex,))
 
 
 def _status(body: dict[str, Any]) -> str:
@@ -126,20 +136,23 @@ class SqliteStore(ThoughtTables, RecallSql):
         super().__init__(path, dim)
         with self._translate("open"):
             with self._write() as conn:
-                for stmt in (_LEDGER_SCHEMA + _DERIVED_SCHEMA + THOUGHT_SCHEMA).split(";"):
+                for stmt in (_LEDGER_SCHEMA + _DERIVED_SCHEMA + THOUGHT_SCHEMA + LEXICON_SCHEMA).split(";"):
                     if stmt.strip():
                         conn.execute(stmt)
                 found = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-                if found is None:
-                    conn.execute(
-                        "INSERT INTO meta(key, value) VALUES('schema_version', ?)",
-                        (str(SCHEMA_VERSION),),
-                    )
-                elif int(found[0]) > SCHEMA_VERSION:
+                if found is not None and int(found[0]) > SCHEMA_VERSION:
                     raise StoreError(
                         f"{self.path} has schema version {found[0]}, newer than this Mentis "
                         f"({SCHEMA_VERSION}); upgrade Mentis"
                     )
+                if found is not None and int(found[0]) == 1:
+                    self._migrate_lexicon(conn)
+                conn.execute(
+                    "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
+                if conn.execute("SELECT 1 FROM meta WHERE key='lexicon'").fetchone() is None:
+                    _new_lexicon_epoch(conn)
             self._data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
         if verify:
             try:
@@ -147,6 +160,25 @@ class SqliteStore(ThoughtTables, RecallSql):
             except BaseException:
                 self.close()
                 raise
+
+    def _migrate_lexicon(self, conn: sqlite3.Connection) -> None:
+        """Schema 1 → 2: index every live attempt and thought in the lexical tables, drop FTS5."""
+        log.info("migrating %s to schema 2 (lexical index)", self.path)
+        for rowid, raw in conn.execute(
+            "SELECT a.rowid, b.body FROM attempt_idx a JOIN bodies b ON b.rowid = a.rowid ORDER BY a.rowid"
+        ).fetchall():
+            body = orjson.loads(raw)
+            self._index_terms(
+                conn, "attempt_terms", rowid, body["repository"], _fts_fields(body), FTS_WEIGHTS
+            )
+        for rowid, raw in conn.execute(
+            "SELECT t.rowid, b.body FROM thought_idx t JOIN bodies b ON b.rowid = t.rowid ORDER BY t.rowid"
+        ).fetchall():
+            body = orjson.loads(raw)
+            self._index_terms(conn, "thought_terms", rowid, body["repository"], *thought_fields(body))
+        conn.execute("DROP TABLE IF EXISTS attempt_fts")
+        conn.execute("DROP TABLE IF EXISTS thought_fts")
+        _new_lexicon_epoch(conn)
 
     def counts(self) -> dict[str, int]:
         with self._read() as conn:
@@ -266,11 +298,7 @@ class SqliteStore(ThoughtTables, RecallSql):
             "INSERT INTO attempt_idx(rowid, attempt_id, repository, task_id, status) VALUES(?,?,?,?,?)",
             (rowid, body["attempt_id"], repo, task, _status(body)),
         )
-        conn.execute(
-            "INSERT INTO attempt_fts(rowid, title, action, observation, inference, files, tags) "
-            "VALUES(?,?,?,?,?,?,?)",
-            (rowid, *_fts_fields(body)),
-        )
+        self._index_terms(conn, "attempt_terms", rowid, repo, _fts_fields(body), FTS_WEIGHTS)
         conn.execute(
             "INSERT INTO vectors(rowid, repository, vec) VALUES(?,?,?)",
             (rowid, repo, np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
@@ -329,14 +357,7 @@ class SqliteStore(ThoughtTables, RecallSql):
         ).fetchone()
         if row is None:
             return
-        rowid, task_id, raw = row
-        if raw is not None:
-            body = orjson.loads(raw)
-            conn.execute(
-                "INSERT INTO attempt_fts(attempt_fts, rowid, title, action, observation, inference, files, "
-                "tags) VALUES('delete',?,?,?,?,?,?,?)",
-                (rowid, *_fts_fields(body)),
-            )
+        rowid, task_id, _raw = row
         corr = [
             r for (r,) in conn.execute("SELECT rowid FROM correction_idx WHERE attempt_rowid=?", (rowid,))
         ]
@@ -345,6 +366,7 @@ class SqliteStore(ThoughtTables, RecallSql):
         conn.execute("DELETE FROM correction_idx WHERE attempt_rowid=?", (rowid,))
         conn.execute("DELETE FROM rejections WHERE target_kind='attempt' AND target_id=?", (attempt_id,))
         conn.execute("DELETE FROM vectors WHERE rowid=?", (rowid,))
+        self._unindex_terms(conn, "attempt_terms", rowid)
         conn.execute("DELETE FROM attempt_label WHERE rowid=?", (rowid,))
         conn.execute("DELETE FROM attempt_idx WHERE rowid=?", (rowid,))
         self._retitle(conn, repo, task_id)
@@ -421,7 +443,7 @@ class SqliteStore(ThoughtTables, RecallSql):
 
     def lexical(self, match: str, repository: str | None, limit: int) -> list[tuple[int, float]]:
         """BM25 candidates for a MATCH expression built by ``retrieval.fts_match``."""
-        return self.bm25("attempt_fts", "attempt_idx", FTS_WEIGHTS, match, repository, limit)
+        return self.lexical_search("attempt_terms", match, repository, limit)
 
     def vector(self, query: np.ndarray, repository: str | None, limit: int) -> list[tuple[int, float]]:
         return self._search_vectors("vectors", query, repository, limit)
@@ -565,9 +587,10 @@ class SqliteStore(ThoughtTables, RecallSql):
         with self._write() as conn:
             for table in _DERIVED_TABLES:
                 conn.execute(f"DROP TABLE IF EXISTS {table}")
-            for stmt in (_DERIVED_SCHEMA + THOUGHT_SCHEMA).split(";"):
+            for stmt in (_DERIVED_SCHEMA + THOUGHT_SCHEMA + LEXICON_SCHEMA).split(";"):
                 if stmt.strip():
                     conn.execute(stmt)
+            _new_lexicon_epoch(conn)
             rows = conn.execute(
                 f"SELECT e.rowid, {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b "
                 "ON b.rowid = e.rowid ORDER BY e.rowid"

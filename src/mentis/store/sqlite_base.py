@@ -15,7 +15,7 @@ import orjson
 
 from mentis.errors import IntegrityError, StoreError
 from mentis.ledger import Entry, entry_hash, seal, sha256_hex
-from mentis.retrieval import match_terms, or_match
+from mentis.retrieval import lexical, match_terms
 from mentis.retrieval.vectors import VectorIndex
 
 BUSY_TIMEOUT_MS = 30_000
@@ -26,6 +26,19 @@ Measured on SeaMonkey (1,076 reports): dropping terms found in more than half th
 every ranking unchanged and cut BM25 time by a third; a budget on postings read (the rarest terms
 up to a quarter of the documents' worth) cost 3.3 points of fused R@5, so there is none."""
 VECTOR_TABLES = ("vectors", "thought_vectors")
+TERM_TABLES = {"attempt_terms": "attempt_idx", "thought_terms": "thought_idx"}
+"""Lexical tables and the index table whose rows they mirror one for one."""
+LEXICON_SCHEMA = """
+CREATE TABLE IF NOT EXISTS lex_vocab(
+    id INTEGER PRIMARY KEY AUTOINCREMENT, term TEXT NOT NULL UNIQUE, df INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS attempt_terms(
+    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, len INTEGER NOT NULL, terms BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS thought_terms(
+    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, len INTEGER NOT NULL, terms BLOB NOT NULL);
+"""
+"""The lexical index's derived tables: the stem vocabulary with each stem's document count, and
+each document's packed ``(term id, weighted tf)`` pairs (see :mod:`mentis.retrieval.lexical`).
+A stem no document holds any more is deleted (forget erases index rows); ids are never reused."""
 ENTRY_COLS = "e.v, e.chain, e.seq, e.kind, e.id, e.at, e.agent, e.prev, e.body_hash, e.key_id, e.sig, e.hash"
 
 
@@ -38,8 +51,12 @@ class SqliteBase:
         self._lock = threading.RLock()
         self._ro: sqlite3.Connection | None = None
         self._indexes = {table: VectorIndex(dim) for table in VECTOR_TABLES}
-        self._df_cache: dict[str, tuple[int, dict[str, int]]] = {}
-        self._docs: dict[str, tuple[tuple[int, int], int]] = {}
+        self._lexicons = {table: lexical.LexicalIndex() for table in TERM_TABLES}
+        self._lex_stale = set(TERM_TABLES)
+        self._lex_version: int | None = None
+        self._lex_epoch: str | None = None
+        self._vocab: dict[str, int] = {}
+        self._vocab_max = 0
         self._lex: sqlite3.Connection | None = None
         self._lex_lock = threading.Lock()
         self._writes = 0
@@ -156,6 +173,59 @@ class SqliteBase:
         conn.execute("INSERT OR REPLACE INTO heads(chain, seq, hash) VALUES(?,?,?)", (e.chain, e.seq, e.hash))
         return rowid
 
+    # ------------------------------------------------------------ lexical index
+
+    def _index_terms(
+        self,
+        conn: sqlite3.Connection,
+        table: str,
+        rowid: int,
+        repository: str,
+        fields: Sequence[str],
+        weights: Sequence[float],
+    ) -> None:
+        """Persist one document's weighted stems in ``table`` (inside the caller's write)."""
+        tf, length = lexical.analyzer().document(fields, weights)
+        ids = self._term_ids(conn, list(tf))
+        conn.execute(
+            f"INSERT INTO {table}(rowid, repository, len, terms) VALUES(?,?,?,?)",
+            (rowid, repository, length, lexical.pack(tf, ids)),
+        )
+
+    @staticmethod
+    def _term_ids(conn: sqlite3.Connection, terms: list[str]) -> dict[str, int]:
+        """Vocabulary ids for one new document's distinct ``terms``, counting the document in
+        each stem's ``df`` and adding the new stems (the write lock is held)."""
+        ids: dict[str, int] = {}
+        for start in range(0, len(terms), 500):
+            chunk = terms[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            ids.update(conn.execute(f"SELECT term, id FROM lex_vocab WHERE term IN ({marks})", chunk))
+            if ids:
+                found = [ids[t] for t in chunk if t in ids]
+                conn.execute(
+                    f"UPDATE lex_vocab SET df = df + 1 WHERE id IN ({','.join('?' * len(found))})", found
+                )
+        for term in terms:
+            if term not in ids:
+                cur = conn.execute("INSERT INTO lex_vocab(term, df) VALUES(?, 1)", (term,))
+                ids[term] = int(cur.lastrowid or 0)
+        return ids
+
+    @staticmethod
+    def _unindex_terms(conn: sqlite3.Connection, table: str, rowid: int) -> None:
+        """Remove one document from ``table`` and drop the stems no other document holds."""
+        row = conn.execute(f"SELECT terms FROM {table} WHERE rowid=?", (rowid,)).fetchone()
+        if row is None:
+            return
+        conn.execute(f"DELETE FROM {table} WHERE rowid=?", (rowid,))
+        ids = np.frombuffer(row[0], dtype=lexical.POSTING)["t"].tolist()
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            conn.execute(f"UPDATE lex_vocab SET df = df - 1 WHERE id IN ({marks})", chunk)
+            conn.execute(f"DELETE FROM lex_vocab WHERE id IN ({marks}) AND df <= 0", chunk)
+
     def _lexical_conn(self) -> sqlite3.Connection:
         """A read-only connection of its own, so lexical search runs beside embedding and vectors."""
         if self._lex is None:
@@ -163,92 +233,82 @@ class SqliteBase:
             lex = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
             lex.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             self._lex = lex
+            self._lex_version = None  # data_version counts per connection
         return self._lex
 
-    def bm25(
-        self, fts: str, idx: str, weights: Sequence[float], match: str, repository: str | None, limit: int
+    def lexical_search(
+        self, table: str, match: str, repository: str | None, limit: int
     ) -> list[tuple[int, float]]:
-        """BM25 candidates from ``fts`` (rowids joined to ``idx`` for the repository filter)."""
-        terms = self.select_terms(fts, match_terms(match))
-        if not terms:
-            return []
-        w = ",".join(str(x) for x in weights)
-        sql = f"SELECT f.rowid, bm25({fts}, {w}) AS s FROM {fts} f"
-        args: list[Any] = [or_match(terms)]
-        if repository is not None:
-            sql += f" JOIN {idx} a ON a.rowid = f.rowid WHERE {fts} MATCH ? AND a.repository = ?"
-            args.append(repository)
-        else:
-            sql += f" WHERE {fts} MATCH ?"
-        sql += " ORDER BY s LIMIT ?"
-        args.append(limit)
-        with self._lex_lock, self._translate("lexical search"):
-            return [(int(r), -float(s)) for r, s in self._lexical_conn().execute(sql, args)]
+        """BM25 candidates from the lexical index over ``table`` for a MATCH expression built by
+        ``retrieval.fts_match`` (its quoted words are the query terms).
 
-    def select_terms(self, fts: str, terms: list[str]) -> list[str]:
-        """The query terms worth reading postings for (see ``LEXICAL_SELECT_MIN_DOCS``).
-
-        A term in more than half the documents gets (near) zero BM25 weight but costs a posting
-        list of most of the table, so it is dropped, and so is a term no document holds.
-        Document frequencies are read from FTS5's vocabulary once per term and cached until the
-        table grows by a tenth.
+        Above ``LEXICAL_SELECT_MIN_DOCS`` documents a term found in more than half of them is
+        skipped: its BM25 weight is (near) zero but its posting list is most of the table.
         """
+        words = match_terms(match)
+        if not words:
+            return []
+        analyzer = lexical.analyzer()
         with self._lex_lock, self._translate("lexical search"):
-            conn = self._lexical_conn()
-            docs = self._doc_count(conn, fts)
-            if docs < LEXICAL_SELECT_MIN_DOCS or not terms:
-                return terms
-            cache = self._df_cache.get(fts)
-            if cache is None or docs > cache[0] * 1.1 or docs < cache[0]:
-                cache = self._df_cache[fts] = (docs, {})
-            dfs = cache[1]
-            stems = self._stems(conn, terms)
-            missing = sorted({s for ss in stems for s in ss if s not in dfs})
-            if missing:
-                conn.execute(
-                    f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{fts}_vocab USING fts5vocab(main, {fts}, 'row')"
-                )
-                found = dict(
-                    conn.execute(
-                        f"SELECT term, doc FROM temp.{fts}_vocab "
-                        f"WHERE term IN ({','.join('?' * len(missing))})",
-                        missing,
-                    ).fetchall()
-                )
-                dfs.update({s: int(found.get(s, 0)) for s in missing})
-        return [
-            t
-            for t, ss in zip(terms, stems, strict=True)
-            if 0 < min((dfs[s] for s in ss), default=0) <= docs // 2
-        ]
+            self._refresh_lexicon(table)
+            index = self._lexicons[table]
+            vocab = self._vocab
+            ids = [vocab[t] for w in words for t in analyzer.terms(w) if t in vocab]
+            n = len(index)
+            max_df = n // 2 if n >= LEXICAL_SELECT_MIN_DOCS else None
+            return index.search(ids, repository, limit, max_df)
 
-    def _doc_count(self, conn: sqlite3.Connection, fts: str) -> int:
-        """Rows in an FTS table, counted again only after a write (ours or another process's)."""
-        version = (conn.execute("PRAGMA data_version").fetchone()[0], self._writes)
-        cached = self._docs.get(fts)
-        if cached is None or cached[0] != version:
-            cached = self._docs[fts] = (
-                version,
-                conn.execute(f"SELECT count(*) FROM {fts}_docsize").fetchone()[0],
-            )
-        return cached[1]
+    def _refresh_lexicon(self, table: str) -> None:
+        """Bring one lexical index (and the vocabulary) up to date with the file.
 
-    def _stems(self, conn: sqlite3.Connection, terms: list[str]) -> list[list[str]]:
-        """Each term as the FTS5 tokenizer (porter, unicode61) indexes it."""
-        conn.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.mentis_qtok USING fts5(t, "
-            "tokenize='porter unicode61 remove_diacritics 2')"
-        )
-        conn.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.mentis_qtok_v "
-            "USING fts5vocab(temp, mentis_qtok, 'instance')"
-        )
-        conn.execute("DELETE FROM temp.mentis_qtok")
-        conn.executemany("INSERT INTO temp.mentis_qtok(rowid, t) VALUES(?, ?)", list(enumerate(terms)))
-        out: list[list[str]] = [[] for _ in terms]
-        for doc, term in conn.execute("SELECT doc, term FROM temp.mentis_qtok_v ORDER BY doc, offset"):
-            out[doc].append(term)
-        return out
+        Runs on the lexical connection, whose ``data_version`` moves on any other connection's
+        commit, this process's included. Rowids only grow; fewer rows than indexed means a forget
+        removed some, and a new ``lexicon`` epoch (rebuild, migration) renumbered the vocabulary:
+        both reload from scratch.
+        """
+        conn = self._lexical_conn()
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._lex_version:
+            self._lex_stale.update(self._lexicons)
+            self._lex_version = version
+        if table not in self._lex_stale:
+            return
+        index = self._lexicons[table]
+        conn.execute("BEGIN")
+        try:
+            epoch = conn.execute("SELECT value FROM meta WHERE key='lexicon'").fetchone()
+            if epoch is None or epoch[0] != self._lex_epoch:
+                self._vocab = {}
+                self._vocab_max = 0
+                self._lex_epoch = None if epoch is None else str(epoch[0])
+                for other in self._lexicons.values():
+                    other.clear()
+            new = conn.execute(
+                "SELECT term, id FROM lex_vocab WHERE id > ? ORDER BY id", (self._vocab_max,)
+            ).fetchall()
+            if new:
+                self._vocab.update(new)
+                self._vocab_max = int(new[-1][1])
+            # the index table has the same rows and a small index to count them by
+            count = conn.execute(f"SELECT count(*) FROM {TERM_TABLES[table]}").fetchone()[0]
+            if count < len(index):
+                # a forget: reload, and drop the stems it erased from the vocabulary held here
+                index.clear()
+                self._vocab = dict(conn.execute("SELECT term, id FROM lex_vocab"))
+            self._load_terms(conn, table, index.max_rowid)
+            if len(index) != count:
+                index.clear()
+                self._load_terms(conn, table, 0)
+        finally:
+            conn.execute("COMMIT")
+        self._lex_stale.discard(table)
+
+    def _load_terms(self, conn: sqlite3.Connection, table: str, after: int) -> None:
+        rows = conn.execute(
+            f"SELECT rowid, repository, len, terms FROM {table} WHERE rowid > ? ORDER BY rowid", (after,)
+        ).fetchall()
+        if rows:
+            self._lexicons[table].add_columns(*zip(*rows, strict=True))
 
     def _search_vectors(
         self, table: str, query: np.ndarray, repository: str | None, limit: int

@@ -35,8 +35,6 @@ CREATE TABLE IF NOT EXISTS thought_edge(
     valid_at TEXT, invalid_at TEXT, created_at TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS thought_edge_to ON thought_edge(to_id);
 CREATE INDEX IF NOT EXISTS thought_edge_from ON thought_edge(from_id);
-CREATE VIRTUAL TABLE IF NOT EXISTS thought_fts USING fts5(
-    content, tags, concepts, type, content='', tokenize='porter unicode61 remove_diacritics 2');
 CREATE TABLE IF NOT EXISTS thought_vectors(
     rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, vec BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS thought_vectors_repository ON thought_vectors(repository);
@@ -51,11 +49,22 @@ THOUGHT_TABLES = (
     "thought_idx",
     "thought_label",
     "thought_edge",
-    "thought_fts",
     "thought_vectors",
     "rejections",
 )
 THOUGHT_FTS_WEIGHTS = (1.0, 0.5, 0.5, 0.2)
+
+
+def thought_fields(body: dict[str, Any]) -> tuple[tuple[str, str, str, str], tuple[float, ...]]:
+    """A thought's indexed fields (content, tags, concepts, type) and their BM25 weights."""
+    fields = (
+        body["content"],
+        " ".join(body.get("tags", [])),
+        " ".join(body.get("concepts", [])),
+        body["type"],
+    )
+    return fields, THOUGHT_FTS_WEIGHTS
+
 
 THOUGHT_VIEWS = """
 CREATE TEMP VIEW thoughts AS
@@ -141,16 +150,7 @@ class ThoughtTables(SqliteBase):
             "VALUES(?,?,?,?,?,?,?)",
             edges,
         )
-        conn.execute(
-            "INSERT INTO thought_fts(rowid, content, tags, concepts, type) VALUES(?,?,?,?,?)",
-            (
-                rowid,
-                body["content"],
-                " ".join(body.get("tags", [])),
-                " ".join(body.get("concepts", [])),
-                body["type"],
-            ),
-        )
+        self._index_terms(conn, "thought_terms", rowid, repo, *thought_fields(body))
         conn.execute(
             "INSERT INTO thought_vectors(rowid, repository, vec) VALUES(?,?,?)",
             (rowid, repo, np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
@@ -217,7 +217,7 @@ class ThoughtTables(SqliteBase):
         return out
 
     def thought_lexical(self, match: str, repository: str | None, limit: int) -> list[tuple[int, float]]:
-        return self.bm25("thought_fts", "thought_idx", THOUGHT_FTS_WEIGHTS, match, repository, limit)
+        return self.lexical_search("thought_terms", match, repository, limit)
 
     def thought_edges_between(
         self, seeds: Sequence[int], repository: str | None, per_seed: int, fanout: int = 200
