@@ -70,6 +70,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 
 from mentis import retrieval
 from mentis.embed.local import LocalEmbedder
@@ -83,7 +84,7 @@ from mentis.model import (
     SearchInput,
     SearchThoughtsInput,
 )
-from mentis.retrieval import graph
+from mentis.retrieval import graph, lexical
 from mentis.store import sqlite as sqlite_store
 from mentis.store import sqlite_thoughts
 from mentis.store.sqlite import SqliteStore
@@ -498,9 +499,12 @@ class Variant:
 
 
 class Lab:
-    """Lexical/vector candidates and fusion recomputed from the store with other parameters."""
+    """Lexical/vector candidates and fusion recomputed from the store with other parameters.
 
-    fts = "attempt_fts"
+    The lexical side is a :class:`LexicalIndex` built here from the repository's bodies with the
+    variant's field weights (the store's own index bakes the shipped weights in at write time).
+    """
+
     idx = "attempt_idx"
     shipped_weights: tuple[float, ...] = sqlite_store.FTS_WEIGHTS
 
@@ -508,19 +512,42 @@ class Lab:
         self.store = store
         self.repository = repository
         self._df: dict[str, int] = {}
+        self._indexes: dict[tuple[float, ...], tuple[lexical.LexicalIndex, dict[str, int]]] = {}
         # A second connection, read-only, on the same file: the bench never writes through it.
         self.conn = sqlite3.connect(f"file:{store.path}?mode=ro", uri=True)
         self.n_docs = self.conn.execute(
             f"SELECT count(*) FROM {self.idx} WHERE repository = ?", (repository,)
         ).fetchone()[0]
 
+    def fields(self, body: dict[str, Any]) -> Sequence[str]:
+        return sqlite_store._fts_fields(body)
+
+    def index(self, weights: tuple[float, ...]) -> tuple[lexical.LexicalIndex, dict[str, int]]:
+        if weights not in self._indexes:
+            analyzer = lexical.analyzer()
+            vocab: dict[str, int] = {}
+            rows = []
+            for rowid, raw in self.conn.execute(
+                f"SELECT i.rowid, b.body FROM {self.idx} i JOIN bodies b ON b.rowid = i.rowid "
+                "WHERE i.repository = ? ORDER BY i.rowid",
+                (self.repository,),
+            ):
+                tf, length = analyzer.document(self.fields(orjson.loads(raw)), weights)
+                for term in tf:
+                    vocab.setdefault(term, len(vocab) + 1)
+                rows.append(lexical.DocRow(rowid, self.repository, length, lexical.pack(tf, vocab)))
+            index = lexical.LexicalIndex()
+            index.add(rows)
+            self._indexes[weights] = (index, vocab)
+        return self._indexes[weights]
+
     def df(self, word: str) -> int:
-        """Rows matching ``word`` (FTS5 applies the porter stemmer to it as it does to rows)."""
+        """Rows holding every stem of ``word`` (for one stem, its document frequency)."""
         if word not in self._df:
-            self._df[word] = self.conn.execute(
-                f"SELECT count(*) FROM {self.fts} WHERE {self.fts} MATCH ?",
-                ('"' + word.replace('"', '""') + '"',),
-            ).fetchone()[0]
+            index, vocab = self.index(self.shipped_weights)
+            stems = lexical.analyzer().terms(word)
+            docs = [set(index.postings(vocab[t])[0].tolist()) if t in vocab else set() for t in stems]
+            self._df[word] = len(set.intersection(*docs)) if docs else 0
         return self._df[word]
 
     def match(self, text: str, v: Variant) -> str | None:
@@ -550,13 +577,10 @@ class Lab:
     def lexical(self, match: str | None, v: Variant) -> list[tuple[int, float]]:
         if match is None:
             return []
-        weights = ",".join(str(w) for w in (v.weights or self.shipped_weights))
-        sql = (
-            f"SELECT f.rowid, bm25({self.fts}, {weights}) AS s FROM {self.fts} f "
-            f"JOIN {self.idx} a ON a.rowid = f.rowid WHERE {self.fts} MATCH ? AND a.repository = ? "
-            "ORDER BY s LIMIT ?"
-        )
-        return [(int(r), -float(s)) for r, s in self.conn.execute(sql, (match, self.repository, v.depth))]
+        index, vocab = self.index(v.weights or self.shipped_weights)
+        analyzer = lexical.analyzer()
+        terms = [vocab[t] for w in retrieval.match_terms(match) for t in analyzer.terms(w) if t in vocab]
+        return index.search(terms, None, v.depth)
 
     def vector(self, qvec: np.ndarray, depth: int) -> list[tuple[int, float]]:
         return self.store.vector(qvec, self.repository, depth)
@@ -587,9 +611,11 @@ class ThoughtLab(Lab):
     without a second fill; nothing else about such a fill (the tag text in FTS) is emulated.
     """
 
-    fts = "thought_fts"
     idx = "thought_idx"
     shipped_weights = sqlite_thoughts.THOUGHT_FTS_WEIGHTS
+
+    def fields(self, body: dict[str, Any]) -> Sequence[str]:
+        return sqlite_thoughts.thought_fields(body)[0]
 
     def __init__(self, store: SqliteStore, repository: str, row_keys: dict[int, TurnKey]) -> None:
         super().__init__(store, repository)
