@@ -75,7 +75,8 @@ CREATE TABLE IF NOT EXISTS task_idx(
 CREATE TABLE IF NOT EXISTS forgotten(
     attempt_id TEXT PRIMARY KEY, repository TEXT NOT NULL, tomb_rowid INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS attempt_label(rowid INTEGER NOT NULL, kind TEXT NOT NULL, label TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS attempt_label_idx ON attempt_label(kind, label);
+DROP INDEX IF EXISTS attempt_label_idx;
+CREATE INDEX IF NOT EXISTS attempt_label_cover ON attempt_label(kind, label, rowid);
 CREATE INDEX IF NOT EXISTS attempt_label_row ON attempt_label(rowid);
 CREATE TABLE IF NOT EXISTS vectors(
     rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, vec BLOB NOT NULL);
@@ -419,7 +420,6 @@ class SqliteStore(ThoughtTables, RecallSql):
         Labels held by more than ``LABEL_FANOUT`` attempts (a README everyone touches) link nothing.
         """
         edges: list[tuple[int, int, float]] = []
-        repo_sql, repo_args = ("AND b.repository = ?", [repository]) if repository is not None else ("", [])
         with self._read() as conn:
             for seed in seeds:
                 for (other,) in conn.execute(
@@ -428,17 +428,10 @@ class SqliteStore(ThoughtTables, RecallSql):
                     (seed, per_seed),
                 ):
                     edges.append((seed, other, 1.0))
-                for other, weight in conn.execute(
-                    "SELECT l2.rowid, sum(CASE l1.kind WHEN 'file' THEN 0.5 ELSE 0.25 END) AS w "
-                    "FROM attempt_label l1 JOIN attempt_label l2 ON l2.kind = l1.kind "
-                    "AND l2.label = l1.label AND l2.rowid != l1.rowid "
-                    "JOIN attempt_idx b ON b.rowid = l2.rowid "
-                    f"WHERE l1.rowid = ? {repo_sql} AND (SELECT count(*) FROM (SELECT 1 FROM attempt_label x "
-                    "WHERE x.kind = l1.kind AND x.label = l1.label LIMIT ? + 1)) <= ? "
-                    "GROUP BY l2.rowid ORDER BY w DESC, l2.rowid LIMIT ?",
-                    (seed, *repo_args, LABEL_FANOUT, LABEL_FANOUT, per_seed),
+                for other, weight in self._label_links(
+                    conn, "attempt_label", "attempt_idx", "file", seed, repository, LABEL_FANOUT, per_seed
                 ):
-                    edges.append((seed, int(other), float(weight)))
+                    edges.append((seed, other, weight))
         return edges
 
     def lexical(self, match: str, repository: str | None, limit: int) -> list[tuple[int, float]]:

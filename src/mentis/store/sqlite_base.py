@@ -310,6 +310,37 @@ class SqliteBase:
         if rows:
             self._lexicons[table].add_columns(*zip(*rows, strict=True))
 
+    @staticmethod
+    def _label_links(
+        conn: sqlite3.Connection,
+        labels: str,
+        idx: str,
+        heavy: str,
+        seed: int,
+        repository: str | None,
+        fanout: int,
+        limit: int,
+    ) -> list[tuple[int, float]]:
+        """Rows sharing labels with ``seed``: 0.5 per shared label of kind ``heavy``, 0.25 per
+        other, best ``limit``; labels held by more than ``fanout`` rows link nothing.
+
+        Label rows exist only for live documents, so the index table is joined only to filter by
+        repository; the ``(kind, label, rowid)`` index answers the rest without table reads.
+        """
+        join, where, args = "", "", [seed, fanout, fanout, limit]
+        if repository is not None:
+            join, where = f"JOIN {idx} b ON b.rowid = l2.rowid ", "AND b.repository = ? "
+            args = [seed, repository, fanout, fanout, limit]
+        sql = (
+            f"SELECT l2.rowid, sum(CASE l1.kind WHEN ? THEN 0.5 ELSE 0.25 END) AS w "
+            f"FROM {labels} l1 JOIN {labels} l2 ON l2.kind = l1.kind AND l2.label = l1.label "
+            f"AND l2.rowid != l1.rowid {join}"
+            f"WHERE l1.rowid = ? {where}AND (SELECT count(*) FROM (SELECT 1 FROM {labels} x "
+            "WHERE x.kind = l1.kind AND x.label = l1.label LIMIT ? + 1)) <= ? "
+            "GROUP BY l2.rowid ORDER BY w DESC, l2.rowid LIMIT ?"
+        )
+        return [(int(r), float(w)) for r, w in conn.execute(sql, [heavy, *args])]
+
     def _search_vectors(
         self, table: str, query: np.ndarray, repository: str | None, limit: int
     ) -> list[tuple[int, float]]:

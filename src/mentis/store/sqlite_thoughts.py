@@ -28,7 +28,8 @@ CREATE TABLE IF NOT EXISTS thought_idx(
     created_at TEXT NOT NULL, importance REAL NOT NULL, confidence REAL);
 CREATE INDEX IF NOT EXISTS thought_repo_time ON thought_idx(repository, created_at);
 CREATE TABLE IF NOT EXISTS thought_label(rowid INTEGER NOT NULL, kind TEXT NOT NULL, label TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS thought_label_idx ON thought_label(kind, label);
+DROP INDEX IF EXISTS thought_label_idx;
+CREATE INDEX IF NOT EXISTS thought_label_cover ON thought_label(kind, label, rowid);
 CREATE INDEX IF NOT EXISTS thought_label_row ON thought_label(rowid);
 CREATE TABLE IF NOT EXISTS thought_edge(
     from_rowid INTEGER NOT NULL, from_id TEXT NOT NULL, kind TEXT NOT NULL, to_id TEXT NOT NULL,
@@ -237,17 +238,10 @@ class ThoughtTables(SqliteBase):
                     (seed, *repo_args, seed, *repo_args, per_seed),
                 ):
                     edges.append((seed, int(other), 1.0))
-                for other, weight in conn.execute(
-                    "SELECT l2.rowid, sum(CASE l1.kind WHEN 'concept' THEN 0.5 ELSE 0.25 END) AS w "
-                    "FROM thought_label l1 JOIN thought_label l2 ON l2.kind = l1.kind "
-                    "AND l2.label = l1.label AND l2.rowid != l1.rowid "
-                    "JOIN thought_idx b ON b.rowid = l2.rowid "
-                    f"WHERE l1.rowid = ? {repo_sql} AND (SELECT count(*) FROM (SELECT 1 FROM thought_label x "
-                    "WHERE x.kind = l1.kind AND x.label = l1.label LIMIT ? + 1)) <= ? "
-                    "GROUP BY l2.rowid ORDER BY w DESC, l2.rowid LIMIT ?",
-                    (seed, *repo_args, fanout, fanout, per_seed),
+                for other, weight in self._label_links(
+                    conn, "thought_label", "thought_idx", "concept", seed, repository, fanout, per_seed
                 ):
-                    edges.append((seed, int(other), float(weight)))
+                    edges.append((seed, other, weight))
         return edges
 
     def thought_vector(
