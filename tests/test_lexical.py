@@ -255,3 +255,15 @@ def test_a_schema_1_store_is_migrated_to_the_lexical_index(
         assert "attempt_fts" not in tables and "attempt_terms" in tables and version == "2"
     finally:
         store.close()
+
+
+def test_warm_loads_both_indexes_before_any_search(memory: Memory, caller: Caller, db_path: Path) -> None:
+    _record(memory, caller, "T-1", "preloaded index entry")
+    store = SqliteStore(db_path, memory.store.dim)
+    try:
+        assert len(store._lexicons["attempt_terms"]) == 0 and len(store._indexes["vectors"]) == 0
+        store.warm()
+        assert len(store._lexicons["attempt_terms"]) == 1 and len(store._indexes["vectors"]) == 1
+        assert not store._lex_stale
+    finally:
+        store.close()

@@ -164,6 +164,7 @@ def serve(
         raise typer.Exit(2)
     with _errors():
         memory = Memory.open(settings)
+    memory.warm_up()
     err.print(f"mentis: serving MCP on stdio; store {settings.db_path} verified.", highlight=False)
     err.print(_harness_hint(settings), highlight=False)
     try:
@@ -197,6 +198,7 @@ def _serve_http(
         admin_file = settings.db_path.parent / ADMIN_TOKEN_FILE
         created = tokens is not None and bootstrap_admin(tokens, admin_file)
         memory = stack.enter_context(closing(Memory.open(settings)))
+        memory.warm_up()
         sock = stack.enter_context(closing(listen(config)))
         name = sock.getsockname()
         url = f"{config.scheme}://{'[' + name[0] + ']' if ':' in name[0] else name[0]}:{name[1]}"

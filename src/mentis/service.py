@@ -3,6 +3,7 @@ that come before any write (scope, embedding shape, secrets)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from mentis.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     pass
+
+log = logging.getLogger(__name__)
 
 
 def open_store(settings: Settings, dim: int) -> Store:
@@ -80,6 +83,18 @@ class ServiceBase:
         except BaseException:
             store.close()
             raise
+
+    def warm_up(self) -> None:
+        """Load the store's in-process indexes in the background, so a server's first search
+        does not pay for it (``close`` waits for it to finish)."""
+
+        def warm() -> None:
+            try:
+                self.store.warm()
+            except Exception:  # the first search loads them again and reports the error
+                log.warning("preloading the search indexes failed", exc_info=True)
+
+        self._pool.submit(warm)
 
     def close(self) -> None:
         """Close the store and any provider's HTTP client."""

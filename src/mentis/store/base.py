@@ -63,6 +63,7 @@ class Store(Protocol):
 
     path: str
 
+    def warm(self) -> None: ...
     def append_attempt(
         self, chain: str, attempt_id: str, at: str, agent: str, body: dict[str, Any], vector: np.ndarray
     ) -> Entry: ...

@@ -203,6 +203,9 @@ class PgBase:
     def close(self) -> None:
         self._pool.close()
 
+    def warm(self) -> None:
+        """Nothing to preload: the server holds the indexes."""
+
     def get_meta(self, key: str) -> str | None:
         with self._read() as conn:
             row = conn.execute("SELECT value FROM meta WHERE key=%s", (key,)).fetchone()

@@ -123,6 +123,14 @@ class SqliteBase:
                     self._lex = None
             self._conn.close()
 
+    def warm(self) -> None:
+        """Load the in-process lexical and vector indexes now rather than on the first search."""
+        for table in VECTOR_TABLES:
+            self._refresh_index(table)
+        with self._lex_lock, self._translate("lexical index"):
+            for table in TERM_TABLES:
+                self._refresh_lexicon(table)
+
     def get_meta(self, key: str) -> str | None:
         with self._lock, self._translate("read"):
             row = self._conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
@@ -327,10 +335,13 @@ class SqliteBase:
         Label rows exist only for live documents, so the index table is joined only to filter by
         repository; the ``(kind, label, rowid)`` index answers the rest without table reads.
         """
-        join, where, args = "", "", [seed, fanout, fanout, limit]
+        join, where = "", ""
+        args: list[int | str]
         if repository is not None:
             join, where = f"JOIN {idx} b ON b.rowid = l2.rowid ", "AND b.repository = ? "
             args = [seed, repository, fanout, fanout, limit]
+        else:
+            args = [seed, fanout, fanout, limit]
         sql = (
             f"SELECT l2.rowid, sum(CASE l1.kind WHEN ? THEN 0.5 ELSE 0.25 END) AS w "
             f"FROM {labels} l1 JOIN {labels} l2 ON l2.kind = l1.kind AND l2.label = l1.label "
