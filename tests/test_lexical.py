@@ -267,3 +267,18 @@ def test_warm_loads_both_indexes_before_any_search(memory: Memory, caller: Calle
         assert not store._lex_stale
     finally:
         store.close()
+
+
+def test_a_forget_elsewhere_reloads_the_vector_index_too(memory: Memory, caller: Caller, db_path: Path) -> None:
+    keep = _record(memory, caller, "T-1", "albatross nest in the server room")
+    gone = _record(memory, caller, "T-2", "albatross feathers in the fan")
+    query = memory._embed(["albatross"])[0]
+    assert len(memory.store.vector(query, None, 10)) == 2
+    other = Memory.open(Settings(home=db_path.parent, db_path=db_path, embedder="hash"), HashEmbedder())
+    try:
+        other.forget_attempt(caller, parse(ForgetInput, {"repository": REPO, "attempt_id": gone}))
+    finally:
+        other.close()
+    assert len(memory.store.vector(query, None, 10)) == 1
+    hits = memory.search(caller, parse(SearchInput, {"query": "albatross"})).tasks
+    assert [t.task_id for t in hits] == ["T-1"] and hits[0].matched_attempt_ids == [keep]

@@ -109,9 +109,10 @@ def _derived_mismatch(rowid: int) -> IntegrityError:
     )
 
 
-def _new_lexicon_epoch(conn: sqlite3.Connection) -> None:
-    """Mark the vocabulary as renumbered, so every process reloads its lexical index."""
-    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('lexicon', ?)", (uuid.uuid4().hex,))
+def _new_epoch(conn: sqlite3.Connection) -> None:
+    """Mark derived rows as removed or renumbered (forget, rebuild, migration), so every process
+    reloads its in-process indexes instead of only reading the rows added since."""
+    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('derived_epoch', ?)", (uuid.uuid4().hex,))
 
 
 def _status(body: dict[str, Any]) -> str:
@@ -152,8 +153,8 @@ class SqliteStore(ThoughtTables, RecallSql):
                     "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', ?)",
                     (str(SCHEMA_VERSION),),
                 )
-                if conn.execute("SELECT 1 FROM meta WHERE key='lexicon'").fetchone() is None:
-                    _new_lexicon_epoch(conn)
+                if conn.execute("SELECT 1 FROM meta WHERE key='derived_epoch'").fetchone() is None:
+                    _new_epoch(conn)
             self._data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
         if verify:
             try:
@@ -179,7 +180,7 @@ class SqliteStore(ThoughtTables, RecallSql):
             self._index_terms(conn, "thought_terms", rowid, body["repository"], *thought_fields(body))
         conn.execute("DROP TABLE IF EXISTS attempt_fts")
         conn.execute("DROP TABLE IF EXISTS thought_fts")
-        _new_lexicon_epoch(conn)
+        _new_epoch(conn)
 
     def counts(self) -> dict[str, int]:
         with self._read() as conn:
@@ -351,6 +352,7 @@ class SqliteStore(ThoughtTables, RecallSql):
             "INSERT OR REPLACE INTO forgotten(attempt_id, repository, tomb_rowid) VALUES(?,?,?)",
             (attempt_id, repo, tomb_rowid),
         )
+        _new_epoch(conn)
         row = conn.execute(
             "SELECT a.rowid, a.task_id, b.body FROM attempt_idx a LEFT JOIN bodies b ON b.rowid = a.rowid "
             "WHERE a.attempt_id=? AND a.repository=?",
@@ -583,7 +585,7 @@ class SqliteStore(ThoughtTables, RecallSql):
             for stmt in (_DERIVED_SCHEMA + THOUGHT_SCHEMA + LEXICON_SCHEMA).split(";"):
                 if stmt.strip():
                     conn.execute(stmt)
-            _new_lexicon_epoch(conn)
+            _new_epoch(conn)
             rows = conn.execute(
                 f"SELECT e.rowid, {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b "
                 "ON b.rowid = e.rowid ORDER BY e.rowid"

@@ -55,6 +55,7 @@ class SqliteBase:
         self._lex_stale = set(TERM_TABLES)
         self._lex_version: int | None = None
         self._lex_epoch: str | None = None
+        self._vec_epoch: str | None = None
         self._vocab: dict[str, int] = {}
         self._vocab_max = 0
         self._lex: sqlite3.Connection | None = None
@@ -270,9 +271,9 @@ class SqliteBase:
         """Bring one lexical index (and the vocabulary) up to date with the file.
 
         Runs on the lexical connection, whose ``data_version`` moves on any other connection's
-        commit, this process's included. Rowids only grow; fewer rows than indexed means a forget
-        removed some, and a new ``lexicon`` epoch (rebuild, migration) renumbered the vocabulary:
-        both reload from scratch.
+        commit, this process's included. Rowids only grow, so the rows above the index's high
+        water mark are the new ones; a new ``derived_epoch`` (a forget removed rows, a rebuild or
+        migration renumbered the vocabulary) reloads everything.
         """
         conn = self._lexical_conn()
         version = conn.execute("PRAGMA data_version").fetchone()[0]
@@ -284,29 +285,21 @@ class SqliteBase:
         index = self._lexicons[table]
         conn.execute("BEGIN")
         try:
-            epoch = conn.execute("SELECT value FROM meta WHERE key='lexicon'").fetchone()
-            if epoch is None or epoch[0] != self._lex_epoch:
+            epoch = _epoch(conn)
+            if epoch != self._lex_epoch:
                 self._vocab = {}
                 self._vocab_max = 0
-                self._lex_epoch = None if epoch is None else str(epoch[0])
+                self._lex_epoch = epoch
                 for other in self._lexicons.values():
                     other.clear()
+                self._lex_stale.update(self._lexicons)
             new = conn.execute(
                 "SELECT term, id FROM lex_vocab WHERE id > ? ORDER BY id", (self._vocab_max,)
             ).fetchall()
             if new:
                 self._vocab.update(new)
                 self._vocab_max = int(new[-1][1])
-            # the index table has the same rows and a small index to count them by
-            count = conn.execute(f"SELECT count(*) FROM {TERM_TABLES[table]}").fetchone()[0]
-            if count < len(index):
-                # a forget: reload, and drop the stems it erased from the vocabulary held here
-                index.clear()
-                self._vocab = dict(conn.execute("SELECT term, id FROM lex_vocab"))
             self._load_terms(conn, table, index.max_rowid)
-            if len(index) != count:
-                index.clear()
-                self._load_terms(conn, table, 0)
         finally:
             conn.execute("COMMIT")
         self._lex_stale.discard(table)
@@ -362,7 +355,8 @@ class SqliteBase:
         """Bring one vector index up to date with the file (this and other processes' writes).
 
         Rowids only grow (they are ledger rowids), so new rows are those above the index's high
-        water mark; a row count below the index size means a forget removed rows: reload.
+        water mark; a new ``derived_epoch`` (a forget removed rows, a rebuild or reindex rewrote
+        them) reloads every vector index.
         """
         index = self._indexes[table]
         with self._lock, self._translate("vector index"):
@@ -374,13 +368,13 @@ class SqliteBase:
                 return
             self._conn.execute("BEGIN")
             try:
-                count = self._conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-                if count < len(index):
-                    index.clear()
+                epoch = _epoch(self._conn)
+                if epoch != self._vec_epoch:
+                    for other in self._indexes.values():
+                        other.clear()
+                    self._stale.update(VECTOR_TABLES)
+                    self._vec_epoch = epoch
                 self._load_vectors(table, index.max_rowid)
-                if len(index) != count:
-                    index.clear()
-                    self._load_vectors(table, 0)
             finally:
                 self._conn.execute("COMMIT")
             self._stale.discard(table)
@@ -430,6 +424,11 @@ class SqliteBase:
                     )
                 out[rowid] = (e, orjson.loads(raw))
         return out
+
+
+def _epoch(conn: sqlite3.Connection) -> str | None:
+    row = conn.execute("SELECT value FROM meta WHERE key='derived_epoch'").fetchone()
+    return None if row is None else str(row[0])
 
 
 def _store_error(what: str, path: str, exc: sqlite3.DatabaseError) -> StoreError:
