@@ -102,3 +102,15 @@ def test_a_truncated_chain_is_caught_by_its_recorded_head() -> None:
     head = (3, chain[-1][0].hash)
     with pytest.raises(IntegrityError, match="recorded head is seq 3"):
         verify_rows(entry_rows(chain[:3]), {"r": head})
+
+
+def test_a_value_of_the_wrong_type_fails_as_tampering_naming_the_entry() -> None:
+    rows = list(entry_rows(_chain(3)))
+    blob_agent = [*rows[1]]
+    blob_agent[6] = b"a"
+    with pytest.raises(IntegrityError, match=r"chain 'r' seq 1: an entry column holds a value of the wrong"):
+        verify_rows([rows[0], tuple(blob_agent), rows[2]])
+    text_body = [*rows[2]]
+    text_body[12] = rows[2][12].decode()
+    with pytest.raises(IntegrityError, match=r"chain 'r' seq 2: body is not a blob"):
+        verify_rows([rows[0], rows[1], tuple(text_body)])

@@ -261,17 +261,25 @@ def verify_rows(rows: Iterable[Row], heads: dict[str, tuple[int, str]] | None = 
         else:
             doc = {"agent": agent, "at": at, "body_hash": body_hash, "chain": chain, "id": id_,
                    "key_id": key_id, "kind": kind, "prev": prev, "seq": seq, "v": v}  # fmt: skip
-        if sha256(dumps(doc)).hexdigest() != hash_:
+        try:
+            hashed = sha256(dumps(doc)).hexdigest()
+        except TypeError:  # orjson.JSONEncodeError: a column holds a blob
+            raise _fail(chain, seq, "an entry column holds a value of the wrong type") from None
+        if hashed != hash_:
             raise _fail(chain, seq, "entry hash does not match its contents")
         if sig is not None:
             raise _fail(chain, seq, "signed entries are not supported by this version")
         if body is None:
             report._missing.append(seq)
         else:
-            if sha256(body).hexdigest() != body_hash:
+            try:
+                body_hashed = sha256(body).hexdigest()
+            except TypeError:  # text or a number where the body's bytes should be
+                raise _fail(chain, seq, "body is not a blob") from None
+            if body_hashed != body_hash:
                 raise _fail(chain, seq, "body does not match its body_hash")
             if kind == "forget":
-                report._erased.update(_erased_seqs(chain, seq, body))
+                report._erased.update(erased_seqs(chain, seq, body))
         report.entries += 1
         report.head_seq = seq
         report.head_hash = hash_
@@ -294,7 +302,8 @@ def verify_rows(rows: Iterable[Row], heads: dict[str, tuple[int, str]] | None = 
     return sorted(reports.values(), key=lambda r: r.chain)
 
 
-def _erased_seqs(chain: str, seq: int, body: bytes) -> list[int]:
+def erased_seqs(chain: str, seq: int, body: bytes) -> list[int]:
+    """The seqs a forget tombstone at ``seq`` lists as erased; IntegrityError if it is malformed."""
     try:
         erased = orjson.loads(body)["erased"]
     except (orjson.JSONDecodeError, KeyError, TypeError):

@@ -40,6 +40,7 @@ from mentis.store.base import Embed, StoredAttempt, replay
 from mentis.store.sqlite_base import ENTRY_COLS, LEXICON_SCHEMA, TERM_TABLES, VECTOR_TABLES
 from mentis.store.sqlite_sql import RecallSql
 from mentis.store.sqlite_thoughts import THOUGHT_SCHEMA, THOUGHT_TABLES, ThoughtTables, thought_fields
+from mentis.store.sqlite_verify import parallel_verify
 from mentis.texts import attempt_conclusion, fingerprint
 
 log = logging.getLogger(__name__)
@@ -193,9 +194,14 @@ class SqliteStore(ThoughtTables, RecallSql):
     # ------------------------------------------------------------ verification
 
     def verify(self) -> list[ChainReport]:
-        """Verify every chain in one pass in rowid order (chains interleave; seqs ascend in each)."""
+        """Verify every chain. A large store is scanned by several processes (``sqlite_verify``);
+        a small one, or one where they find anything amiss, in one pass in rowid order that names
+        the first failing entry (chains interleave; seqs ascend in each)."""
         with self._read() as conn:
             heads = {c: (s, h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")}
+            fast = parallel_verify(conn, self.path, heads, _LEDGER_SCHEMA)
+            if fast is not None:
+                return fast
             rows = conn.execute(
                 f"SELECT {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b ON b.rowid = e.rowid "
                 "ORDER BY e.rowid"
