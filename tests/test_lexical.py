@@ -269,7 +269,9 @@ def test_warm_loads_both_indexes_before_any_search(memory: Memory, caller: Calle
         store.close()
 
 
-def test_a_forget_elsewhere_reloads_the_vector_index_too(memory: Memory, caller: Caller, db_path: Path) -> None:
+def test_a_forget_elsewhere_reloads_the_vector_index_too(
+    memory: Memory, caller: Caller, db_path: Path
+) -> None:
     keep = _record(memory, caller, "T-1", "albatross nest in the server room")
     gone = _record(memory, caller, "T-2", "albatross feathers in the fan")
     query = memory._embed(["albatross"])[0]
