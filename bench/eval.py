@@ -86,7 +86,7 @@ from mentis.model import (
 )
 from mentis.retrieval import graph, lexical
 from mentis.store import sqlite as sqlite_store
-from mentis.store import sqlite_thoughts
+from mentis.store import sqlite_base, sqlite_thoughts
 from mentis.store.sqlite import SqliteStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -498,6 +498,9 @@ class Variant:
     copy_walk: bool = False  # thoughts: use the bench copy of the walk even with the shipped values
 
 
+MAXT, DEPTH = retrieval.MAX_QUERY_TERMS, retrieval.CANDIDATES
+
+
 class Lab:
     """Lexical/vector candidates and fusion recomputed from the store with other parameters.
 
@@ -551,19 +554,21 @@ class Lab:
         return self._df[word]
 
     def match(self, text: str, v: Variant) -> str | None:
-        words: list[str] = []
-        seen: set[str] = set()
+        counts: dict[str, int] = {}
+        skipped: set[str] = set()
         for w in _TOKEN.findall(text.lower()):
-            if w in retrieval.STOPWORDS or w in seen or len(w) < v.min_len:
+            if w in counts:
+                counts[w] += 1  # query term frequency, as retrieval.fts_match
                 continue
-            if v.drop_numbers and w.isdigit():
+            if w in retrieval.STOPWORDS or w in skipped or len(w) < v.min_len:
                 continue
-            if v.max_df < 1.0 and self.df(w) > v.max_df * self.n_docs:
+            if (v.drop_numbers and w.isdigit()) or (v.max_df < 1.0 and self.df(w) > v.max_df * self.n_docs):
+                skipped.add(w)
                 continue
-            seen.add(w)
-            words.append(w)
-            if v.terms == "first" and v.max_terms and len(words) == v.max_terms:
-                break
+            if v.terms == "first" and v.max_terms and len(counts) == v.max_terms:
+                continue
+            counts[w] = 1
+        words = list(counts)
         if v.terms == "idf":
             scored = [(self.df(w), i, w) for i, w in enumerate(words)]
             scored = [s for s in scored if s[0] > 0]  # a word no row has scores nothing
@@ -572,7 +577,7 @@ class Lab:
             words = [w for _, _, w in sorted(keep, key=lambda s: s[1])]
         if not words:
             return None
-        return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+        return retrieval.or_match([w for w in words for _ in range(counts[w])])
 
     def lexical(self, match: str | None, v: Variant) -> list[tuple[int, float]]:
         if match is None:
@@ -580,7 +585,10 @@ class Lab:
         index, vocab = self.index(v.weights or self.shipped_weights)
         analyzer = lexical.analyzer()
         terms = [vocab[t] for w in retrieval.match_terms(match) for t in analyzer.terms(w) if t in vocab]
-        return index.search(terms, None, v.depth)
+        # the store's cut: from LEXICAL_SELECT_MIN_DOCS documents on, terms in most of them are skipped
+        n = len(index)
+        max_df = n // 2 if n >= sqlite_base.LEXICAL_SELECT_MIN_DOCS else None
+        return index.search(terms, None, v.depth, max_df)
 
     def vector(self, qvec: np.ndarray, depth: int) -> list[tuple[int, float]]:
         return self.store.vector(qvec, self.repository, depth)
@@ -727,7 +735,7 @@ def minmax_fuse(
 def variant_grid() -> list[Variant]:
     W = sqlite_store.FTS_WEIGHTS
     grid = [
-        Variant("shipped (first 64 terms, weights 3/1/1, k=60, depth 200)"),
+        Variant(f"shipped (first {MAXT} terms, weights 3/1/1, k={retrieval.RRF_K}, depth {DEPTH})"),
         # term selection
         Variant("first 16 terms", max_terms=16),
         Variant("first 24 terms", max_terms=24),
@@ -784,7 +792,7 @@ def locomo_variant_grid() -> list[Variant]:
     """Questions are short (≤ ~20 terms), so term caps only matter through df/length rules."""
     W = sqlite_thoughts.THOUGHT_FTS_WEIGHTS
     grid = [
-        Variant("shipped (first 64 terms, k=60, depth 200)"),
+        Variant(f"shipped (first {MAXT} terms, k={retrieval.RRF_K}, depth {DEPTH})"),
         # term selection
         Variant("len>=2 (drops the 's' of \"Caroline's\")", min_len=2),
         Variant("len>=2, no numbers", min_len=2, drop_numbers=True),

@@ -78,6 +78,7 @@ def test_scores_and_order_match_fts5_bm25(seed: int, n: int, k: int, one_by_one:
     rng = random.Random(seed)
     docs = _docs(rng, n)
     words = rng.sample(WORDS, k)
+    words += rng.sample(words, rng.randint(0, k))  # repeated query words count once per occurrence
     conn = _fts(docs)
     expected = conn.execute(
         "SELECT rowid, -bm25(f, 3.0, 1.0, 0.5) AS s FROM f WHERE f MATCH ? ORDER BY s DESC, rowid",

@@ -37,16 +37,24 @@ MAX_QUERY_TERMS = 64
 
 
 def fts_match(text: str) -> str | None:
-    """An FTS5 MATCH expression: the query's distinct words, quoted, OR-ed (None if none)."""
-    seen: dict[str, None] = {}
+    """An FTS5 MATCH expression: the query's words, quoted, OR-ed (None if none).
+
+    A word appears as often as the query repeats it, so BM25 weighs it by its query term
+    frequency (each occurrence adds its term's score, as FTS5 and Lucene do for repeated terms);
+    a long problem description repeats what it is about. Stopwords are dropped and only the
+    first ``MAX_QUERY_TERMS`` distinct words are kept.
+    """
+    counts: dict[str, int] = {}
     for word in _TOKEN.findall(text.lower()):
-        if word not in STOPWORDS and word not in seen:
-            seen[word] = None
-        if len(seen) == MAX_QUERY_TERMS:
-            break
-    if not seen:
+        if word in STOPWORDS:
+            continue
+        if word in counts:
+            counts[word] += 1
+        elif len(counts) < MAX_QUERY_TERMS:
+            counts[word] = 1
+    if not counts:
         return None
-    return or_match(list(seen))
+    return or_match([w for w, n in counts.items() for _ in range(n)])
 
 
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"')

@@ -26,6 +26,7 @@ import math
 import re
 import threading
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -279,9 +280,9 @@ class LexicalIndex:
         limit: int,
         max_df: int | None = None,
     ) -> list[tuple[int, float]]:
-        """The ``limit`` best (rowid, BM25) for the query ``terms`` (one entry per query term,
-        repeats allowed as in FTS5), best first. Terms with a document frequency above
-        ``max_df`` are skipped."""
+        """The ``limit`` best (rowid, BM25) for the query ``terms``, best first. A term given k
+        times counts k times (FTS5 sums a repeated phrase the same way). Terms with a document
+        frequency above ``max_df`` are skipped."""
         with self._lock:
             n = self._size
             if n == 0:
@@ -296,17 +297,14 @@ class LexicalIndex:
                 self._norm = K1 * (1.0 - B + B * self._lengths[:n] / avgdl)
             norm = self._norm
             scores = np.zeros(n, dtype=np.float64)
-            cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-            for term in terms:
-                if term not in cache:
-                    cache[term] = self.postings(term)
-                docs, tf = cache[term]
+            for term, qtf in Counter(terms).items():
+                docs, tf = self.postings(term)
                 df = len(docs)
                 if df == 0 or (max_df is not None and df > max_df):
                     continue
                 idf = max(math.log((n - df + 0.5) / (df + 0.5)), IDF_FLOOR)
                 tf64 = tf.astype(np.float64)
-                scores[docs] += idf * (K1 + 1.0) * tf64 / (tf64 + norm[docs])
+                scores[docs] += qtf * idf * (K1 + 1.0) * tf64 / (tf64 + norm[docs])
             if code is not None:
                 scores[self._codes[:n] != code] = 0.0
             hits = np.flatnonzero(scores)

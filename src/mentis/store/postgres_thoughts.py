@@ -35,9 +35,10 @@ def fts_text(text: str) -> str:
 
 
 def tsquery_words(match: str) -> list[str]:
-    """The words of an FTS5 MATCH expression as ``retrieval.fts_match`` builds it ("a" OR "b")."""
+    """The distinct words of an FTS5 MATCH expression as ``retrieval.fts_match`` builds it
+    ("a" OR "b"); ``ts_rank`` has no notion of query term frequency, so repeats are dropped."""
     words = [fts_text(m.replace('""', '"')) for m in _QUOTED.findall(match)]
-    return [w for w in words if w]
+    return list(dict.fromkeys(w for w in words if w))
 
 
 def _q(sql: str) -> str:
