@@ -26,8 +26,7 @@ Measured on SeaMonkey (1,076 reports): dropping terms found in more than half th
 every ranking unchanged and cut BM25 time by a third; a budget on postings read (the rarest terms
 up to a quarter of the documents' worth) cost 3.3 points of fused R@5, so there is none."""
 VECTOR_TABLES = ("vectors", "thought_vectors")
-TERM_TABLES = {"attempt_terms": "attempt_idx", "thought_terms": "thought_idx"}
-"""Lexical tables and the index table whose rows they mirror one for one."""
+TERM_TABLES = ("attempt_terms", "thought_terms")
 LEXICON_SCHEMA = """
 CREATE TABLE IF NOT EXISTS lex_vocab(
     id INTEGER PRIMARY KEY AUTOINCREMENT, term TEXT NOT NULL UNIQUE, df INTEGER NOT NULL);
