@@ -124,7 +124,10 @@ def test_analyzer_splits_like_unicode61_and_stems_like_porter() -> None:
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='porter unicode61 remove_diacritics 2')")
     conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
-    text = "Café naïve sqlite3.OperationalError: database_is_locked — Running RUNS ran x86_64 déjà-vu 42"
+    text = (
+        "Café naïve sqlite3.OperationalError: database_is_locked — Running RUNS ran x86_64 déjà-vu 42 "
+        "Ελληνικά άλφα русский ёлка йод हिन्दी ﬁle ＡＢＣ Ǆ Ångström Œuvre"
+    )
     conn.execute("INSERT INTO t(rowid, x) VALUES(1, ?)", (text,))
     fts = [term for (term,) in conn.execute("SELECT term FROM v ORDER BY offset")]
     assert lexical.analyzer().terms(text) == fts

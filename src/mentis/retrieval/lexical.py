@@ -96,8 +96,18 @@ class Analyzer:
 
 
 def _strip_diacritics(text: str) -> str:
-    decomposed = unicodedata.normalize("NFKD", text)
-    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    """Drop the combining marks of Latin letters (``remove_diacritics 2``); other scripts keep
+    theirs, and nothing is compatibility-folded (FTS5 keeps ``ﬁ`` and full-width letters)."""
+    out: list[str] = []
+    latin = False
+    for ch in unicodedata.normalize("NFD", text):
+        if unicodedata.combining(ch):
+            if latin:
+                continue
+        else:
+            latin = ch < "\u0250" or "\u1e00" <= ch <= "\u1eff"
+        out.append(ch)
+    return unicodedata.normalize("NFC", "".join(out))
 
 
 _analyzer: Analyzer | None = None
