@@ -129,8 +129,44 @@ def run_writers(tmp_path: Path, path: Path, mode: str) -> list[dict[str, Any]]:
             if p.poll() is None:
                 p.kill()
             p.wait()
-            if p.stdout is not None:
-                p.stdout.close()
+            for pipe in (p.stdin, p.stdout):
+                if pipe is not None and not pipe.closed:
+                    pipe.close()
+
+
+OPENER = r"""
+import sys, time
+from pathlib import Path
+from mentis.store.sqlite import SqliteStore
+
+path, start = Path(sys.argv[1]), float(sys.argv[2])
+time.sleep(max(0.0, start - time.time() - 0.02))  # sleep, then spin: every opener starts at once
+while time.time() < start:
+    pass
+SqliteStore(path, 8).close()
+print("opened", flush=True)
+"""
+
+
+def test_processes_creating_one_new_store_at_once_all_open_it(tmp_path: Path) -> None:
+    # SQLite reports "locked" at once, busy handler or not, to a connection switching a file to
+    # WAL while another process creates it; the store retries that switch.
+    for attempt in range(4):
+        path = tmp_path / f"new-{attempt}.db"
+        start = time.time() + 2.0
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", OPENER, str(path), str(start)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(6)
+        ]
+        results = [p.communicate(timeout=60) for p in procs]
+        assert [(p.returncode, out.strip()) for p, (out, _) in zip(procs, results, strict=True)] == [
+            (0, "opened")
+        ] * 6, [err for _, err in results]
 
 
 def all_attempt_ids(memory: Memory, caller: Caller) -> list[str]:

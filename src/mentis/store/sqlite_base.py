@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -70,7 +71,7 @@ class SqliteBase:
                 timeout=BUSY_TIMEOUT_MS / 1000,
             )
             self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            mode = _switch_to_wal(self._conn)
             if mode != "wal":
                 raise StoreError(f"could not switch {self.path} to WAL mode (got {mode!r})")
             self._conn.execute("PRAGMA synchronous=FULL")
@@ -423,6 +424,22 @@ class SqliteBase:
                     )
                 out[rowid] = (e, orjson.loads(raw))
         return out
+
+
+def _switch_to_wal(conn: sqlite3.Connection) -> str:
+    """``PRAGMA journal_mode=WAL``, retried while another process creates or converts the file:
+    SQLite answers "database is locked" at once there, without calling the busy handler (seen with
+    six processes opening a new file together)."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.002
+    while True:
+        try:
+            return str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
 
 
 def _epoch(conn: sqlite3.Connection) -> str | None:
