@@ -527,18 +527,15 @@ class Lab:
 
     def index(self, weights: tuple[float, ...]) -> tuple[lexical.LexicalIndex, dict[str, int]]:
         if weights not in self._indexes:
-            analyzer = lexical.analyzer()
             vocab: dict[str, int] = {}
-            rows = []
-            for rowid, raw in self.conn.execute(
-                f"SELECT i.rowid, b.body FROM {self.idx} i JOIN bodies b ON b.rowid = i.rowid "
-                "WHERE i.repository = ? ORDER BY i.rowid",
-                (self.repository,),
-            ):
-                tf, length = analyzer.document(self.fields(orjson.loads(raw)), weights)
-                for term in tf:
-                    vocab.setdefault(term, len(vocab) + 1)
-                rows.append(lexical.DocRow(rowid, self.repository, length, lexical.pack(tf, vocab)))
+            rows = [
+                lexical.document_row(rowid, self.repository, self.fields(orjson.loads(raw)), weights, vocab)
+                for rowid, raw in self.conn.execute(
+                    f"SELECT i.rowid, b.body FROM {self.idx} i JOIN bodies b ON b.rowid = i.rowid "
+                    "WHERE i.repository = ? ORDER BY i.rowid",
+                    (self.repository,),
+                )
+            ]
             index = lexical.LexicalIndex()
             index.add(rows)
             self._indexes[weights] = (index, vocab)

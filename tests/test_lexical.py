@@ -43,14 +43,10 @@ def _fts(docs: list[tuple[str, str, str]]) -> sqlite3.Connection:
 
 
 def _rows(docs: list[tuple[str, str, str]], vocab: dict[str, int]) -> list[lexical.DocRow]:
-    analyzer = lexical.analyzer()
-    rows = []
-    for i, fields in enumerate(docs):
-        tf, length = analyzer.document(fields, WEIGHTS)
-        for term in tf:
-            vocab.setdefault(term, len(vocab) + 1)
-        rows.append(lexical.DocRow(i + 1, "r" if i % 3 else "s", length, lexical.pack(tf, vocab)))
-    return rows
+    return [
+        lexical.document_row(i + 1, "r" if i % 3 else "s", fields, WEIGHTS, vocab)
+        for i, fields in enumerate(docs)
+    ]
 
 
 def _index(docs: list[tuple[str, str, str]], one_by_one: bool) -> tuple[lexical.LexicalIndex, dict[str, int]]:

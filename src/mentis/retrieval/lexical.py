@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mentis.retrieval.vectors import RepositoryCodes
+
 K1 = 1.2
 B = 0.75
 IDF_FLOOR = 1e-6
@@ -176,7 +178,7 @@ class LexicalIndex:
         self._rowids = np.zeros(0, dtype=np.int64)
         self._lengths = np.zeros(0, dtype=np.float64)
         self._codes = np.zeros(0, dtype=np.int32)
-        self._repos: dict[str, int] = {}
+        self._repos = RepositoryCodes()
         self._size = 0
         self._total_length = 0.0
         self._segments: list[_Segment] = []
@@ -215,7 +217,7 @@ class LexicalIndex:
             self._grow(end)
             self._rowids[start:end] = rowids
             self._lengths[start:end] = lengths
-            self._codes[start:end] = [self._code(r) for r in repositories]
+            self._codes[start:end] = [self._repos.code(r) for r in repositories]
             self._size = end
             self._total_length += float(sum(lengths))
             self.max_rowid = int(self._rowids[end - 1])
@@ -257,12 +259,6 @@ class LexicalIndex:
             grown = np.zeros(cap, dtype=dtype)
             grown[: self._size] = getattr(self, name)[: self._size]
             setattr(self, name, grown)
-
-    def _code(self, repository: str) -> int:
-        code = self._repos.get(repository)
-        if code is None:
-            code = self._repos[repository] = len(self._repos)
-        return code
 
     def postings(self, term: int) -> tuple[np.ndarray, np.ndarray]:
         """Document indexes and weighted tfs of ``term`` across segments and the tail."""
@@ -325,6 +321,17 @@ class LexicalIndex:
             return [(int(self._rowids[i]), float(scores[i])) for i in hits]
 
 
+def document_row(
+    rowid: int, repository: str, fields: Sequence[str], weights: Sequence[float], vocab: dict[str, int]
+) -> DocRow:
+    """A document's row with term ids from an in-memory ``vocab`` (new stems are added to it):
+    for indexes built outside a store (the evaluation lab, tests)."""
+    tf, length = analyzer().document(fields, weights)
+    for term in tf:
+        vocab.setdefault(term, len(vocab) + 1)
+    return DocRow(rowid, repository, length, pack(tf, vocab))
+
+
 def pack(tf: dict[str, float], ids: dict[str, int]) -> bytes:
     """The persisted form of a document's weighted term frequencies."""
     out = np.empty(len(tf), dtype=POSTING)
@@ -333,4 +340,4 @@ def pack(tf: dict[str, float], ids: dict[str, int]) -> bytes:
     return out.tobytes()
 
 
-__all__ = ["K1", "POSTING", "Analyzer", "B", "DocRow", "LexicalIndex", "analyzer", "pack"]
+__all__ = ["K1", "POSTING", "Analyzer", "B", "DocRow", "LexicalIndex", "analyzer", "document_row", "pack"]

@@ -13,6 +13,17 @@ import threading
 import numpy as np
 
 
+class RepositoryCodes(dict[str, int]):
+    """Repository name → a small integer, so an index keeps one int32 per row and filters by a
+    mask (shared by the vector and lexical indexes)."""
+
+    def code(self, repository: str) -> int:
+        found = self.get(repository)
+        if found is None:
+            found = self[repository] = len(self)
+        return found
+
+
 class VectorIndex:
     def __init__(self, dim: int) -> None:
         self.dim = dim
@@ -24,17 +35,11 @@ class VectorIndex:
         self._rowids = np.zeros(0, dtype=np.int64)
         self._codes = np.zeros(0, dtype=np.int32)
         self._size = 0
-        self._repos: dict[str, int] = {}
+        self._repos = RepositoryCodes()
         self.max_rowid = 0
 
     def __len__(self) -> int:
         return self._size
-
-    def _code(self, repository: str) -> int:
-        code = self._repos.get(repository)
-        if code is None:
-            code = self._repos[repository] = len(self._repos)
-        return code
 
     def add(self, rowids: list[int], repositories: list[str], vectors: np.ndarray) -> None:
         if not rowids:
@@ -53,7 +58,7 @@ class VectorIndex:
             end = self._size + len(rowids)
             self._matrix[self._size : end] = vectors
             self._rowids[self._size : end] = rowids
-            self._codes[self._size : end] = [self._code(r) for r in repositories]
+            self._codes[self._size : end] = [self._repos.code(r) for r in repositories]
             self._size = end
             self.max_rowid = max(self.max_rowid, max(rowids))
 
