@@ -583,12 +583,10 @@ class Lab:
         analyzer = lexical.analyzer()
         terms = [vocab[t] for w in retrieval.match_terms(match) for t in analyzer.terms(w) if t in vocab]
         # the store's cut: from LEXICAL_SELECT_MIN_DOCS documents on, terms in most of them are skipped
-        n = len(index)
-        max_df = n // 2 if n >= sqlite_base.LEXICAL_SELECT_MIN_DOCS else None
-        return index.search(terms, None, v.depth, max_df)
+        return index.search(terms, None, v.depth, sqlite_base.LEXICAL_SELECT_MIN_DOCS)
 
     def vector(self, qvec: np.ndarray, depth: int) -> list[tuple[int, float]]:
-        return self.store.vector(qvec, self.repository, depth)
+        return self.store.vector(qvec, [self.repository], depth)
 
     def candidates(self, text: str, qvec: np.ndarray, v: Variant) -> list[retrieval.Scored]:
         lex = self.lexical(self.match(text, v), v)
@@ -631,7 +629,7 @@ class ThoughtLab(Lab):
             self.sessions.setdefault(self.session_of[r], []).append(r)
 
     def vector(self, qvec: np.ndarray, depth: int) -> list[tuple[int, float]]:
-        return self.store.thought_vector(qvec, self.repository, depth)
+        return self.store.thought_vector(qvec, [self.repository], depth)
 
     def session_links(self, seeds: Sequence[int]) -> list[tuple[int, int, float]]:
         out: list[tuple[int, int, float]] = []
@@ -645,7 +643,7 @@ class ThoughtLab(Lab):
             links: Callable[[Sequence[int]], Sequence[tuple[int, int, float]]] = self.session_links
         else:
             links = lambda seeds: self.store.thought_edges_between(  # noqa: E731
-                seeds, self.repository, graph.NEIGHBOURS_PER_SEED
+                seeds, [self.repository], graph.NEIGHBOURS_PER_SEED
             )
         if v.restart == graph.RESTART and v.stay and not v.copy_walk:
             ranked = graph.rerank(self.candidates(text, qvec, v), links)
@@ -963,7 +961,7 @@ def run_seamonkey(data: Path, variants: bool, embedder: LocalEmbedder | None = N
             """Memory.search's pieces without Memory._with_graph (query embedding included)."""
             qv = memory._embed([q])[0]
             match = retrieval.fts_match(q)
-            lex = store.lexical(match, REPO, retrieval.CANDIDATES) if match else []
+            lex = store.lexical(match, [REPO], retrieval.CANDIDATES) if match else []
             vec = store.vector(qv, REPO, retrieval.CANDIDATES)
             return to_tasks(retrieval.fuse(lex, vec))
 
@@ -985,13 +983,13 @@ def run_seamonkey(data: Path, variants: bool, embedder: LocalEmbedder | None = N
             fused.latencies_ms.append(ms)
             qvecs[q] = embedder.embed([text])[0]
             match = retrieval.fts_match(text)
-            lex_c = store.lexical(match, REPO, retrieval.CANDIDATES) if match else []
+            lex_c = store.lexical(match, [REPO], retrieval.CANDIDATES) if match else []
             vec_c = store.vector(qvecs[q], REPO, retrieval.CANDIDATES)
             seeds = [s.rowid for s in retrieval.fuse(lex_c, vec_c)[: graph.SEEDS]]
-            edges_seen += len(store.attempt_edges(seeds, REPO, graph.NEIGHBOURS_PER_SEED))
+            edges_seen += len(store.attempt_edges(seeds, [REPO], graph.NEIGHBOURS_PER_SEED))
 
             def lex_rank(match: str | None = match) -> list[str]:
-                lex = store.lexical(match, REPO, retrieval.CANDIDATES) if match else []
+                lex = store.lexical(match, [REPO], retrieval.CANDIDATES) if match else []
                 return to_tasks(retrieval.fuse(lex, []))
 
             def vec_rank(qv: np.ndarray = qvecs[q]) -> list[str]:
@@ -1126,9 +1124,9 @@ def run_locomo(data: Path, variants: bool, embedder: LocalEmbedder | None = None
             qvecs[q.qid] = qv = embedder.embed([q.question])[0]
             match = retrieval.fts_match(q.question)
             lex, ms_l = timed(
-                lambda m=match: store.thought_lexical(m, LOCOMO_REPO, retrieval.CANDIDATES) if m else []
+                lambda m=match: store.thought_lexical(m, [LOCOMO_REPO], retrieval.CANDIDATES) if m else []
             )
-            vec, ms_v = timed(lambda qv=qv: store.thought_vector(qv, LOCOMO_REPO, retrieval.CANDIDATES))
+            vec, ms_v = timed(lambda qv=qv: store.thought_vector(qv, [LOCOMO_REPO], retrieval.CANDIDATES))
             lexical.rankings[q.qid] = [row_keys[r] for r, _ in lex[:LIMIT]]
             lexical.latencies_ms.append(ms_l)
             vector.rankings[q.qid] = [row_keys[r] for r, _ in vec[:LIMIT]]
@@ -1136,7 +1134,7 @@ def run_locomo(data: Path, variants: bool, embedder: LocalEmbedder | None = None
             fused_rows = retrieval.fuse(lex, vec)
             fused.rankings[q.qid] = [row_keys[s.rowid] for s in fused_rows[:LIMIT]]
             seeds = [s.rowid for s in fused_rows[: graph.SEEDS]]
-            edges_seen += len(store.thought_edges_between(seeds, LOCOMO_REPO, graph.NEIGHBOURS_PER_SEED))
+            edges_seen += len(store.thought_edges_between(seeds, [LOCOMO_REPO], graph.NEIGHBOURS_PER_SEED))
 
         dense = Method("dense", "cosine, all-MiniLM-L6-v2, same turn texts, brute force (incl. embedding)")
         for q in questions:

@@ -13,6 +13,7 @@ import pytest
 from mentis.config import Settings
 from mentis.embed import Embedder, HashEmbedder
 from mentis.memory import Caller, Memory
+from tests.pg_server import Cluster, throwaway_cluster
 
 REPO = "github.com/acme/shop"
 
@@ -32,6 +33,13 @@ def memory(settings: Settings) -> Iterator[Memory]:
     m = Memory.open(settings, HashEmbedder())
     yield m
     m.close()
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Cluster]:
+    """One throwaway PostgreSQL cluster for the session; tests take fresh databases in it."""
+    with throwaway_cluster() as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")

@@ -99,20 +99,31 @@ def _same_up_to_ties(got: list[tuple[int, float]], expected: list[tuple[int, flo
     return buckets(got) == buckets(expected)
 
 
-def test_repository_filter_limit_and_common_term_cut() -> None:
+def test_repository_filter_scores_as_if_only_its_documents_existed() -> None:
     docs = _docs(random.Random(7), 300)
     index, vocab = _index(docs, one_by_one=False)
     terms = _query(vocab, ["w0", "w5", "w40"])
     every = index.search(terms, None, 300)
     top = index.search(terms, None, 10)
     assert top == every[:10]
-    only_s = index.search(terms, "s", 300)
+    only_s = index.search(terms, ["s"], 300)
     assert only_s and all((r - 1) % 3 == 0 for r, _ in only_s)
-    assert [r for r, _ in only_s] == [r for r, _ in every if (r - 1) % 3 == 0]
-    assert index.search(terms, "nowhere", 10) == []
-    # w0 is in most documents: with a document-frequency cap it stops being a candidate source
-    capped = index.search(_query(vocab, ["w0"]), None, 300, max_df=len(docs) // 2)
-    assert capped == []
+    # statistics (N, df, avgdl) come from the searched repository alone: the same rows and
+    # scores as an index that never held the other repository's documents
+    alone = lexical.LexicalIndex()
+    alone.add([row for row in _rows(docs, dict(vocab)) if row.repository == "s"])
+    expected = alone.search(terms, None, 300)
+    assert [r for r, _ in only_s] == [r for r, _ in expected]
+    assert [s for _, s in only_s] == pytest.approx([s for _, s in expected], rel=1e-12)
+    assert [s for _, s in only_s] != pytest.approx([s for r, s in every if (r - 1) % 3 == 0], rel=1e-6), (
+        "whole-index statistics would have given these scores"
+    )
+    assert index.search(terms, ["s", "r"], 300) == every
+    assert index.search(terms, ["nowhere"], 10) == []
+    assert index.search(terms, [], 10) == []
+    # w0 is in most documents: with the common-term cut it stops being a candidate source
+    assert index.search(_query(vocab, ["w0"]), None, 300, select_min_docs=len(docs)) == []
+    assert index.search(_query(vocab, ["w0"]), None, 300, select_min_docs=len(docs) + 1)
     assert index.search(_query(vocab, ["w0"]), None, 300)
 
 

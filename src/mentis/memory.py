@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Any
 
 import orjson
@@ -119,18 +119,19 @@ class Memory(ThoughtOps):
     def search(self, caller: Caller, req: SearchInput) -> SearchResult:
         if req.repository is not None and not caller.sees(req.repository):
             raise Forbidden(f"this caller may not read repository {req.repository!r}")
+        scope = caller.search_scope(req.repository, self.store.repositories)
         match = retrieval.fts_match(req.query)
         pending = (
-            self._pool.submit(self.store.lexical, match, req.repository, retrieval.CANDIDATES)
-            if match
+            self._pool.submit(self.store.lexical, match, scope, retrieval.CANDIDATES)
+            if match and scope != []
             else None
         )
         query_vec = self._embed([req.query])[0]
-        vector = self.store.vector(query_vec, req.repository, retrieval.CANDIDATES)
+        vector = self.store.vector(query_vec, scope, retrieval.CANDIDATES) if scope != [] else []
         lexical = pending.result() if pending is not None else []
-        ranked = self._with_graph(retrieval.fuse(lexical, vector), req.repository)
+        ranked = self._with_graph(retrieval.fuse(lexical, vector), scope)
         keys = self.store.attempt_keys([s.rowid for s in ranked])
-        if caller.repositories is not None:
+        if caller.repositories is not None:  # a repository created since the scope was listed
             keys = {r: k for r, k in keys.items() if caller.sees(k[0])}
         hits = retrieval.group_tasks(ranked, {r: (k[0], k[1]) for r, k in keys.items()}, req.limit)
         previews = self.store.load_attempts([h.attempts[0].rowid for h in hits])
@@ -160,10 +161,13 @@ class Memory(ThoughtOps):
             )
         return SearchResult(tasks=tasks, ranking=ranking)
 
-    def _with_graph(self, ranked: list[retrieval.Scored], repository: str | None) -> list[retrieval.Scored]:
-        """Re-rank fused attempt hits by a personalised PageRank over task, file and tag links."""
+    def _with_graph(
+        self, ranked: list[retrieval.Scored], scope: Sequence[str] | None
+    ) -> list[retrieval.Scored]:
+        """Re-rank fused attempt hits by a personalised PageRank over task, file and tag links
+        inside the search's ``scope``."""
         return graph.rerank(
-            ranked, lambda seeds: self.store.attempt_edges(seeds, repository, graph.NEIGHBOURS_PER_SEED)
+            ranked, lambda seeds: self.store.attempt_edges(seeds, scope, graph.NEIGHBOURS_PER_SEED)
         )
 
     def _rerank(

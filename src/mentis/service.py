@@ -4,7 +4,7 @@ that come before any write (scope, embedding shape, secrets)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -49,6 +49,16 @@ class Caller:
         if self.repositories is None:
             return True
         return any(fnmatchcase(repository, pattern) for pattern in self.repositories)
+
+    def search_scope(self, repository: str | None, known: Callable[[], Iterable[str]]) -> list[str] | None:
+        """The repositories a search draws candidates and statistics from: the ``repository``
+        filter, else every repository this caller may read (``known()`` lists the store's), or
+        None for all when the caller is unscoped. Nothing outside it shapes a score or a rank."""
+        if repository is not None:
+            return [repository]
+        if self.repositories is None:
+            return None
+        return [r for r in known() if self.sees(r)]
 
 
 class ServiceBase:

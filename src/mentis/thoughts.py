@@ -217,20 +217,19 @@ class ThoughtOps(ServiceBase):
         as_of = req.as_of or now_iso()
         scored: dict[int, retrieval.Scored] = {}
         if req.query is not None:
+            scope = caller.search_scope(req.repository, self.store.repositories)
             match = retrieval.fts_match(req.query)
             pending = (
-                self._pool.submit(self.store.thought_lexical, match, req.repository, retrieval.CANDIDATES)
-                if match
+                self._pool.submit(self.store.thought_lexical, match, scope, retrieval.CANDIDATES)
+                if match and scope != []
                 else None
             )
             qvec = self._embed([req.query])[0]
-            vector = self.store.thought_vector(qvec, req.repository, retrieval.CANDIDATES)
+            vector = self.store.thought_vector(qvec, scope, retrieval.CANDIDATES) if scope != [] else []
             lexical = pending.result() if pending is not None else []
             fused = graph.rerank(
                 retrieval.fuse(lexical, vector),
-                lambda seeds: self.store.thought_edges_between(
-                    seeds, req.repository, graph.NEIGHBOURS_PER_SEED
-                ),
+                lambda seeds: self.store.thought_edges_between(seeds, scope, graph.NEIGHBOURS_PER_SEED),
             )
             scored = {s.rowid: s for s in fused}
             candidates: list[int] | None = [s.rowid for s in fused]

@@ -17,15 +17,9 @@ import pytest
 from mentis.config import Settings
 from mentis.embed import HashEmbedder
 from mentis.memory import Caller, Memory
-from tests.pg_server import Cluster, throwaway_cluster
+from tests.pg_server import Cluster
 
 BACKENDS = ("sqlite", "postgres")
-
-
-@pytest.fixture(scope="session")
-def pg_cluster() -> Iterator[Cluster]:
-    with throwaway_cluster() as cluster:
-        yield cluster
 
 
 @pytest.fixture(params=BACKENDS)

@@ -282,37 +282,53 @@ class LexicalIndex:
     def search(
         self,
         terms: Iterable[int],
-        repository: str | None,
+        repositories: Sequence[str] | None,
         limit: int,
-        max_df: int | None = None,
+        select_min_docs: int | None = None,
     ) -> list[tuple[int, float]]:
-        """The ``limit`` best (rowid, BM25) for the query ``terms``, best first. A term given k
-        times counts k times (FTS5 sums a repeated phrase the same way). Terms with a document
-        frequency above ``max_df`` are skipped."""
+        """The ``limit`` best (rowid, BM25) for the query ``terms`` among the documents of
+        ``repositories`` (None: all), best first. A term given k times counts k times (FTS5 sums a
+        repeated phrase the same way).
+
+        The statistics (document count, document frequencies, average length) are those of the
+        documents searched, so a score depends only on what its caller may read: documents in
+        other repositories change no score and take no rank. From ``select_min_docs`` documents
+        searched on, a term found in more than half of them is skipped (its weight is near zero,
+        its posting list most of the index).
+        """
         with self._lock:
-            n = self._size
-            if n == 0:
+            size = self._size
+            if size == 0:
                 return []
-            code: int | None = None
-            if repository is not None:
-                code = self._repos.get(repository)
-                if code is None:
+            mask = self._repos.mask(repositories, self._codes[:size])
+            if mask is None:
+                n, total = size, self._total_length
+            else:
+                n = int(np.count_nonzero(mask))
+                if n == 0:
                     return []
-            if self._norm is None:
-                avgdl = self._total_length / n if self._total_length else 1.0
-                self._norm = K1 * (1.0 - B + B * self._lengths[:n] / avgdl)
-            norm = self._norm
-            scores = np.zeros(n, dtype=np.float64)
+                total = float(self._lengths[:size][mask].sum())
+            avgdl = total / n if total else 1.0
+            if mask is None and self._norm is None:
+                self._norm = K1 * (1.0 - B + B * self._lengths[:size] / avgdl)
+            max_df = n // 2 if select_min_docs is not None and n >= select_min_docs else None
+            scores = np.zeros(size, dtype=np.float64)
             for term, qtf in Counter(terms).items():
                 docs, tf = self.postings(term)
+                if mask is not None and len(docs):
+                    keep = mask[docs]
+                    docs, tf = docs[keep], tf[keep]
                 df = len(docs)
                 if df == 0 or (max_df is not None and df > max_df):
                     continue
                 idf = max(math.log((n - df + 0.5) / (df + 0.5)), IDF_FLOOR)
                 tf64 = tf.astype(np.float64)
-                scores[docs] += qtf * idf * (K1 + 1.0) * tf64 / (tf64 + norm[docs])
-            if code is not None:
-                scores[self._codes[:n] != code] = 0.0
+                if mask is None:
+                    assert self._norm is not None
+                    norm = self._norm[docs]
+                else:
+                    norm = K1 * (1.0 - B + B * self._lengths[docs] / avgdl)
+                scores[docs] += qtf * idf * (K1 + 1.0) * tf64 / (tf64 + norm)
             hits = np.flatnonzero(scores)
             if len(hits) > limit:
                 hits = hits[np.argpartition(-scores[hits], limit - 1)[:limit]]

@@ -9,6 +9,7 @@ it when another process changed the file.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -22,6 +23,19 @@ class RepositoryCodes(dict[str, int]):
         if found is None:
             found = self[repository] = len(self)
         return found
+
+    def mask(self, repositories: Sequence[str] | None, codes: np.ndarray) -> np.ndarray | None:
+        """Which of the rows with these ``codes`` belong to ``repositories``: None when every row
+        does (no filter, or the list names every repository the index holds), else a bool mask."""
+        if repositories is None:
+            return None
+        wanted = {c for r in repositories if (c := self.get(r)) is not None}
+        if len(wanted) == len(self):
+            return None
+        table = np.zeros(max(len(self), 1), dtype=bool)
+        table[list(wanted)] = True
+        selected: np.ndarray = table[codes]
+        return selected
 
 
 class VectorIndex:
@@ -74,19 +88,22 @@ class VectorIndex:
             self._codes[i] = self._codes[last]
             self._size = last
 
-    def search(self, query: np.ndarray, repository: str | None, limit: int) -> list[tuple[int, float]]:
+    def search(
+        self, query: np.ndarray, repositories: Sequence[str] | None, limit: int
+    ) -> list[tuple[int, float]]:
+        """The ``limit`` nearest rows of ``repositories`` (None: all), best first: candidates are
+        drawn within them before the limit, so rows elsewhere never take a rank."""
         with self._lock:
             n = self._size
             if n == 0:
                 return []
             scores = self._matrix[:n] @ query.astype(np.float32, copy=False)
-            if repository is not None:
-                code = self._repos.get(repository)
-                if code is None:
-                    return []
-                scores = np.where(self._codes[:n] == code, scores, -np.inf)
+            mask = self._repos.mask(repositories, self._codes[:n])
+            if mask is not None:
+                scores = np.where(mask, scores, -np.inf)
             k = min(limit, n)
             top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
-            top = top[np.argsort(-scores[top], kind="stable")]
             rowids = self._rowids[top]
+            order = np.lexsort((rowids, -scores[top]))  # best first, equal scores in rowid order
+            top, rowids = top[order], rowids[order]
         return [(int(r), float(s)) for r, s in zip(rowids, scores[top], strict=True) if s > -np.inf]

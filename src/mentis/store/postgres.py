@@ -25,7 +25,7 @@ import orjson
 from mentis.errors import Conflict, IntegrityError, NotFound, StoreError
 from mentis.ledger import ChainReport, Entry, canonical, verify_rows
 from mentis.store.base import Embed, StoredAttempt, replay
-from mentis.store.postgres_base import ENTRY_COLS, MIGRATION_LOCK, Conn, entry_of, vec
+from mentis.store.postgres_base import ENTRY_COLS, MIGRATION_LOCK, Conn, entry_of, scope_sql, vec
 from mentis.store.postgres_schema import DERIVED_TABLES, MIGRATIONS, SCHEMA_VERSION
 from mentis.store.postgres_sql import RecallSql
 from mentis.store.postgres_thoughts import ThoughtTables, fts_text, tsquery_words
@@ -332,14 +332,16 @@ class PostgresStore(ThoughtTables, RecallSql):
         return out
 
     def attempt_edges(
-        self, seeds: Sequence[int], repository: str | None, per_seed: int
+        self, seeds: Sequence[int], repositories: Sequence[str] | None, per_seed: int
     ) -> list[tuple[int, int, float]]:
-        """Links from each seed: same task (1.0), each shared file (0.5) or tag (0.25).
+        """Links from each seed to attempts of ``repositories`` (None: all): same task (1.0), each
+        shared file (0.5) or tag (0.25).
 
-        Labels held by more than ``LABEL_FANOUT`` attempts link nothing (as in the SQLite store).
+        Labels held by more than ``LABEL_FANOUT`` of those attempts link nothing (as in the SQLite
+        store).
         """
         edges: list[tuple[int, int, float]] = []
-        repo_sql, repo_args = ("AND b.repository = %s", [repository]) if repository is not None else ("", [])
+        repo_sql, count_join, repo_args = scope_sql(repositories, "attempt_idx")
         with self._read() as conn:
             for seed in seeds:
                 for (other,) in conn.execute(
@@ -355,25 +357,27 @@ class PostgresStore(ThoughtTables, RecallSql):
                     "AND l2.label = l1.label AND l2.rowid != l1.rowid "
                     "JOIN attempt_idx b ON b.rowid = l2.rowid "
                     f"WHERE l1.rowid = %s {repo_sql} AND (SELECT count(*) FROM "
-                    "(SELECT 1 FROM attempt_label x "
+                    f"(SELECT 1 FROM attempt_label x {count_join}"
                     "WHERE x.kind = l1.kind AND x.label = l1.label LIMIT %s + 1) capped) <= %s "
                     "GROUP BY l2.rowid ORDER BY w DESC, l2.rowid LIMIT %s",
-                    (seed, *repo_args, LABEL_FANOUT, LABEL_FANOUT, per_seed),
+                    (seed, *repo_args, *repo_args, LABEL_FANOUT, LABEL_FANOUT, per_seed),
                 ):
                     edges.append((seed, int(other), float(weight)))
         return edges
 
-    def lexical(self, match: str, repository: str | None, limit: int) -> list[tuple[int, float]]:
-        return self._lexical("attempt_fts", FTS_RANK_WEIGHTS, match, repository, limit)
+    def lexical(self, match: str, repositories: Sequence[str] | None, limit: int) -> list[tuple[int, float]]:
+        return self._lexical("attempt_fts", FTS_RANK_WEIGHTS, match, repositories, limit)
 
     def _lexical(
-        self, table: str, weights: str, match: str, repository: str | None, limit: int
+        self, table: str, weights: str, match: str, repositories: Sequence[str] | None, limit: int
     ) -> list[tuple[int, float]]:
+        """``ts_rank`` candidates among the rows of ``repositories`` (None: all): ts_rank reads
+        only the row it scores, so rows elsewhere change no score and take no rank."""
         words = tsquery_words(match)
         if not words:
             return []
-        repo_sql = " AND f.repository = %s" if repository is not None else ""
-        args: list[Any] = [words, weights, *([repository] if repository is not None else []), limit]
+        repo_sql = " AND f.repository = ANY(%s)" if repositories is not None else ""
+        args: list[Any] = [words, weights, *([list(repositories)] if repositories is not None else []), limit]
         sql = (
             "WITH q AS (SELECT string_agg('(' || t || ')', ' | ')::tsquery AS q FROM "
             "(SELECT plainto_tsquery('english', w)::text AS t FROM unnest(%s::text[]) w) s WHERE t <> '') "
@@ -383,15 +387,17 @@ class PostgresStore(ThoughtTables, RecallSql):
         with self._read() as conn:
             return [(int(r), float(s)) for r, s in conn.execute(sql, args)]
 
-    def vector(self, query: np.ndarray, repository: str | None, limit: int) -> list[tuple[int, float]]:
-        return self._vector("vectors", query, repository, limit)
+    def vector(
+        self, query: np.ndarray, repositories: Sequence[str] | None, limit: int
+    ) -> list[tuple[int, float]]:
+        return self._vector("vectors", query, repositories, limit)
 
     def _vector(
-        self, table: str, query: np.ndarray, repository: str | None, limit: int
+        self, table: str, query: np.ndarray, repositories: Sequence[str] | None, limit: int
     ) -> list[tuple[int, float]]:
         q = vec(query)
-        repo_sql = "WHERE repository = %s " if repository is not None else ""
-        args: list[Any] = [q, *([repository] if repository is not None else []), q, limit]
+        repo_sql = "WHERE repository = ANY(%s) " if repositories is not None else ""
+        args: list[Any] = [q, *([list(repositories)] if repositories is not None else []), q, limit]
         with self._read() as conn:
             conn.execute(f"SET LOCAL hnsw.ef_search = {min(max(limit, 40), 1000)}")
             if self._iterative:

@@ -61,6 +61,18 @@ def entry_of(row: Sequence[Any]) -> Entry:
     )
 
 
+def scope_sql(repositories: Sequence[str] | None, idx: str) -> tuple[str, str, list[Any]]:
+    """SQL that keeps graph links inside ``repositories`` (None: all): a condition on the
+    neighbour ``b``, a join that counts a label's holders ``x`` only there, and their arguments."""
+    if repositories is None:
+        return "", "", []
+    return (
+        "AND b.repository = ANY(%s)",
+        f"JOIN {idx} y ON y.rowid = x.rowid AND y.repository = ANY(%s) ",
+        [list(repositories)],
+    )
+
+
 def vec(vector: Any) -> np.ndarray:
     """A float32 array from a numpy array or a pgvector ``Vector`` read back from the server."""
     if hasattr(vector, "to_numpy"):

@@ -16,7 +16,7 @@ import orjson
 from mentis.ledger import Entry, canonical
 from mentis.model import INVALIDATING_KINDS, REJECTING_KINDS
 from mentis.store.base import RejectionRow
-from mentis.store.postgres_base import Conn, PgBase, vec
+from mentis.store.postgres_base import Conn, PgBase, scope_sql, vec
 from mentis.texts import fingerprint, thought_text
 
 THOUGHT_RANK_WEIGHTS = "{0.2,0.2,0.5,1.0}"
@@ -158,22 +158,24 @@ class ThoughtTables(PgBase):
         return out
 
     def _lexical(
-        self, table: str, weights: str, match: str, repository: str | None, limit: int
+        self, table: str, weights: str, match: str, repositories: Sequence[str] | None, limit: int
     ) -> list[tuple[int, float]]:
         raise NotImplementedError  # defined by PostgresStore
 
     def _vector(
-        self, table: str, query: np.ndarray, repository: str | None, limit: int
+        self, table: str, query: np.ndarray, repositories: Sequence[str] | None, limit: int
     ) -> list[tuple[int, float]]:
         raise NotImplementedError  # defined by PostgresStore
 
-    def thought_lexical(self, match: str, repository: str | None, limit: int) -> list[tuple[int, float]]:
-        return self._lexical("thought_fts", THOUGHT_RANK_WEIGHTS, match, repository, limit)
+    def thought_lexical(
+        self, match: str, repositories: Sequence[str] | None, limit: int
+    ) -> list[tuple[int, float]]:
+        return self._lexical("thought_fts", THOUGHT_RANK_WEIGHTS, match, repositories, limit)
 
     def thought_vector(
-        self, query: np.ndarray, repository: str | None, limit: int
+        self, query: np.ndarray, repositories: Sequence[str] | None, limit: int
     ) -> list[tuple[int, float]]:
-        return self._vector("thought_vectors", query, repository, limit)
+        return self._vector("thought_vectors", query, repositories, limit)
 
     def filter_thoughts(
         self, rowids: Sequence[int] | None, where: Sequence[tuple[str, Sequence[Any]]], limit: int
@@ -266,12 +268,13 @@ class ThoughtTables(PgBase):
         return out
 
     def thought_edges_between(
-        self, seeds: Sequence[int], repository: str | None, per_seed: int, fanout: int = 200
+        self, seeds: Sequence[int], repositories: Sequence[str] | None, per_seed: int, fanout: int = 200
     ) -> list[tuple[int, int, float]]:
-        """Graph links from each seed thought: refs and relations either way (1.0), each shared
-        concept (0.5) or tag (0.25); labels on more than ``fanout`` thoughts link nothing."""
+        """Graph links from each seed thought to thoughts of ``repositories`` (None: all): refs and
+        relations either way (1.0), each shared concept (0.5) or tag (0.25); labels on more than
+        ``fanout`` of those thoughts link nothing."""
         edges: list[tuple[int, int, float]] = []
-        repo_sql, repo_args = ("AND b.repository = %s", [repository]) if repository is not None else ("", [])
+        repo_sql, count_join, repo_args = scope_sql(repositories, "thought_idx")
         with self._read() as conn:
             for seed in seeds:
                 for (other,) in conn.execute(
@@ -289,10 +292,10 @@ class ThoughtTables(PgBase):
                     "AND l2.label = l1.label AND l2.rowid != l1.rowid "
                     "JOIN thought_idx b ON b.rowid = l2.rowid "
                     f"WHERE l1.rowid = %s {repo_sql} AND (SELECT count(*) FROM "
-                    "(SELECT 1 FROM thought_label x "
+                    f"(SELECT 1 FROM thought_label x {count_join}"
                     "WHERE x.kind = l1.kind AND x.label = l1.label LIMIT %s + 1) capped) <= %s "
                     "GROUP BY l2.rowid ORDER BY w DESC, l2.rowid LIMIT %s",
-                    (seed, *repo_args, fanout, fanout, per_seed),
+                    (seed, *repo_args, *repo_args, fanout, fanout, per_seed),
                 ):
                     edges.append((seed, int(other), float(weight)))
         return edges

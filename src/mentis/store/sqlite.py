@@ -421,11 +421,13 @@ class SqliteStore(ThoughtTables, RecallSql):
         return out
 
     def attempt_edges(
-        self, seeds: Sequence[int], repository: str | None, per_seed: int
+        self, seeds: Sequence[int], repositories: Sequence[str] | None, per_seed: int
     ) -> list[tuple[int, int, float]]:
-        """Links from each seed: same task (1.0), each shared file (0.5) or tag (0.25).
+        """Links from each seed to attempts of ``repositories`` (None: all): same task (1.0), each
+        shared file (0.5) or tag (0.25).
 
-        Labels held by more than ``LABEL_FANOUT`` attempts (a README everyone touches) link nothing.
+        Labels held by more than ``LABEL_FANOUT`` of those attempts (a README everyone touches)
+        link nothing.
         """
         edges: list[tuple[int, int, float]] = []
         with self._read() as conn:
@@ -437,17 +439,19 @@ class SqliteStore(ThoughtTables, RecallSql):
                 ):
                     edges.append((seed, other, 1.0))
                 for other, weight in self._label_links(
-                    conn, "attempt_label", "attempt_idx", "file", seed, repository, LABEL_FANOUT, per_seed
+                    conn, "attempt_label", "attempt_idx", "file", seed, repositories, LABEL_FANOUT, per_seed
                 ):
                     edges.append((seed, other, weight))
         return edges
 
-    def lexical(self, match: str, repository: str | None, limit: int) -> list[tuple[int, float]]:
+    def lexical(self, match: str, repositories: Sequence[str] | None, limit: int) -> list[tuple[int, float]]:
         """BM25 candidates for a MATCH expression built by ``retrieval.fts_match``."""
-        return self.lexical_search("attempt_terms", match, repository, limit)
+        return self.lexical_search("attempt_terms", match, repositories, limit)
 
-    def vector(self, query: np.ndarray, repository: str | None, limit: int) -> list[tuple[int, float]]:
-        return self._search_vectors("vectors", query, repository, limit)
+    def vector(
+        self, query: np.ndarray, repositories: Sequence[str] | None, limit: int
+    ) -> list[tuple[int, float]]:
+        return self._search_vectors("vectors", query, repositories, limit)
 
     def load_attempts(self, rowids: Sequence[int]) -> dict[int, StoredAttempt]:
         with self._read() as conn:

@@ -246,10 +246,11 @@ class SqliteBase:
         return self._lex
 
     def lexical_search(
-        self, table: str, match: str, repository: str | None, limit: int
+        self, table: str, match: str, repositories: Sequence[str] | None, limit: int
     ) -> list[tuple[int, float]]:
-        """BM25 candidates from the lexical index over ``table`` for a MATCH expression built by
-        ``retrieval.fts_match`` (its quoted words are the query terms).
+        """BM25 candidates among the documents of ``repositories`` (None: all) from the lexical
+        index over ``table``, for a MATCH expression built by ``retrieval.fts_match`` (its quoted
+        words are the query terms); statistics are those of the documents searched.
 
         Above ``LEXICAL_SELECT_MIN_DOCS`` documents a term found in more than half of them is
         skipped: its BM25 weight is (near) zero but its posting list is most of the table.
@@ -263,9 +264,7 @@ class SqliteBase:
             index = self._lexicons[table]
             vocab = self._vocab
             ids = [vocab[t] for w in words for t in analyzer.terms(w) if t in vocab]
-            n = len(index)
-            max_df = n // 2 if n >= LEXICAL_SELECT_MIN_DOCS else None
-            return index.search(ids, repository, limit, max_df)
+            return index.search(ids, repositories, limit, LEXICAL_SELECT_MIN_DOCS)
 
     def _refresh_lexicon(self, table: str) -> None:
         """Bring one lexical index (and the vocabulary) up to date with the file.
@@ -318,38 +317,42 @@ class SqliteBase:
         idx: str,
         heavy: str,
         seed: int,
-        repository: str | None,
+        repositories: Sequence[str] | None,
         fanout: int,
         limit: int,
     ) -> list[tuple[int, float]]:
-        """Rows sharing labels with ``seed``: 0.5 per shared label of kind ``heavy``, 0.25 per
-        other, best ``limit``; labels held by more than ``fanout`` rows link nothing.
+        """Rows of ``repositories`` (None: all) sharing labels with ``seed``: 0.5 per shared
+        label of kind ``heavy``, 0.25 per other, best ``limit``; labels held by more than
+        ``fanout`` rows of those repositories link nothing.
 
         Label rows exist only for live documents, so the index table is joined only to filter by
         repository; the ``(kind, label, rowid)`` index answers the rest without table reads.
         """
-        join, where = "", ""
-        args: list[int | str]
-        if repository is not None:
-            join, where = f"JOIN {idx} b ON b.rowid = l2.rowid ", "AND b.repository = ? "
-            args = [seed, repository, fanout, fanout, limit]
+        if repositories is None:
+            join = count_join = where = count_where = ""
+            scope: list[str] = []
         else:
-            args = [seed, fanout, fanout, limit]
+            marks = ",".join("?" * len(repositories))
+            join, where = f"JOIN {idx} b ON b.rowid = l2.rowid ", f"AND b.repository IN ({marks}) "
+            count_join = f"JOIN {idx} y ON y.rowid = x.rowid "
+            count_where = f"AND y.repository IN ({marks}) "
+            scope = list(repositories)
         sql = (
             f"SELECT l2.rowid, sum(CASE l1.kind WHEN ? THEN 0.5 ELSE 0.25 END) AS w "
             f"FROM {labels} l1 JOIN {labels} l2 ON l2.kind = l1.kind AND l2.label = l1.label "
             f"AND l2.rowid != l1.rowid {join}"
             f"WHERE l1.rowid = ? {where}AND (SELECT count(*) FROM (SELECT 1 FROM {labels} x "
-            "WHERE x.kind = l1.kind AND x.label = l1.label LIMIT ? + 1)) <= ? "
+            f"{count_join}WHERE x.kind = l1.kind AND x.label = l1.label {count_where}LIMIT ? + 1)) <= ? "
             "GROUP BY l2.rowid ORDER BY w DESC, l2.rowid LIMIT ?"
         )
-        return [(int(r), float(w)) for r, w in conn.execute(sql, [heavy, *args])]
+        args = [heavy, seed, *scope, *scope, fanout, fanout, limit]
+        return [(int(r), float(w)) for r, w in conn.execute(sql, args)]
 
     def _search_vectors(
-        self, table: str, query: np.ndarray, repository: str | None, limit: int
+        self, table: str, query: np.ndarray, repositories: Sequence[str] | None, limit: int
     ) -> list[tuple[int, float]]:
         self._refresh_index(table)
-        return self._indexes[table].search(query, repository, limit)
+        return self._indexes[table].search(query, repositories, limit)
 
     def _refresh_index(self, table: str) -> None:
         """Bring one vector index up to date with the file (this and other processes' writes).

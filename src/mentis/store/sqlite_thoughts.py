@@ -217,16 +217,24 @@ class ThoughtTables(SqliteBase):
                     out[aid] = (repo, "attempt")
         return out
 
-    def thought_lexical(self, match: str, repository: str | None, limit: int) -> list[tuple[int, float]]:
-        return self.lexical_search("thought_terms", match, repository, limit)
+    def thought_lexical(
+        self, match: str, repositories: Sequence[str] | None, limit: int
+    ) -> list[tuple[int, float]]:
+        return self.lexical_search("thought_terms", match, repositories, limit)
 
     def thought_edges_between(
-        self, seeds: Sequence[int], repository: str | None, per_seed: int, fanout: int = 200
+        self, seeds: Sequence[int], repositories: Sequence[str] | None, per_seed: int, fanout: int = 200
     ) -> list[tuple[int, int, float]]:
-        """Graph links from each seed thought: refs and relations either way (1.0), each shared
-        concept (0.5) or tag (0.25); labels on more than ``fanout`` thoughts link nothing."""
+        """Graph links from each seed thought to thoughts of ``repositories`` (None: all): refs and
+        relations either way (1.0), each shared concept (0.5) or tag (0.25); labels on more than
+        ``fanout`` of those thoughts link nothing."""
         edges: list[tuple[int, int, float]] = []
-        repo_sql, repo_args = ("AND b.repository = ?", [repository]) if repository is not None else ("", [])
+        repo_sql, repo_args = "", []
+        if repositories is not None:
+            repo_sql, repo_args = (
+                f"AND b.repository IN ({','.join('?' * len(repositories))})",
+                list(repositories),
+            )
         with self._read() as conn:
             for seed in seeds:
                 for (other,) in conn.execute(
@@ -239,15 +247,15 @@ class ThoughtTables(SqliteBase):
                 ):
                     edges.append((seed, int(other), 1.0))
                 for other, weight in self._label_links(
-                    conn, "thought_label", "thought_idx", "concept", seed, repository, fanout, per_seed
+                    conn, "thought_label", "thought_idx", "concept", seed, repositories, fanout, per_seed
                 ):
                     edges.append((seed, other, weight))
         return edges
 
     def thought_vector(
-        self, query: np.ndarray, repository: str | None, limit: int
+        self, query: np.ndarray, repositories: Sequence[str] | None, limit: int
     ) -> list[tuple[int, float]]:
-        return self._search_vectors("thought_vectors", query, repository, limit)
+        return self._search_vectors("thought_vectors", query, repositories, limit)
 
     def filter_thoughts(
         self,
