@@ -309,26 +309,26 @@ class LexicalIndex:
                     return []
                 total = float(self._lengths[:size][mask].sum())
             avgdl = total / n if total else 1.0
-            if mask is None and self._norm is None:
-                self._norm = K1 * (1.0 - B + B * self._lengths[:size] / avgdl)
+            if mask is None:
+                if self._norm is None:
+                    self._norm = K1 * (1.0 - B + B * self._lengths[:size] / avgdl)
+                norm = self._norm
+            else:
+                norm = K1 * (1.0 - B + B * self._lengths[:size] / avgdl)
             max_df = n // 2 if select_min_docs is not None and n >= select_min_docs else None
             scores = np.zeros(size, dtype=np.float64)
             for term, qtf in Counter(terms).items():
                 docs, tf = self.postings(term)
-                if mask is not None and len(docs):
-                    keep = mask[docs]
-                    docs, tf = docs[keep], tf[keep]
-                df = len(docs)
+                # documents outside the scope are scored too (cheaper than dropping them from
+                # every posting list) and zeroed below; they count in no statistic
+                df = len(docs) if mask is None or not len(docs) else int(np.count_nonzero(mask[docs]))
                 if df == 0 or (max_df is not None and df > max_df):
                     continue
                 idf = max(math.log((n - df + 0.5) / (df + 0.5)), IDF_FLOOR)
                 tf64 = tf.astype(np.float64)
-                if mask is None:
-                    assert self._norm is not None
-                    norm = self._norm[docs]
-                else:
-                    norm = K1 * (1.0 - B + B * self._lengths[docs] / avgdl)
-                scores[docs] += qtf * idf * (K1 + 1.0) * tf64 / (tf64 + norm)
+                scores[docs] += qtf * idf * (K1 + 1.0) * tf64 / (tf64 + norm[docs])
+            if mask is not None:
+                scores[~mask] = 0.0
             hits = np.flatnonzero(scores)
             if len(hits) > limit:
                 hits = hits[np.argpartition(-scores[hits], limit - 1)[:limit]]
