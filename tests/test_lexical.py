@@ -295,3 +295,34 @@ def test_a_forget_elsewhere_reloads_the_vector_index_too(
     assert len(memory.store.vector(query, None, 10)) == 1
     hits = memory.search(caller, parse(SearchInput, {"query": "albatross"})).tasks
     assert [t.task_id for t in hits] == ["T-1"] and hits[0].matched_attempt_ids == [keep]
+
+
+def test_a_forget_drops_rows_in_place_with_the_scores_of_a_fresh_load(
+    memory: Memory, caller: Caller, db_path: Path
+) -> None:
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(40)]
+    ids = [_record(memory, caller, f"T-{i}", " ".join(rng.choices(words, k=12))) for i in range(60)]
+    other = SqliteStore(db_path, memory.store.dim)  # another process's view, indexes loaded
+    try:
+        query = '"w1" OR "w2" OR "w3" OR "w30"'
+        vec = memory.embedder.embed(["w1 w2 w3"])[0]
+        assert other.lexical(query, None, 100) and other.vector(vec, None, 100)
+        reloads = other.reloads
+        for gone in ids[::7]:
+            memory.forget_attempt(caller, parse(ForgetInput, {"repository": REPO, "attempt_id": gone}))
+        lexical_after = other.lexical(query, None, 100)
+        vector_after = other.vector(vec, None, 100)
+        assert other.reloads == reloads, "a forget must not make other processes reload their indexes"
+        fresh = SqliteStore(db_path, memory.store.dim)
+        try:
+            want_lexical = fresh.lexical(query, None, 100)
+            assert [r for r, _ in lexical_after] == [r for r, _ in want_lexical]
+            assert [s for _, s in lexical_after] == pytest.approx([s for _, s in want_lexical], rel=1e-9)
+            assert vector_after == fresh.vector(vec, None, 100)
+        finally:
+            fresh.close()
+        live = set(other.attempt_keys([r for r, _ in lexical_after + vector_after]))
+        assert live == {r for r, _ in lexical_after + vector_after}, "a forgotten row was returned"
+    finally:
+        other.close()

@@ -178,6 +178,8 @@ class LexicalIndex:
         self._rowids = np.zeros(0, dtype=np.int64)
         self._lengths = np.zeros(0, dtype=np.float64)
         self._codes = np.zeros(0, dtype=np.int32)
+        self._dead = np.zeros(0, dtype=bool)
+        self._dead_count = 0
         self._repos = RepositoryCodes()
         self._size = 0
         self._total_length = 0.0
@@ -189,7 +191,26 @@ class LexicalIndex:
         self._norm: np.ndarray | None = None
 
     def __len__(self) -> int:
-        return self._size
+        return self._size - self._dead_count
+
+    def remove(self, rowids: Sequence[int]) -> None:
+        """Drop documents in place (a forget): they stay in the posting lists but count in no
+        statistic and are never returned. Unknown rowids are ignored."""
+        if not rowids:
+            return
+        with self._lock:
+            size = self._size
+            wanted = np.unique(np.asarray(rowids, dtype=np.int64))
+            pos = np.searchsorted(self._rowids[:size], wanted)
+            pos = pos[pos < size]
+            pos = pos[np.isin(self._rowids[pos], wanted)]
+            pos = pos[~self._dead[pos]]
+            if not len(pos):
+                return
+            self._dead[pos] = True
+            self._dead_count += len(pos)
+            self._total_length -= float(self._lengths[pos].sum())
+            self._norm = None
 
     def add(self, rows: Sequence[DocRow]) -> None:
         """Append documents with rowids above :attr:`max_rowid`, in rowid order."""
@@ -255,7 +276,12 @@ class LexicalIndex:
         if need <= len(self._rowids):
             return
         cap = max(need, 2 * len(self._rowids), 1024)
-        for name, dtype in (("_rowids", np.int64), ("_lengths", np.float64), ("_codes", np.int32)):
+        for name, dtype in (
+            ("_rowids", np.int64),
+            ("_lengths", np.float64),
+            ("_codes", np.int32),
+            ("_dead", np.bool_),
+        ):
             grown = np.zeros(cap, dtype=dtype)
             grown[: self._size] = getattr(self, name)[: self._size]
             setattr(self, name, grown)
@@ -301,6 +327,9 @@ class LexicalIndex:
             if size == 0:
                 return []
             mask = self._repos.mask(repositories, self._codes[:size])
+            if self._dead_count:
+                alive = ~self._dead[:size]
+                mask = alive if mask is None else mask & alive
             if mask is None:
                 n, total = size, self._total_length
             else:

@@ -76,17 +76,20 @@ class VectorIndex:
             self._size = end
             self.max_rowid = max(self.max_rowid, max(rowids))
 
-    def remove(self, rowid: int) -> None:
+    def remove(self, rowids: Sequence[int]) -> None:
+        """Drop rows in place: each is replaced by the last row (order is not kept; ties are
+        broken by rowid when searching)."""
         with self._lock:
-            hits = np.nonzero(self._rowids[: self._size] == rowid)[0]
-            if len(hits) == 0:
-                return
-            i = int(hits[0])
-            last = self._size - 1
-            self._matrix[i] = self._matrix[last]
-            self._rowids[i] = self._rowids[last]
-            self._codes[i] = self._codes[last]
-            self._size = last
+            for rowid in rowids:
+                hits = np.flatnonzero(self._rowids[: self._size] == rowid)
+                if len(hits) == 0:
+                    continue
+                i = int(hits[0])
+                last = self._size - 1
+                self._matrix[i] = self._matrix[last]
+                self._rowids[i] = self._rowids[last]
+                self._codes[i] = self._codes[last]
+                self._size = last
 
     def search(
         self, query: np.ndarray, repositories: Sequence[str] | None, limit: int

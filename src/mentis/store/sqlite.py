@@ -93,6 +93,7 @@ _DERIVED_TABLES = (
     *THOUGHT_TABLES,
     *TERM_TABLES,
     "lex_vocab",
+    "removed_rows",
 )
 
 
@@ -111,8 +112,9 @@ def _derived_mismatch(rowid: int) -> IntegrityError:
 
 
 def _new_epoch(conn: sqlite3.Connection) -> None:
-    """Mark derived rows as removed or renumbered (forget, rebuild, migration), so every process
-    reloads its in-process indexes instead of only reading the rows added since."""
+    """Mark derived rows as renumbered (rebuild, reindex, migration), so every process reloads
+    its in-process indexes instead of only reading the rows added since (a forget instead logs
+    the rows it removed in ``removed_rows``)."""
     conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('derived_epoch', ?)", (uuid.uuid4().hex,))
 
 
@@ -358,7 +360,6 @@ class SqliteStore(ThoughtTables, RecallSql):
             "INSERT OR REPLACE INTO forgotten(attempt_id, repository, tomb_rowid) VALUES(?,?,?)",
             (attempt_id, repo, tomb_rowid),
         )
-        _new_epoch(conn)
         row = conn.execute(
             "SELECT a.rowid, a.task_id, b.body FROM attempt_idx a LEFT JOIN bodies b ON b.rowid = a.rowid "
             "WHERE a.attempt_id=? AND a.repository=?",
@@ -367,6 +368,8 @@ class SqliteStore(ThoughtTables, RecallSql):
         if row is None:
             return
         rowid, task_id, _raw = row
+        # every process drops the row from its in-process indexes on its next refresh
+        conn.execute("INSERT INTO removed_rows(kind, row) VALUES('attempt', ?)", (rowid,))
         corr = [
             r for (r,) in conn.execute("SELECT rowid FROM correction_idx WHERE attempt_rowid=?", (rowid,))
         ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -35,10 +35,21 @@ CREATE TABLE IF NOT EXISTS attempt_terms(
     rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, len INTEGER NOT NULL, terms BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS thought_terms(
     rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, len INTEGER NOT NULL, terms BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS removed_rows(
+    id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, row INTEGER NOT NULL);
 """
 """The lexical index's derived tables: the stem vocabulary with each stem's document count, and
 each document's packed ``(term id, weighted tf)`` pairs (see :mod:`mentis.retrieval.lexical`).
-A stem no document holds any more is deleted (forget erases index rows); ids are never reused."""
+A stem no document holds any more is deleted (forget erases index rows); ids are never reused.
+
+``removed_rows`` logs the rowids a forget removed (``kind`` attempt or thought), so every
+process's in-process indexes drop them in place on their next refresh instead of reloading."""
+REMOVED_KIND = {
+    "vectors": "attempt",
+    "attempt_terms": "attempt",
+    "thought_vectors": "thought",
+    "thought_terms": "thought",
+}
 ENTRY_COLS = "e.v, e.chain, e.seq, e.kind, e.id, e.at, e.agent, e.prev, e.body_hash, e.key_id, e.sig, e.hash"
 
 
@@ -58,6 +69,9 @@ class SqliteBase:
         self._vec_epoch: str | None = None
         self._vocab: dict[str, int] = {}
         self._vocab_max = 0
+        self._removed_seen: dict[str, int] = {}  # index table → newest removed_rows id applied
+        self.reloads = 0
+        """Full reloads of the in-process indexes (a rebuild, reindex or migration; not a forget)."""
         self._lex: sqlite3.Connection | None = None
         self._lex_lock = threading.Lock()
         self._writes = 0
@@ -233,7 +247,10 @@ class SqliteBase:
             chunk = ids[start : start + 500]
             marks = ",".join("?" * len(chunk))
             conn.execute(f"UPDATE lex_vocab SET df = df - 1 WHERE id IN ({marks})", chunk)
-            conn.execute(f"DELETE FROM lex_vocab WHERE id IN ({marks}) AND df <= 0", chunk)
+            dropped = conn.execute(
+                f"DELETE FROM lex_vocab WHERE id IN ({marks}) AND df <= 0 RETURNING id", chunk
+            ).fetchall()
+            conn.executemany("INSERT INTO removed_rows(kind, row) VALUES('term', ?)", dropped)
 
     def _lexical_conn(self) -> sqlite3.Connection:
         """A read-only connection of its own, so lexical search runs beside embedding and vectors."""
@@ -289,15 +306,18 @@ class SqliteBase:
                 self._vocab = {}
                 self._vocab_max = 0
                 self._lex_epoch = epoch
-                for other in self._lexicons.values():
+                for name, other in self._lexicons.items():
                     other.clear()
+                    self._removed_seen.pop(name, None)
                 self._lex_stale.update(self._lexicons)
+                self.reloads += 1
             new = conn.execute(
                 "SELECT term, id FROM lex_vocab WHERE id > ? ORDER BY id", (self._vocab_max,)
             ).fetchall()
             if new:
                 self._vocab.update(new)
                 self._vocab_max = int(new[-1][1])
+            self._apply_removals(conn, table, index.remove)
             self._load_terms(conn, table, index.max_rowid)
         finally:
             conn.execute("COMMIT")
@@ -373,14 +393,39 @@ class SqliteBase:
             try:
                 epoch = _epoch(self._conn)
                 if epoch != self._vec_epoch:
-                    for other in self._indexes.values():
+                    for name, other in self._indexes.items():
                         other.clear()
+                        self._removed_seen.pop(name, None)
                     self._stale.update(VECTOR_TABLES)
                     self._vec_epoch = epoch
+                    self.reloads += 1
+                self._apply_removals(self._conn, table, index.remove)
                 self._load_vectors(table, index.max_rowid)
             finally:
                 self._conn.execute("COMMIT")
             self._stale.discard(table)
+
+    def _apply_removals(
+        self, conn: sqlite3.Connection, table: str, remove: Callable[[Sequence[int]], None]
+    ) -> None:
+        """Drop from ``table``'s in-process index the rows forgets removed since it last looked
+        (inside the caller's read transaction). A freshly loaded index starts from the newest id."""
+        seen = self._removed_seen.get(table)
+        if seen is None:
+            newest = conn.execute("SELECT coalesce(max(id), 0) FROM removed_rows").fetchone()[0]
+            self._removed_seen[table] = int(newest)
+            return
+        rows = conn.execute(
+            "SELECT id, kind, row FROM removed_rows WHERE id > ? ORDER BY id", (seen,)
+        ).fetchall()
+        if not rows:
+            return
+        remove([int(row) for _, kind, row in rows if kind == REMOVED_KIND[table]])
+        dropped = {int(row) for _, kind, row in rows if kind == "term"}
+        if dropped and table in self._lexicons:
+            # the erased stems leave this process's vocabulary too
+            self._vocab = {t: i for t, i in self._vocab.items() if i not in dropped}
+        self._removed_seen[table] = int(rows[-1][0])
 
     def _load_vectors(self, table: str, after: int) -> None:
         rows = self._conn.execute(
