@@ -392,7 +392,13 @@ CASES: list[Bad] = [
     Bad("stats", {"repository": ""}, ("repository",), id="empty-repository"),
     Bad("stats", {"repository": "r" * 257}, ("repository", "256"), id="repository-257-chars"),
     Bad("stats", {"repository": 7}, ("repository",), id="repository-not-a-string"),
-    Bad("stats", {"repository": "github.com/no/such"}, ("github.com/no/such",), "not_found", id="no-such-repository"),
+    Bad(
+        "stats",
+        {"repository": "github.com/no/such"},
+        ("github.com/no/such",),
+        "not_found",
+        id="no-such-repository",
+    ),
 ]
 
 _THOUGHT = {"repository": REPO, "type": "Decision", "content": "use redis"}

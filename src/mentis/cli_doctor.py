@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from mentis.cli import DbOpt, JsonOpt, _errors, _run, _settings, app
+from mentis.errors import ConfigError, InvalidInput
 from mentis.model import parse
 from mentis.stats import StatsInput, result_lines
 
@@ -32,7 +33,13 @@ def doctor(
     from mentis.http import parse_bind
 
     with _errors():
-        findings = checks.run(_settings(db), parse_bind(address))
+        try:
+            bind = parse_bind(address)
+        except ConfigError:
+            raise InvalidInput(
+                f"--address {address!r}: expected HOST:PORT, e.g. 127.0.0.1:9471", "address"
+            ) from None
+        findings = checks.run(_settings(db), bind)
     failed = any(f.status == "fail" for f in findings)
     if as_json or not sys.stdout.isatty():
         data = {"ok": not failed, "checks": [f.to_json() for f in findings]}

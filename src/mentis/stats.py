@@ -82,8 +82,7 @@ def collect_stats(store: Store, caller: Caller, req: StatsInput) -> StatsResult:
     status_rows = _scalar_rows(
         store,
         caller,
-        "SELECT status, count(*), sum(CASE WHEN outdated THEN 1 ELSE 0 END) FROM attempts{where} "
-        "GROUP BY status",
+        "SELECT status, count(*), sum(outdated) FROM attempts{where} GROUP BY status",
         req.repository,
     )
     by_status = dict.fromkeys(STATUSES, 0) | {str(s): int(n) for s, n, _ in status_rows}
