@@ -18,7 +18,6 @@ from typing import Annotated, Any
 import typer
 from pydantic import BaseModel
 from rich.console import Console
-from rich.progress import Progress
 from rich.table import Table
 
 from mentis.config import Settings, default_cli_agent
@@ -33,6 +32,7 @@ from mentis.model import (
     SearchResult,
     parse,
 )
+from mentis.progress import stderr_progress
 
 app = typer.Typer(
     name="mentis",
@@ -43,11 +43,7 @@ app = typer.Typer(
 )
 err = Console(stderr=True)
 
-
-def progress() -> Progress:
-    """A progress bar on stderr (never stdout: that is the data or the MCP channel), drawn only
-    when stderr is a terminal."""
-    return Progress(console=err, transient=True, disable=not err.is_terminal)
+progress = stderr_progress
 
 
 DbOpt = Annotated[
