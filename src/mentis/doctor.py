@@ -166,12 +166,13 @@ def _ledger(ctx: _Context) -> Iterator[Finding]:
 
 
 def _open_unverified(ctx: _Context) -> Store:
-    """The store without the embedder (PostgreSQL verifies as it opens; the time includes it)."""
+    """The store without the embedder, not yet verified (the check times ``verify`` itself)."""
     dim = int(_meta_dim(ctx) or 384)
     if ctx.settings.uses_postgres:
-        from mentis.service import open_store
+        from mentis.store.postgres import PostgresStore
 
-        return open_store(ctx.settings, dim)
+        assert ctx.settings.database_url is not None
+        return PostgresStore(ctx.settings.database_url, dim, verify=False)
     from mentis.store.sqlite import SqliteStore
 
     return SqliteStore(ctx.settings.db_path, dim, verify=False)
