@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from mentis.cli import DbOpt, JsonOpt, _errors, _run, _settings, app
+from mentis.doctor import Finding
 from mentis.errors import ConfigError, InvalidInput
 from mentis.model import parse
 from mentis.stats import StatsInput, result_lines
@@ -45,17 +46,18 @@ def doctor(
         data = {"ok": not failed, "checks": [f.to_json() for f in findings]}
         sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
     else:
-        console = Console()
-        for f in findings:
-            console.print(
-                f"[{_COLOURS[f.status]}]{f.status:<4}[/] {f.check:<12} {f.detail}",
-                highlight=False,
-                soft_wrap=True,
-            )
-            if f.fix:
-                console.print(f"     {'':<12} [dim]fix:[/] {f.fix}", highlight=False, soft_wrap=True)
+        _print_findings(findings)
     if failed:
         raise typer.Exit(1)
+
+
+def _print_findings(findings: list[Finding]) -> None:
+    console = Console()
+    for f in findings:
+        line = f"[{_COLOURS[f.status]}]{f.status:<4}[/] {f.check:<12} {f.detail}"
+        console.print(line, highlight=False, soft_wrap=True)
+        if f.fix:
+            console.print(f"     {'':<12} [dim]fix:[/] {f.fix}", highlight=False, soft_wrap=True)
 
 
 @app.command()
