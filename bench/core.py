@@ -45,6 +45,7 @@ from mentis.embed.local import DIM, MODEL_ID, LocalEmbedder
 from mentis.ledger import canonical, verify_rows
 from mentis.memory import Memory
 from mentis.model import Check, CodeContext, RecordAttemptInput, SearchInput
+from mentis.progress import stderr_progress
 from mentis.store import sqlite as sqlite_mod
 from mentis.store.sqlite import SqliteStore
 
@@ -465,6 +466,9 @@ def bulk_fill(path: Path, n: int, seed: int) -> dict[str, Any]:
     store.set_meta("embed_dim", str(DIM))
     gen_s = 0.0
     done = 0
+    bar = stderr_progress()  # on stderr, only when it is a terminal
+    job = bar.add_task(f"bulk fill: {n:,} attempts", total=n)
+    bar.start()
     while done < n:
         k = min(FILL_BATCH, n - done)
         g0 = time.perf_counter()
@@ -480,6 +484,8 @@ def bulk_fill(path: Path, n: int, seed: int) -> dict[str, Any]:
                 )
                 store._derive_attempt(conn, rowid, body, vec)
         done += k
+        bar.advance(job, k)
+    bar.stop()
     store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     store.close()
     total = time.perf_counter() - t0

@@ -84,6 +84,7 @@ from mentis.model import (
     SearchInput,
     SearchThoughtsInput,
 )
+from mentis.progress import stderr_progress
 from mentis.retrieval import graph, lexical
 from mentis.store import sqlite as sqlite_store
 from mentis.store import sqlite_base, sqlite_thoughts
@@ -416,8 +417,9 @@ def fill(store: SqliteStore, embedder: LocalEmbedder, reports: Sequence[Report])
     wrapper = PrecomputedEmbedder(embedder, dict(zip(texts, vectors, strict=True)))
     memory = Memory(store, wrapper)  # type: ignore[arg-type]
     t0 = time.perf_counter()
-    for req in reqs:
-        memory.record_attempt(caller, req)
+    with stderr_progress() as bar:  # on stderr, only when it is a terminal
+        for req in bar.track(reqs, description="recording reports"):
+            memory.record_attempt(caller, req)
     t_record = time.perf_counter() - t0
     return {
         "embed_s": round(t_embed, 2),
@@ -451,11 +453,16 @@ def fill_locomo(store: SqliteStore, embedder: LocalEmbedder, turns: Sequence[Tur
     by_id: dict[str, TurnKey] = {}
     warnings = superseded = 0
     t0 = time.perf_counter()
+    bar = stderr_progress()  # on stderr, only when it is a terminal
+    job = bar.add_task("appending turns", total=len(reqs))
+    bar.start()
     for t, req in zip(turns, reqs, strict=True):
         res = memory.append_thought(caller, req, link_duplicates=False)
         by_id[res.thought_id] = t.key
         warnings += len(res.warnings)
         superseded += len(res.superseded)
+        bar.advance(job)
+    bar.stop()
     t_append = time.perf_counter() - t0
     table = wrapper.table
     return {

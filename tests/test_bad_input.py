@@ -387,6 +387,18 @@ CASES: list[Bad] = [
     ),
     Bad("verify_integrity", {"repository": "r" * 257}, ("repository", "256"), id="repository-257-chars"),
     Bad("verify_integrity", {"repository": 7}, ("repository",), id="repository-not-a-string"),
+    # ---------------------------------------------------------------- stats
+    Bad("stats", {"bogus": 1}, ("bogus", "not a known field"), id="unknown-top-level"),
+    Bad("stats", {"repository": ""}, ("repository",), id="empty-repository"),
+    Bad("stats", {"repository": "r" * 257}, ("repository", "256"), id="repository-257-chars"),
+    Bad("stats", {"repository": 7}, ("repository",), id="repository-not-a-string"),
+    Bad(
+        "stats",
+        {"repository": "github.com/no/such"},
+        ("github.com/no/such",),
+        "not_found",
+        id="no-such-repository",
+    ),
 ]
 
 _THOUGHT = {"repository": REPO, "type": "Decision", "content": "use redis"}

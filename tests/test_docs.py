@@ -17,6 +17,7 @@ from mentis.mcp_server import build_server
 from mentis.memory import Memory
 
 README = (Path(__file__).parents[1] / "README.md").read_text()
+CLI_REFERENCE = (Path(__file__).parents[1] / "docs" / "cli.md").read_text()
 COMMANDS = sorted(get_command(app).commands)  # type: ignore[attr-defined]
 
 
@@ -26,11 +27,12 @@ def test_the_public_api_is_exactly_the_exported_names() -> None:
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_every_cli_command_has_help_and_is_in_the_readme(command: str) -> None:
+def test_every_cli_command_has_help_and_is_in_the_cli_reference(command: str) -> None:
     result = CliRunner().invoke(app, [command, "--help"])
     assert result.exit_code == 0
     assert len(result.output.strip()) > 40
-    assert f"`mentis {command}" in README
+    assert f"`mentis {command}" in CLI_REFERENCE
+    assert "docs/cli.md" in README
 
 
 def test_every_mcp_tool_has_a_description_and_is_in_the_readme(memory: Memory) -> None:

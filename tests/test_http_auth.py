@@ -160,6 +160,8 @@ def _read_paths(aid_b: str) -> list[tuple[str, dict[str, Any]]]:
         ("recall", {"sql": "select * from tokens"}),
         ("verify_integrity", {}),
         ("verify_integrity", {"repository": OTHER}),
+        ("stats", {}),
+        ("stats", {"repository": OTHER}),
         ("mark_conclusion_outdated", {"repository": OTHER, "attempt_id": aid_b, "reason": "r"}),
         ("mark_conclusion_outdated", {"repository": REPO, "attempt_id": aid_b, "reason": "r"}),
         ("forget_attempt", {"repository": OTHER, "attempt_id": aid_b}),
@@ -188,6 +190,9 @@ async def test_a_token_for_one_repository_never_sees_or_touches_another_through_
             assert rows["rows"] == [[REPO]]
             chains = (await rest.post("/v1/verify_integrity", json={})).json()["chains"]
             assert [c["chain"] for c in chains] == [REPO]
+            stats = (await rest.post("/v1/stats", json={})).json()
+            assert [r["repository"] for r in stats["by_repository"]] == [REPO]
+            assert (stats["attempts"], stats["store_bytes"]) == (1, None)
     assert live.ledger() == before
 
 

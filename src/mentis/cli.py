@@ -32,15 +32,19 @@ from mentis.model import (
     SearchResult,
     parse,
 )
+from mentis.progress import stderr_progress
 
 app = typer.Typer(
     name="mentis",
     help="Mentis: a hash-chained memory of what coding agents tried.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 err = Console(stderr=True)
+
+progress = stderr_progress
+
 
 DbOpt = Annotated[
     Path | None,
@@ -383,12 +387,14 @@ def export(
     db: DbOpt = None,
 ) -> None:
     """Write the ledger and bodies as JSONL, verifiable offline and by `mentis import`."""
-    with _memory(db) as (memory, caller), _errors():
+    with _memory(db) as (memory, caller), _errors(), progress() as bar:
+        total = None if repository else memory.store.counts()["entries"]
+        job = bar.add_task("exporting", total=total)
         if str(output) == "-":
-            count = memory.export(caller, sys.stdout.buffer, repository)
+            count = memory.export(caller, sys.stdout.buffer, repository, lambda n: bar.advance(job, n))
         else:
             with output.open("wb") as fh:
-                count = memory.export(caller, fh, repository)
+                count = memory.export(caller, fh, repository, lambda n: bar.advance(job, n))
     err.print(f"exported {count} entries", highlight=False)
 
 
@@ -400,21 +406,25 @@ def import_(
     db: DbOpt = None,
 ) -> None:
     """Verify an export completely, then add its chains to this store (nothing is written if it fails)."""
-    with _memory(db) as (memory, caller), _errors(), source.open("rb") as fh:
-        count = memory.import_(caller, fh)
+    with (
+        _memory(db) as (memory, caller),
+        _errors(),
+        source.open("rb") as fh,
+        progress() as bar,
+    ):
+        job = bar.add_task("importing (embedding attempts and thoughts)", total=None)
+        count = memory.import_(caller, fh, lambda n: bar.advance(job, n))
     err.print(f"imported {count} entries; store verified", highlight=False)
 
 
 @app.command()
 def reindex(db: DbOpt = None) -> None:
     """Re-embed the whole store with the configured embedder (MENTIS_EMBEDDER), e.g. after a model change."""
-    from rich.progress import Progress
-
     settings = _settings(db)
     with _errors():
         memory = Memory.open(settings, check_model=False)
     try:
-        with _errors(), Progress(console=err, transient=True) as bar:
+        with _errors(), progress() as bar:
             job = bar.add_task(
                 f"embedding with {memory.embedder.model_id}", total=memory.store.counts()["entries"]
             )
@@ -429,9 +439,7 @@ def reindex(db: DbOpt = None) -> None:
 @app.command()
 def rebuild(db: DbOpt = None) -> None:
     """Regenerate every derived table (search indexes, vectors) from the ledger."""
-    from rich.progress import Progress
-
-    with _memory(db) as (memory, _), _errors(), Progress(console=err, transient=True) as bar:
+    with _memory(db) as (memory, _), _errors(), progress() as bar:
         job = bar.add_task("rebuilding", total=None)
         count = memory.rebuild(lambda n: bar.advance(job, n))
     err.print(f"rebuilt derived tables from {count} ledger entries", highlight=False)
@@ -585,5 +593,7 @@ def main() -> None:
     app()
 
 
-import mentis.cli_migrate  # noqa: E402, F401  (registers `mentis migrate` on `app`)
+import mentis.cli_doctor  # noqa: E402  (registers `mentis doctor` and `mentis stats`)
+import mentis.cli_migrate  # noqa: E402  (registers `mentis migrate` on `app`)
+import mentis.cli_model  # noqa: E402, F401  (registers `mentis model install`)
 from mentis import cli_thoughts  # noqa: E402, F401  (registers the thought commands on `app`)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from mentis.cli import _errors, app, err
+from mentis.cli import _errors, app, err, progress
 from mentis.config import Settings
 
 
@@ -16,13 +16,11 @@ def migrate(
     target: Annotated[str, typer.Option("--to", help="sqlite:PATH or postgresql://… (an empty store).")],
 ) -> None:
     """Copy every chain to another store (SQLite ⇄ PostgreSQL); hashes are kept and both are verified."""
-    from rich.progress import Progress
-
     from mentis.migrate import migrate as run
     from mentis.migrate import store_settings
 
     base = Settings.from_env()
-    with _errors(), Progress(console=err, transient=True) as bar:
+    with _errors(), progress() as bar:
         job = bar.add_task("migrating", total=None)
         count = run(
             store_settings(source, base), store_settings(target, base), None, lambda n: bar.advance(job, n)

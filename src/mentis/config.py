@@ -30,6 +30,11 @@ class Settings:
     database_url: str | None = None
 
     @property
+    def hook_error_log(self) -> Path:
+        """JSON lines ``{"at", "harness", "event", "error"}`` that failed harness hooks append."""
+        return self.home / "logs" / "hook-errors.jsonl"
+
+    @property
     def uses_postgres(self) -> bool:
         return (self.database_url or "").startswith(("postgresql://", "postgres://"))
 

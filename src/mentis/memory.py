@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Any
 
+import numpy as np
 import orjson
 
 from mentis import retrieval
@@ -42,6 +43,7 @@ from mentis.model import (
 from mentis.retrieval import graph
 from mentis.retrieval.rerank import RerankFailed, RerankItem, apply_rerank
 from mentis.service import Caller
+from mentis.stats import StatsInput, StatsResult, collect_stats
 from mentis.store.base import StoredAttempt
 from mentis.texts import attempt_conclusion
 from mentis.texts import attempt_text as attempt_text
@@ -353,7 +355,17 @@ class Memory(ThoughtOps):
             raise NotFound(f"no chain for repository {repository!r}")
         return VerifyResult(ok=True, chains=[ChainResult(**r.to_json()) for r in reports])
 
-    def export(self, caller: Caller, out: IO[bytes], repository: str | None = None) -> int:
+    def stats(self, caller: Caller, req: StatsInput) -> StatsResult:
+        """What the memory holds, counted over the caller's repositories (``mentis.stats``)."""
+        return collect_stats(self.store, caller, req)
+
+    def export(
+        self,
+        caller: Caller,
+        out: IO[bytes],
+        repository: str | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
         """Write the ledger and bodies as JSONL; returns the number of entries written."""
         if repository is not None and not caller.sees(repository):
             raise Forbidden(f"this caller may not read repository {repository!r}")
@@ -373,18 +385,31 @@ class Memory(ThoughtOps):
             "embed_model": self.embedder.model_id,
         }
         out.write(orjson.dumps(header) + b"\n")
-        for e, body in items:
+        for n, (e, body) in enumerate(items, start=1):
             line = {"entry": e.to_json(), "body": None if body is None else orjson.loads(body)}
             out.write(orjson.dumps(line) + b"\n")
+            if progress is not None and (n % 256 == 0 or n == len(items)):
+                progress(256 if n % 256 == 0 else n % 256)
         return len(items)
 
-    def import_(self, caller: Caller, lines: Iterable[bytes]) -> int:
-        """Verify an export completely, then append its chains to this store."""
+    def import_(
+        self, caller: Caller, lines: Iterable[bytes], progress: Callable[[int], None] | None = None
+    ) -> int:
+        """Verify an export completely, then append its chains to this store.
+
+        ``progress`` is told how many attempts and thoughts each embedding batch held."""
         items, heads = read_export(lines)
         for chain in heads:
             self._may_write(caller, chain)
         verify_rows(entry_rows(sorted(items, key=lambda i: (i[0].chain, i[0].seq))), heads)
-        count = self.store.import_ledger(items, self._embed)
+
+        def embed(texts: Sequence[str]) -> np.ndarray:
+            vectors = self._embed(texts)
+            if progress is not None:
+                progress(len(texts))
+            return vectors
+
+        count = self.store.import_ledger(items, embed)
         self.store.verify()
         return count
 

@@ -44,6 +44,7 @@ from mentis.model import (
     VerifyInput,
     VerifyResult,
 )
+from mentis.stats import StatsInput, StatsResult
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,15 @@ OPERATIONS: tuple[Operation, ...] = (
         lambda m, c, r: m.verify_integrity(c, r.repository),
         "Verify the hash chains of the ledger (all repositories, or one). Fails with the chain, "
         "seq and what did not match when the store was altered.",
+    ),
+    Operation(
+        "stats",
+        StatsInput,
+        StatsResult,
+        lambda m, c, r: m.stats(c, r),
+        "Count what the memory holds in the repositories you may read (or one repository): tasks, "
+        "attempts by status, outdated and forgotten attempts, thoughts by type, ledger entries per "
+        "repository and the newest activity.",
     ),
     Operation(
         "append_thought",

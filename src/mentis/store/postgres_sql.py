@@ -154,3 +154,18 @@ class RecallSql(PgBase):
                     conn.execute("DISCARD ALL")
                     conn.execute("DELETE FROM recall_scope WHERE pid = pg_backend_pid()")
         return SqlResult(columns=columns, rows=rows, truncated=truncated, truncation_reason=reason)
+
+    def ledger_summary(self) -> list[tuple[str, str, int, str]]:
+        """``(chain, kind, entries, newest at)`` for every chain and entry kind: keys only, no content."""
+        with self._read() as conn:
+            rows = conn.execute(
+                'SELECT chain, kind, count(*), max(at COLLATE "C") FROM entries '
+                "GROUP BY chain, kind ORDER BY chain, kind"
+            ).fetchall()
+        return [(str(c), str(k), int(n), str(at)) for c, k, n, at in rows]
+
+    def size_bytes(self) -> int:
+        """Bytes the database takes on the server (``pg_database_size``)."""
+        with self._read() as conn:
+            row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+        return int(row[0]) if row else 0

@@ -182,6 +182,19 @@ class RecallSql(SqliteBase):
                 conn.set_progress_handler(None, 0)
         return SqlResult(columns=columns, rows=rows, truncated=truncated, truncation_reason=reason)
 
+    def ledger_summary(self) -> list[tuple[str, str, int, str]]:
+        """``(chain, kind, entries, newest at)`` for every chain and entry kind: keys only, no content."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT chain, kind, count(*), max(at) FROM entries GROUP BY chain, kind ORDER BY chain, kind"
+            ).fetchall()
+        return [(str(c), str(k), int(n), str(at)) for c, k, n, at in rows]
+
+    def size_bytes(self) -> int:
+        """Bytes on disk: the SQLite file and its write-ahead log."""
+        paths = (Path(self.path), Path(self.path + "-wal"))
+        return sum(p.stat().st_size for p in paths if p.exists())
+
     def _readonly(self) -> sqlite3.Connection:
         if self._ro is None:
             uri = Path(self.path).resolve().as_uri() + "?mode=ro"
