@@ -585,5 +585,6 @@ def main() -> None:
     app()
 
 
+import mentis.cli_install  # noqa: E402  (registers `mentis install`, `uninstall`, `instructions`)
 import mentis.cli_migrate  # noqa: E402, F401  (registers `mentis migrate` on `app`)
 from mentis import cli_thoughts  # noqa: E402, F401  (registers the thought commands on `app`)
