@@ -19,8 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mentis.cli import app
-from mentis.integrations.harnesses import HARNESSES
-from mentis.integrations.harnesses import jsonc
+from mentis.integrations.harnesses import HARNESSES, jsonc
 
 MENTIS = str(Path(sys.executable).parent / "mentis")
 
@@ -96,7 +95,8 @@ CASES = [
         ".config/Code/User/mcp.json",
         '// VS Code user MCP servers\n{\n\t"inputs": [\n\t\t{ "type": "promptString", "id": "gh", '
         '"password": true },\n\t],\n\t"servers": {\n\t\t/* the GitHub server */\n\t\t"github": {\n'
-        '\t\t\t"type": "http",\n\t\t\t"url": "https://api.githubcopilot.com/mcp/", // remote\n\t\t},\n\t},\n}\n',
+        '\t\t\t"type": "http",\n\t\t\t"url": "https://api.githubcopilot.com/mcp/", // remote\n'
+        "\t\t},\n\t},\n}\n",
         False,
         ("servers",),
         ("github",),
@@ -123,7 +123,8 @@ CASES = [
     Case(
         "windsurf",
         ".codeium/windsurf/mcp_config.json",
-        '{\n  "mcpServers" : {\n    "ollama" : {\n      "command" : "py",\n      "args" : [ "-m", "mcp_ollama" ],\n'
+        '{\n  "mcpServers" : {\n    "ollama" : {\n      "command" : "py",\n'
+        '      "args" : [ "-m", "mcp_ollama" ],\n'
         '      "disabled" : false,\n      "env" : { }\n    }\n  }\n}\n\n',
         True,
         ("mcpServers",),
