@@ -303,3 +303,25 @@ def test_a_config_that_cannot_be_written_is_reported_and_nothing_is_left_behind(
     assert result.exit_code == 10, result.output
     assert "cannot write" in result.stderr and str(home / ".cursor") in result.stderr
     assert files_under(home) == before
+
+
+def test_the_readme_harness_examples_run_as_written(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    block = readme.split("## Harnesses", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    commands = [line.split("#", 1)[0].split() for line in block.splitlines() if line.startswith("mentis ")]
+    assert [c[1] for c in commands] == ["install", "install", "install", "install", "instructions"]
+    token = home / ".local/share/mentis/admin.token"
+    token.parent.mkdir(parents=True)
+    token.write_text("mts_readme_token\n")
+    workdir = tmp_path / "checkout"
+    workdir.mkdir()
+    monkeypatch.chdir(workdir)
+    for words in commands:
+        args = [w.replace("~", str(home), 1) if w.startswith("~") else w for w in words[1:]]
+        result = mentis(*args)
+        assert result.exit_code == 0, (words, result.output)
+    assert (home / ".claude.json").is_file() and (workdir / ".cursor" / "hooks.json").is_file()
+    assert "mts_readme_token" not in (home / ".codex" / "config.toml").read_text()
+    assert "record_attempt" in (workdir / "AGENTS.md").read_text()
