@@ -173,7 +173,8 @@ def test_list_shows_each_harness_config_found_and_mentis_in_it(home: Path) -> No
         True,
         True,
     )
-    assert (rows["codex"]["found"], rows["codex"]["mentis"], rows["codex"]["hooks"]) == (True, True, None)
+    assert (rows["codex"]["found"], rows["codex"]["mentis"], rows["codex"]["hooks"]) == (True, True, False)
+    assert rows["claude-desktop"]["hooks"] is None
     assert (rows["cursor"]["found"], rows["cursor"]["mentis"], rows["cursor"]["hooks"]) == (
         True,
         False,
@@ -279,7 +280,34 @@ def test_cursor_and_gemini_hooks_use_their_own_event_names(home: Path) -> None:
     assert set(gemini["hooks"]) == {"SessionStart", "BeforeAgent", "AfterTool"}
 
 
-@pytest.mark.parametrize("harness", ["claude-desktop", "codex", "vscode", "opencode", "windsurf"])
+def test_codex_hooks_go_to_hooks_json_beside_config_toml_and_come_out_again(home: Path) -> None:
+    config = home / ".codex" / "config.toml"
+    config.parent.mkdir()
+    config.write_text('model = "gpt-5-codex"\n')
+    hooks_file = home / ".codex" / "hooks.json"
+    original_hooks = (
+        '{\n  "hooks": {\n    "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]\n'
+        "  }\n}\n"
+    )
+    hooks_file.write_text(original_hooks)
+
+    result = mentis("install", "codex", "--hooks", "--json")
+    assert result.exit_code == 0, result.output
+    assert [f["file"] for f in json.loads(result.stdout)["files"]] == [str(config), str(hooks_file)]
+    hooks = json.loads(hooks_file.read_text())["hooks"]
+    assert set(hooks) == {"Stop", "SessionStart", "UserPromptSubmit", "PostToolUse"}
+    assert hooks["PostToolUse"] == [
+        {
+            "matcher": "Bash",
+            "hooks": [{"type": "command", "command": f"{MENTIS} hook codex post-tool-use", "timeout": 15}],
+        }
+    ]
+    assert mentis("uninstall", "codex").exit_code == 0
+    assert config.read_text() == 'model = "gpt-5-codex"\n'
+    assert hooks_file.read_text() == original_hooks
+
+
+@pytest.mark.parametrize("harness", ["claude-desktop", "vscode", "opencode", "windsurf"])
 def test_hooks_on_a_harness_without_a_hook_system_say_so_and_install_the_server(
     home: Path, harness: str
 ) -> None:

@@ -67,6 +67,7 @@ class HookPlan:
     items: tuple[HookItem, ...]
     skeleton: dict[str, Any] = field(default_factory=dict)  # root keys a new file needs
     prune: int = 2  # containers above an emptied hook array to remove when they end up empty
+    fmt: str = "json"  # hook files are JSON even where the MCP config is TOML (Codex)
 
 
 class Harness:

@@ -41,17 +41,22 @@ class ClaudeCode(Harness):
         return {"type": "http", "url": url, "headers": {"Authorization": f"Bearer ${{{TOKEN_ENV}}}"}}
 
     def hooks(self, env: Env, project: Path | None, argv: list[str]) -> HookPlan:
-        settings = (project or env.home) / ".claude" / "settings.json"
+        return claude_style_hooks(self, (project or env.home) / ".claude" / "settings.json", argv)
 
-        def item(event: str, matcher: str | None = None) -> dict[str, Any]:
-            hook = {"type": "command", "command": self.hook_command(argv, event), "timeout": HOOK_TIMEOUT_S}
-            return {**({"matcher": matcher} if matcher else {}), "hooks": [hook]}
 
-        return HookPlan(
-            settings,
-            (
-                HookItem(("hooks", "SessionStart"), item("session-start")),
-                HookItem(("hooks", "UserPromptSubmit"), item("user-prompt-submit")),
-                HookItem(("hooks", "PostToolUse"), item("post-tool-use", "Bash")),
-            ),
-        )
+def claude_style_hooks(harness: Harness, file: Path, argv: list[str]) -> HookPlan:
+    """SessionStart, UserPromptSubmit and PostToolUse (Bash) entries in the Claude Code shape,
+    which Codex's hooks.json shares."""
+
+    def item(event: str, matcher: str | None = None) -> dict[str, Any]:
+        hook = {"type": "command", "command": harness.hook_command(argv, event), "timeout": HOOK_TIMEOUT_S}
+        return {**({"matcher": matcher} if matcher else {}), "hooks": [hook]}
+
+    return HookPlan(
+        file,
+        (
+            HookItem(("hooks", "SessionStart"), item("session-start")),
+            HookItem(("hooks", "UserPromptSubmit"), item("user-prompt-submit")),
+            HookItem(("hooks", "PostToolUse"), item("post-tool-use", "Bash")),
+        ),
+    )

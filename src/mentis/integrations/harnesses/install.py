@@ -42,14 +42,16 @@ class _Files:
         self.harness = harness
         self.open: dict[Path, tuple[Change, ConfigDocument]] = {}
 
-    def edit(self, path: Path, part: str, *, create: bool, private: bool) -> ConfigDocument | None:
+    def edit(
+        self, path: Path, part: str, *, create: bool, private: bool, fmt: str | None = None
+    ) -> ConfigDocument | None:
         target, before = files.read(path)
         if target in self.open:
             change, doc = self.open[target]
         else:
             if before is None and not create:
                 return None
-            doc = files.document(self.harness.fmt, before or "", str(path))
+            doc = files.document(fmt or self.harness.fmt, before or "", str(path))
             change = Change(path, target, [], before, before or "", private)
             self.open[target] = (change, doc)
         if part not in change.parts:
@@ -100,7 +102,7 @@ def plan_install(
     if hooks and plan is None:
         note = harness.no_hooks or f"{harness.title} has no hook system Mentis writes to"
     if plan is not None:
-        hook_doc = edits.edit(plan.file, "hooks", create=True, private=project is None)
+        hook_doc = edits.edit(plan.file, "hooks", create=True, private=project is None, fmt=plan.fmt)
         assert hook_doc is not None
         _install_hooks(hook_doc, harness, plan)
     return edits.changes(), note
@@ -132,7 +134,7 @@ def plan_uninstall(harness: Harness, env: Env, project: Path | None, argv: list[
         doc.remove((*harness.servers, ENTRY), prune=len(harness.servers))
     plan = harness.hooks(env, project, argv)
     if plan is not None:
-        hook_doc = edits.edit(plan.file, "hooks", create=False, private=project is None)
+        hook_doc = edits.edit(plan.file, "hooks", create=False, private=project is None, fmt=plan.fmt)
         if hook_doc is not None:
             for hook in plan.items:
                 current = doc_list(hook_doc, hook.path)
@@ -187,7 +189,7 @@ def status(harness: Harness, env: Env, project: Path | None, argv: list[str]) ->
         plan = harness.hooks(env, project, argv)
         if plan is not None:
             _, hook_text = files.read(plan.file)
-            hook_doc = None if hook_text is None else files.document(harness.fmt, hook_text, str(plan.file))
+            hook_doc = None if hook_text is None else files.document(plan.fmt, hook_text, str(plan.file))
             row["hooks"] = hook_doc is not None and all(
                 any(harness.is_ours(item) for item in doc_list(hook_doc, hook.path)) for hook in plan.items
             )
