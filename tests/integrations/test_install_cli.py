@@ -307,7 +307,22 @@ def test_codex_hooks_go_to_hooks_json_beside_config_toml_and_come_out_again(home
     assert hooks_file.read_text() == original_hooks
 
 
-@pytest.mark.parametrize("harness", ["claude-desktop", "vscode", "opencode", "windsurf"])
+def test_windsurf_hooks_use_its_prompt_and_command_events(home: Path) -> None:
+    assert mentis("install", "windsurf", "--hooks").exit_code == 0
+    hooks = json.loads((home / ".codeium" / "windsurf" / "hooks.json").read_text())
+    assert hooks == {
+        "hooks": {
+            "pre_user_prompt": [
+                {"command": f"{MENTIS} hook windsurf user-prompt-submit", "show_output": False}
+            ],
+            "post_run_command": [{"command": f"{MENTIS} hook windsurf post-tool-use", "show_output": False}],
+        }
+    }
+    assert mentis("uninstall", "windsurf").exit_code == 0
+    assert json.loads((home / ".codeium" / "windsurf" / "hooks.json").read_text()) == {}
+
+
+@pytest.mark.parametrize("harness", ["claude-desktop", "vscode", "opencode"])
 def test_hooks_on_a_harness_without_a_hook_system_say_so_and_install_the_server(
     home: Path, harness: str
 ) -> None:
