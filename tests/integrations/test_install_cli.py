@@ -12,6 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from mentis.cli import app
+from mentis.errors import ConfigError
+from mentis.integrations.harnesses import get
+from mentis.integrations.harnesses.base import Env, Server
+from mentis.integrations.harnesses.install import apply, plan_install
 
 MENTIS = str(Path(sys.executable).parent / "mentis")
 
@@ -368,3 +372,16 @@ def test_the_readme_harness_examples_run_as_written(
     assert (home / ".claude.json").is_file() and (workdir / ".cursor" / "hooks.json").is_file()
     assert "mts_readme_token" not in (home / ".codex" / "config.toml").read_text()
     assert "record_attempt" in (workdir / "AGENTS.md").read_text()
+
+
+def test_a_config_rewritten_by_its_harness_meanwhile_is_not_overwritten(home: Path) -> None:
+    config = home / ".claude.json"
+    config.write_text('{"numStartups": 1}')
+    changes, _ = plan_install(
+        get("claude-code"), Env.current(), Server((MENTIS,)), None, hooks=False, argv=[MENTIS]
+    )
+    config.write_text('{"numStartups": 2}')  # Claude Code saves its counters in between
+    with pytest.raises(ConfigError, match="changed while Mentis was editing it"):
+        apply(changes)
+    assert config.read_text() == '{"numStartups": 2}'
+    assert not list(home.glob(".claude.json.mentis-backup-*"))

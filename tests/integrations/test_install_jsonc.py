@@ -100,3 +100,12 @@ def test_insert_then_remove_gives_back_the_original_bytes(
         assert json.loads(again.text) == json.loads(expected)
     else:
         assert again.text == expected
+
+
+def test_a_byte_order_mark_is_kept() -> None:
+    text = '\ufeff{\n  "a": 1\n}\n'
+    doc = Document(text)
+    doc.set(("mcpServers",), "mentis", ENTRY)
+    assert doc.text.startswith('\ufeff{\n  "a": 1,\n  "mcpServers": {')
+    doc.remove(("mcpServers", "mentis"), prune=1)
+    assert doc.text == text

@@ -154,6 +154,11 @@ def apply(changes: list[Change]) -> list[dict[str, Any]]:
     for change in changes:
         backup = None
         if change.changed:
+            if files.read(change.path)[1] != change.before:
+                raise ConfigError(
+                    f"{change.path} changed while Mentis was editing it (another program wrote it); "
+                    "it was left as that program wrote it: run the command again"
+                )
             if change.before is not None:
                 backup = files.backup(change.target)
             files.write_atomic(change.target, change.after, private=change.private)

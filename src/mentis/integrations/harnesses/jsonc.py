@@ -17,7 +17,7 @@ from typing import Any
 
 from mentis.errors import ConfigError
 
-_WS = " \t\r\n"
+_WS = " \t\r\n\ufeff"  # a UTF-8 byte-order mark at the start counts as blank
 
 
 @dataclass
