@@ -18,13 +18,14 @@ from mentis.cli import JsonOpt, _emit, _errors, app, err
 from mentis.errors import InvalidInput
 from mentis.integrations import instructions as agent_instructions
 from mentis.integrations.harnesses import HARNESSES, get
-from mentis.integrations.harnesses.base import TOKEN_ENV, Env, Server, mentis_argv
+from mentis.integrations.harnesses.base import TOKEN_ENV, Env, mentis_argv
 from mentis.integrations.harnesses.install import (
     Change,
     apply,
     describe,
     plan_install,
     plan_uninstall,
+    server_for,
     status,
 )
 
@@ -80,17 +81,14 @@ def install(
         if list_:
             if harness or stdio or http or token_file or hooks or dry_run:
                 raise InvalidInput("--list takes only --project and --json")
-            rows = [status(h, env, project, argv) for h in HARNESSES.values()]
-            _emit({"harnesses": rows}, as_json, _print_list)
+            _emit(
+                {"harnesses": [status(h, env, project, argv) for h in HARNESSES.values()]},
+                as_json,
+                _print_list,
+            )
             return
-        if harness is None:
-            raise InvalidInput(f"name a harness ({', '.join(HARNESSES)}) or use --list", "harness")
-        chosen = get(harness)
-        if stdio and http:
-            raise InvalidInput("choose one of --stdio and --http URL")
-        if token_file is not None and http is None:
-            raise InvalidInput("--token-file goes with --http URL", "token_file")
-        server = Server(tuple(argv), http, token_file.absolute() if token_file else None)
+        chosen = get(_named(harness))
+        server = server_for(argv, stdio=stdio, url=http, token_file=token_file)
         changes, note = plan_install(chosen, env, server, project, hooks=hooks, argv=argv)
         _finish(chosen.name, "install", changes, dry_run, as_json, note)
     if http and not dry_run and not (chosen.name == "opencode" and token_file):
@@ -101,6 +99,12 @@ def install(
             highlight=False,
             soft_wrap=True,
         )
+
+
+def _named(harness: str | None) -> str:
+    if harness is None:
+        raise InvalidInput(f"name a harness ({', '.join(HARNESSES)}) or use --list", "harness")
+    return harness
 
 
 @app.command()
@@ -115,9 +119,7 @@ def uninstall(
     After `mentis install` on a file, `mentis uninstall` gives back its original bytes.
     """
     with _errors():
-        if harness is None:
-            raise InvalidInput(f"name a harness: {', '.join(HARNESSES)}", "harness")
-        chosen = get(harness)
+        chosen = get(_named(harness))
         changes = plan_uninstall(chosen, Env.current(), project, mentis_argv())
         _finish(chosen.name, "uninstall", changes, dry_run, as_json, None)
 

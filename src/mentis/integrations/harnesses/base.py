@@ -12,7 +12,7 @@ import shlex
 import shutil
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +65,6 @@ class HookItem:
 class HookPlan:
     file: Path
     items: tuple[HookItem, ...]
-    skeleton: dict[str, Any] = field(default_factory=dict)  # root keys a new file needs
-    prune: int = 2  # containers above an emptied hook array to remove when they end up empty
     fmt: str = "json"  # hook files are JSON even where the MCP config is TOML (Codex)
 
 

@@ -11,6 +11,8 @@ and "Hooks reference" (code.claude.com/docs/en/hooks), Claude Code 2.1.x:
 - hooks live in ``~/.claude/settings.json`` (user) or ``.claude/settings.json`` (project) under
   ``hooks.<Event>``: a list of ``{"matcher"?, "hooks": [{"type": "command", "command", "timeout"}]}``.
   SessionStart and UserPromptSubmit take no matcher; PostToolUse matches the tool name (``Bash``).
+  A Bash command that exits non-zero fires PostToolUseFailure instead, so the post-tool-use hook
+  is installed for both (failed checks are recorded too).
 """
 
 from __future__ import annotations
@@ -41,12 +43,13 @@ class ClaudeCode(Harness):
         return {"type": "http", "url": url, "headers": {"Authorization": f"Bearer ${{{TOKEN_ENV}}}"}}
 
     def hooks(self, env: Env, project: Path | None, argv: list[str]) -> HookPlan:
-        return claude_style_hooks(self, (project or env.home) / ".claude" / "settings.json", argv)
+        settings = (project or env.home) / ".claude" / "settings.json"
+        return claude_style_hooks(self, settings, argv, failures=True)
 
 
-def claude_style_hooks(harness: Harness, file: Path, argv: list[str]) -> HookPlan:
+def claude_style_hooks(harness: Harness, file: Path, argv: list[str], *, failures: bool = False) -> HookPlan:
     """SessionStart, UserPromptSubmit and PostToolUse (Bash) entries in the Claude Code shape,
-    which Codex's hooks.json shares."""
+    which Codex's hooks.json shares; ``failures`` adds PostToolUseFailure (Claude Code only)."""
 
     def item(event: str, matcher: str | None = None) -> dict[str, Any]:
         hook = {"type": "command", "command": harness.hook_command(argv, event), "timeout": HOOK_TIMEOUT_S}
@@ -58,5 +61,6 @@ def claude_style_hooks(harness: Harness, file: Path, argv: list[str]) -> HookPla
             HookItem(("hooks", "SessionStart"), item("session-start")),
             HookItem(("hooks", "UserPromptSubmit"), item("user-prompt-submit")),
             HookItem(("hooks", "PostToolUse"), item("post-tool-use", "Bash")),
+            *([HookItem(("hooks", "PostToolUseFailure"), item("post-tool-use", "Bash"))] if failures else []),
         ),
     )

@@ -67,6 +67,17 @@ class _Files:
         return out
 
 
+def server_for(argv: list[str], *, stdio: bool, url: str | None, token_file: Path | None) -> Server:
+    """The server to install from the command's options: stdio (default) or HTTP at ``url``."""
+    if stdio and url:
+        raise InvalidInput("choose one of --stdio and --http URL")
+    if token_file is not None and url is None:
+        raise InvalidInput("--token-file goes with --http URL", "token_file")
+    server = Server(tuple(argv), url, token_file.absolute() if token_file else None)
+    check_server(server)
+    return server
+
+
 def check_server(server: Server) -> None:
     if server.url is not None:
         parts = urlsplit(server.url)
@@ -109,9 +120,6 @@ def plan_install(
 
 
 def _install_hooks(doc: ConfigDocument, harness: Harness, plan: HookPlan) -> None:
-    for key, value in plan.skeleton.items():
-        if doc.get((key,)) is None:
-            doc.set((), key, value)
     for hook in plan.items:
         current = doc.get(hook.path)
         if current is not None and not isinstance(current, list):
@@ -139,7 +147,7 @@ def plan_uninstall(harness: Harness, env: Env, project: Path | None, argv: list[
             for hook in plan.items:
                 current = doc_list(hook_doc, hook.path)
                 for i in reversed([i for i, item in enumerate(current) if harness.is_ours(item)]):
-                    hook_doc.remove((*hook.path, i), prune=plan.prune)
+                    hook_doc.remove((*hook.path, i), prune=len(hook.path))
     return edits.changes()
 
 

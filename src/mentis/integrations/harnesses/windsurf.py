@@ -6,10 +6,10 @@ project-level file. Stdio: ``{"command", "args", "env"}``; remote HTTP: ``{"serv
 "headers"}``. command, args, env, serverUrl, url and headers interpolate ``${env:NAME}``, so the
 token is ``${env:MENTIS_TOKEN}``.
 
-Hooks: the Windsurf docs "Cascade Hooks" (docs.windsurf.com/windsurf/cascade/hooks, beta):
-``~/.codeium/windsurf/hooks.json`` (user) or ``.windsurf/hooks.json`` (workspace),
-``{"hooks": {"<event>": [{"command", "show_output"}]}}``. There is no session-start event; Mentis
-hooks ``pre_user_prompt`` (user-prompt-submit) and ``post_run_command`` (post-tool-use).
+Windsurf documents hooks ("Cascade Hooks", beta: ``~/.codeium/windsurf/hooks.json``,
+``{"hooks": {"<event>": [{"command", "show_output"}]}}``), but its ``post_run_command`` payload
+has only the command line (no exit status, no output) and no hook can add context, so
+``mentis hook`` has nothing to do there and ``--hooks`` writes nothing.
 """
 
 from __future__ import annotations
@@ -17,27 +17,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mentis.integrations.harnesses.base import TOKEN_ENV, Env, Harness, HookItem, HookPlan
+from mentis.integrations.harnesses.base import TOKEN_ENV, Env, Harness
 
 
 class Windsurf(Harness):
     name = "windsurf"
     title = "Windsurf"
     source = "docs.windsurf.com/windsurf/cascade/mcp and /cascade/hooks, Windsurf 1.1x"
+    no_hooks = "Windsurf's hook payloads carry no exit status or output and cannot add context"
 
     def user_config(self, env: Env) -> Path:
         return env.home / ".codeium" / "windsurf" / "mcp_config.json"
 
     def http_entry(self, url: str, token_file: Path | None, *, project: bool) -> dict[str, Any]:
         return {"serverUrl": url, "headers": {"Authorization": f"Bearer ${{env:{TOKEN_ENV}}}"}}
-
-    def hooks(self, env: Env, project: Path | None, argv: list[str]) -> HookPlan:
-        file = (
-            project / ".windsurf" / "hooks.json" if project else self.user_config(env).parent / "hooks.json"
-        )
-        events = {"pre_user_prompt": "user-prompt-submit", "post_run_command": "post-tool-use"}
-        items = tuple(
-            HookItem(("hooks", theirs), {"command": self.hook_command(argv, ours), "show_output": False})
-            for theirs, ours in events.items()
-        )
-        return HookPlan(file, items)
