@@ -12,12 +12,18 @@ A malformed file raises :class:`~mentis.errors.ConfigError` naming the file, lin
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from mentis.errors import ConfigError
 
 _WS = " \t\r\n\ufeff"  # a UTF-8 byte-order mark at the start counts as blank
+_BLANKS = re.compile(r"(?:[ \t\r\n\ufeff]+|//[^\n]*|/\*.*?\*/)*", re.DOTALL)
+_STRING = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"')
+_PLAIN = re.compile(r"[^\x00-\x1f]*")  # a string without escapes or control characters reads as is
+_LITERAL = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null")
+_WORD = re.compile(r"[^ \t\r\n,\]}/]*")
 
 
 @dataclass
@@ -60,21 +66,12 @@ class _Parser:
         )
 
     def skip(self) -> None:
-        text, n = self.text, len(self.text)
-        while self.pos < n:
-            ch = text[self.pos]
-            if ch in _WS:
-                self.pos += 1
-            elif text.startswith("//", self.pos):
-                newline = text.find("\n", self.pos)
-                self.pos = n if newline < 0 else newline
-            elif text.startswith("/*", self.pos):
-                close = text.find("*/", self.pos + 2)
-                if close < 0:
-                    raise self.error("unterminated /* comment")
-                self.pos = close + 2
-            else:
-                return
+        text, pos = self.text, self.pos
+        if pos < len(text) and text[pos] not in _WS and text[pos] != "/":
+            return
+        self.pos = _BLANKS.match(text, pos).end()  # type: ignore[union-attr]
+        if self.text.startswith("/*", self.pos):
+            raise self.error("unterminated /* comment")
 
     def document(self) -> Node:
         self.skip()
@@ -100,21 +97,16 @@ class _Parser:
         return self.literal()
 
     def string_end(self) -> int:
-        text, i = self.text, self.pos + 1
-        while i < len(text):
-            ch = text[i]
-            if ch == "\\":
-                i += 2
-                continue
-            if ch == '"':
-                self.pos = i + 1
-                return self.pos
-            if ch == "\n":
-                break
-            i += 1
-        raise self.error("unterminated string")
+        found = _STRING.match(self.text, self.pos)
+        if found is None:
+            raise self.error("unterminated string")
+        self.pos = found.end()
+        return self.pos
 
     def decode(self, start: int) -> Any:
+        raw = self.text[start + 1 : self.pos - 1]
+        if "\\" not in raw and _PLAIN.fullmatch(raw):
+            return raw
         try:
             return json.loads(self.text[start : self.pos])
         except json.JSONDecodeError as exc:
@@ -122,18 +114,15 @@ class _Parser:
 
     def literal(self) -> Node:
         start = self.pos
-        text = self.text
-        while self.pos < len(text) and text[self.pos] not in _WS + ",]}/":
-            self.pos += 1
-        raw = text[start : self.pos]
-        try:
-            if not raw:
-                raise ValueError
-            return Node(start, self.pos, json.loads(raw))
-        except ValueError:
-            self.pos = start
-            shown = raw[:20] or text[start : start + 1] or "end of file"
-            raise self.error(f"expected a value, found {shown!r}") from None
+        found = _LITERAL.match(self.text, start)
+        end = found.end() if found else start
+        if found is None or (end < len(self.text) and self.text[end] not in _WS + ",]}/"):
+            word = _WORD.match(self.text, start)
+            raw = word.group() if word else ""
+            shown = raw[:20] or self.text[start : start + 1] or "end of file"
+            raise self.error(f"expected a value, found {shown!r}")
+        self.pos = end
+        return Node(start, end, json.loads(found.group()))
 
     def container(self, close: str, *, keyed: bool) -> Container:
         node = Container(self.pos, -1, kind="object" if keyed else "array")
@@ -227,14 +216,15 @@ class Document:
         node = self.find(path)
         return None if node is None else node.value
 
-    def _object(self, path: tuple[str, ...]) -> Container:
-        """The object at ``path``, creating the missing objects on the way."""
+    def _object(self, path: tuple[str, ...], key: str, value: Any) -> Container | None:
+        """The object at ``path``; when part of the path is missing, the missing objects are
+        inserted holding ``key: value`` (one edit) and None is returned."""
         node = self.root
         for i, step in enumerate(path):
             member = _lookup(node, step)
             if member is None:
-                self._insert(node, step, _nest(path[i + 1 :]))
-                return self._object(path)
+                self._insert(node, step, _nest((*path[i + 1 :], key), value))
+                return None
             if not isinstance(member.value, Container) or member.value.kind != "object":
                 where = ".".join(path[: i + 1])
                 raise ConfigError(
@@ -245,7 +235,9 @@ class Document:
 
     def set(self, path: tuple[str, ...], key: str, value: Any) -> bool:
         """Set ``path.key`` to ``value``; returns whether the text changed."""
-        container = self._object(path)
+        container = self._object(path, key, value)
+        if container is None:
+            return True
         member = _lookup(container, key)
         if member is None:
             self._insert(container, key, value)
@@ -258,7 +250,9 @@ class Document:
 
     def append(self, path: tuple[str, ...], key: str, item: Any) -> None:
         """Append ``item`` to the array ``path.key``, creating it when missing."""
-        container = self._object(path)
+        container = self._object(path, key, [item])
+        if container is None:
+            return
         member = _lookup(container, key)
         if member is None:
             self._insert(container, key, [item])
@@ -368,8 +362,7 @@ class Document:
             self._splice(start, end, "")
 
 
-def _nest(path: tuple[str, ...]) -> dict[str, Any]:
-    value: dict[str, Any] = {}
+def _nest(path: tuple[str, ...], value: Any) -> Any:
     for step in reversed(path):
         value = {step: value}
     return value
