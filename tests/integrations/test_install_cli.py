@@ -360,3 +360,32 @@ def test_a_config_rewritten_by_its_harness_meanwhile_is_not_overwritten(home: Pa
         apply(changes)
     assert config.read_text() == '{"numStartups": 2}'
     assert not list(home.glob(".claude.json.mentis-backup-*"))
+
+
+def test_reinstalling_keeps_what_the_user_added_to_the_mentis_entry(home: Path) -> None:
+    assert mentis("install", "gemini-cli").exit_code == 0
+    settings = home / ".gemini" / "settings.json"
+    data = json.loads(settings.read_text())
+    data["mcpServers"]["mentis"]["env"]["MENTIS_DB"] = "/srv/team/mentis.db"
+    data["mcpServers"]["mentis"]["trust"] = True
+    data["mcpServers"]["mentis"]["command"] = "/old/venv/bin/mentis"
+    settings.write_text(json.dumps(data, indent=2) + "\n")
+
+    assert mentis("install", "gemini-cli").exit_code == 0
+    entry = json.loads(settings.read_text())["mcpServers"]["mentis"]
+    assert entry == {
+        "command": MENTIS,
+        "args": ["serve"],
+        "env": {"MENTIS_AGENT_ID": "gemini-cli", "MENTIS_DB": "/srv/team/mentis.db"},
+        "trust": True,
+    }
+    again = mentis("install", "gemini-cli", "--json")
+    assert json.loads(again.stdout)["changed"] is False
+
+    assert mentis("install", "gemini-cli", "--http", "http://127.0.0.1:9471/mcp").exit_code == 0
+    entry = json.loads(settings.read_text())["mcpServers"]["mentis"]
+    assert entry == {
+        "httpUrl": "http://127.0.0.1:9471/mcp",
+        "headers": {"Authorization": "Bearer ${MENTIS_TOKEN}"},
+        "trust": True,
+    }

@@ -78,6 +78,27 @@ def server_for(argv: list[str], *, stdio: bool, url: str | None, token_file: Pat
     return server
 
 
+# Keys that say how a server is reached; every other key a user added to the Mentis entry
+# (disabled, timeout, trust, tool filters…) is kept when the entry is written again.
+TRANSPORT_KEYS = frozenset(
+    {"type", "command", "args", "env", "environment", "url", "httpUrl", "serverUrl", "headers"}
+    | {"bearer_token_env_var", "enabled"}
+)
+
+
+def merge_entry(current: Any, fresh: dict[str, Any]) -> dict[str, Any]:
+    """``fresh`` plus what the user added to the entry already there: keys outside
+    TRANSPORT_KEYS, and (when both launch a command) their own environment variables."""
+    if not isinstance(current, dict):
+        return fresh
+    merged = {**fresh, **{k: v for k, v in current.items() if k not in TRANSPORT_KEYS}}
+    for env_key in ("env", "environment"):
+        old, new = current.get(env_key), fresh.get(env_key)
+        if isinstance(old, dict) and isinstance(new, dict):
+            merged[env_key] = {**old, **new}
+    return merged
+
+
 def check_server(server: Server) -> None:
     if server.url is not None:
         parts = urlsplit(server.url)
@@ -103,11 +124,11 @@ def plan_install(
     """The changes an install makes; the second value says why no hooks were written, if so."""
     check_server(server)
     project = _project(project)
-    entry = harness.entry(server, project=project is not None)
+    fresh = harness.entry(server, project=project is not None)
     edits = _Files(harness)
     doc = edits.edit(harness.config(env, project), "mcp", create=True, private=project is None)
     assert doc is not None
-    doc.set(harness.servers, ENTRY, entry)
+    doc.set(harness.servers, ENTRY, merge_entry(doc.get((*harness.servers, ENTRY)), fresh))
     note = None
     plan = harness.hooks(env, project, argv) if hooks else None
     if hooks and plan is None:
