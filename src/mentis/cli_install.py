@@ -81,6 +81,8 @@ def install(
         if list_:
             if harness or stdio or http or token_file or hooks or dry_run:
                 raise InvalidInput("--list takes only --project and --json")
+            if project is not None and not project.is_dir():
+                raise InvalidInput(f"--project {project}: not a directory", "project")
             _emit(
                 {"harnesses": [status(h, env, project, argv) for h in HARNESSES.values()]},
                 as_json,
@@ -167,6 +169,8 @@ def _finish(
             sys.stdout.write(json.dumps(_result(harness, action, report, note, dry_run=True)) + "\n")
         else:
             sys.stdout.write("".join(r["diff"] for r in report))
+            if not any(r["changed"] for r in report):
+                err.print(f"{harness}: nothing would change", highlight=False)
             if note:
                 err.print(f"hooks: {note}", highlight=False)
         return

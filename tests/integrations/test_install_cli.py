@@ -71,6 +71,10 @@ def test_dry_run_prints_a_unified_diff_and_writes_nothing(home: Path) -> None:
     assert report["files"][0]["diff"] == result.stdout
     assert files_under(home) == before
 
+    assert mentis("install", "cursor").exit_code == 0
+    unchanged = mentis("install", "cursor", "--dry-run")
+    assert (unchanged.stdout, unchanged.stderr) == ("", "cursor: nothing would change\n")
+
 
 def test_json_output_names_every_file_written(home: Path) -> None:
     result = mentis("install", "claude-code", "--hooks", "--json")
@@ -204,6 +208,7 @@ def test_list_shows_each_harness_config_found_and_mentis_in_it(home: Path) -> No
         (["install", "codex", "--http", "http://h/mcp", "--token-file", "/no/such/token"], "no such file"),
         (["install", "codex", "--project", "/no/such/dir"], "not a directory"),
         (["install", "--list", "codex"], "--list takes only"),
+        (["install", "--list", "--project", "/no/such/dir"], "not a directory"),
     ],
 )
 def test_bad_options_get_a_clear_error_and_write_nothing(home: Path, args: list[str], message: str) -> None:
