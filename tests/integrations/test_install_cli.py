@@ -112,6 +112,8 @@ def test_an_unknown_harness_lists_the_known_ones(home: Path) -> None:
         ("codex", ".codex/config.toml", 'model = "o3"\n[mcp_servers.docs\ncommand = "x"\n', "line 2 column"),
         ("windsurf", ".codeium/windsurf/mcp_config.json", "[1, 2]\n", "not a JSON object"),
         ("cursor", ".cursor/mcp.json", '{"mcpServers": ["a"]}', "'mcpServers' is not an object"),
+        ("codex", ".codex/config.toml", 'mcp_servers = "none"\n', "'mcp_servers' is not a table"),
+        ("gemini-cli", ".gemini/settings.json", '{"mcpServers": null}', "'mcpServers' is not an object"),
     ],
 )
 def test_a_malformed_config_is_named_with_its_position_and_left_untouched(

@@ -69,3 +69,10 @@ def test_unmatched_markers_are_refused_and_the_file_left_alone(tmp_path: Path) -
         assert result.exit_code == 10
         assert str(agents) in result.stderr and "markers" in result.stderr
         assert agents.read_text() == text
+
+
+def test_writing_into_a_directory_is_refused(tmp_path: Path) -> None:
+    result = mentis("instructions", "--write", str(tmp_path))
+    assert result.exit_code == 10
+    assert "is a directory" in result.stderr
+    assert not list(tmp_path.iterdir())
