@@ -594,6 +594,7 @@ def main() -> None:
 
 
 import mentis.cli_doctor  # noqa: E402  (registers `mentis doctor` and `mentis stats`)
+import mentis.cli_install  # noqa: E402  (registers `mentis install`, `uninstall`, `instructions`)
 import mentis.cli_migrate  # noqa: E402  (registers `mentis migrate` on `app`)
 import mentis.cli_model  # noqa: E402, F401  (registers `mentis model install`)
 from mentis import cli_thoughts  # noqa: E402, F401  (registers the thought commands on `app`)
