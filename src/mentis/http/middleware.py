@@ -26,6 +26,15 @@ from mentis.memory import Caller
 
 TOKEN_ID_KEY = "mentis.token_id"
 PUBLIC_PATHS = frozenset({"/health"})
+DASHBOARD = "/dashboard"
+"""Signs people in with a session cookie itself (:mod:`mentis.dashboard`), so no bearer token here."""
+
+
+STATIC = DASHBOARD + "/static/"
+
+
+def _dashboard(path: str) -> bool:
+    return path == DASHBOARD or path.startswith(DASHBOARD + "/")
 
 
 def host_name(host: str) -> str:
@@ -81,7 +90,7 @@ class Authenticate:
         self.anonymous = anonymous
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
+        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS or _dashboard(scope["path"]):
             await self.app(scope, receive, send)
             return
         if self.tokens is None:
@@ -146,7 +155,7 @@ class RateLimit:
         self.bucket = bucket
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
+        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS or scope["path"].startswith(STATIC):
             await self.app(scope, receive, send)
             return
         wait = self.bucket.take(str(scope.get(TOKEN_ID_KEY, "anonymous")))

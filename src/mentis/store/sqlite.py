@@ -37,6 +37,7 @@ import orjson
 from mentis.errors import Conflict, IntegrityError, NotFound, StoreError
 from mentis.ledger import ChainReport, Entry, canonical, verify_rows
 from mentis.store.base import Embed, StoredAttempt, replay
+from mentis.store.browse import BrowseReads
 from mentis.store.sqlite_base import ENTRY_COLS, LEXICON_SCHEMA, TERM_TABLES, VECTOR_TABLES
 from mentis.store.sqlite_sql import RecallSql
 from mentis.store.sqlite_thoughts import THOUGHT_SCHEMA, THOUGHT_TABLES, ThoughtTables, thought_fields
@@ -132,7 +133,7 @@ def _fts_fields(body: dict[str, Any]) -> tuple[str, str, str, str, str, str]:
     )
 
 
-class SqliteStore(ThoughtTables, RecallSql):
+class SqliteStore(ThoughtTables, RecallSql, BrowseReads):
     """One SQLite file holding the ledger, bodies and derived tables."""
 
     def __init__(self, path: str | Path, dim: int, *, verify: bool = True) -> None:
@@ -271,9 +272,11 @@ class SqliteStore(ThoughtTables, RecallSql):
             seqs = sorted(
                 s for (s,) in conn.execute(f"SELECT seq FROM entries WHERE rowid IN ({marks})", erased_rowids)
             )
+            task_id = conn.execute("SELECT task_id FROM attempt_idx WHERE rowid=?", (rowid,)).fetchone()[0]
             body = {
                 "attempt_id": attempt_id,
                 "repository": chain,
+                "task_id": task_id,
                 "erased": seqs,
                 "reason": reason,
                 "agent_id": agent,
