@@ -46,7 +46,7 @@ def seed(memory: Memory) -> Seeded:
         task_title="Users are logged out after five minutes",
         action="Raised the session cookie max-age from 300 to 3600 seconds in settings.py",
         observation="Users still got logged out after five minutes of inactivity",
-        inference="The cookie lifetime is not what ends the session; the server-side session store expires it",
+        inference="The cookie lifetime is not what ends the session; the server-side store expires it",
         check={
             "command": "pytest tests/test_session.py",
             "status": "failed",
