@@ -144,16 +144,14 @@ def test_mark_an_attempt_outdated_through_the_form(live: tuple[LiveServer, Seede
     shoot(page, "tasks")
     page.get_by_label("With an attempt that is").select_option("outdated")
     expect(page.locator("ul.tasks > li")).to_have_count(1)
-    other_id = seeded.corrected
-    page.goto(
-        f"{server.url}/dashboard/forget?{urlencode({'repository': SHOP, 'task_id': LOGIN_TASK, 'attempt_id': other_id})}"
-    )
+    query = urlencode({"repository": SHOP, "task_id": LOGIN_TASK, "attempt_id": seeded.corrected})
+    page.goto(f"{server.url}/dashboard/forget?{query}")
     expect(page.get_by_role("heading", name="Forget this attempt?")).to_be_visible()
     shoot(page, "forget-confirmation")
 
 
 def test_thoughts_and_the_relation_graph(live: tuple[LiveServer, Seeded], guard: Guarded) -> None:
-    server, seeded = live
+    server, _ = live
     page = guard.page()
     _sign_in(page, server, server.token("write", (SHOP,)))
     page.get_by_role("link", name="Thoughts").click()
@@ -299,7 +297,7 @@ def test_the_dashboard_works_by_keyboard(live: tuple[LiveServer, Seeded], guard:
 
 
 def test_text_contrast_is_at_least_4_5_to_1(live: tuple[LiveServer, Seeded], guard: Guarded) -> None:
-    server, seeded = live
+    server, _ = live
     page = guard.page()
     _sign_in(page, server, server.token("admin"))
     for url in (
