@@ -50,13 +50,14 @@ def _border(cx: float, cy: float, tx: float, ty: float) -> tuple[float, float]:
 def relation_svg(centre: Node, others: Sequence[Node], edges: Sequence[Edge], link: str) -> str:
     """The SVG; ``link`` is a URL prefix the node's id is appended to (already escaped safe text)."""
     shown = list(others)[:MAX_NODES]
-    pos: dict[str, tuple[float, float]] = {centre.id: (WIDTH / 2, HEIGHT / 2)}
-    radius_x, radius_y = WIDTH / 2 - NODE_W / 2 - 8, HEIGHT / 2 - NODE_H / 2 - 8
+    height = HEIGHT if len(shown) > 2 else 220  # one or two neighbours sit above and below
+    pos: dict[str, tuple[float, float]] = {centre.id: (WIDTH / 2, height / 2)}
+    radius_x, radius_y = WIDTH / 2 - NODE_W / 2 - 8, height / 2 - NODE_H / 2 - 8
     for i, node in enumerate(shown):
         angle = -math.pi / 2 + 2 * math.pi * i / max(1, len(shown))
-        pos[node.id] = (WIDTH / 2 + radius_x * math.cos(angle), HEIGHT / 2 + radius_y * math.sin(angle))
+        pos[node.id] = (WIDTH / 2 + radius_x * math.cos(angle), height / 2 + radius_y * math.sin(angle))
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" role="img" '
         f'aria-labelledby="graph-title" class="graph">',
         f'<title id="graph-title">{escape(str(len(edges)))} relations of this thought</title>',
         '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '

@@ -150,6 +150,7 @@ class Pages:
             t=thought,
             others=others,
             edges=around.edges,
+            names={n.thought_id: n.content for n in around.nodes},
             graph=markup(svg),
             types=THOUGHT_TYPES,
             kinds=CURATE_KINDS,
