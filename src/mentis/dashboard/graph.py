@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-WIDTH = 640
-HEIGHT = 420
-NODE_W = 150
-NODE_H = 44
+WIDTH = 600
+HEIGHT = 440
+NODE_W = 196
+NODE_H = 52
 MAX_NODES = 12
 
 
@@ -50,7 +50,7 @@ def _border(cx: float, cy: float, tx: float, ty: float) -> tuple[float, float]:
 def relation_svg(centre: Node, others: Sequence[Node], edges: Sequence[Edge], link: str) -> str:
     """The SVG; ``link`` is a URL prefix the node's id is appended to (already escaped safe text)."""
     shown = list(others)[:MAX_NODES]
-    height = HEIGHT if len(shown) > 2 else 220  # one or two neighbours sit above and below
+    height = HEIGHT if len(shown) > 2 else 240  # one or two neighbours sit above and below
     pos: dict[str, tuple[float, float]] = {centre.id: (WIDTH / 2, height / 2)}
     radius_x, radius_y = WIDTH / 2 - NODE_W / 2 - 8, height / 2 - NODE_H / 2 - 8
     for i, node in enumerate(shown):
@@ -75,7 +75,7 @@ def relation_svg(centre: Node, others: Sequence[Node], edges: Sequence[Edge], li
         )
         mx, my = (x1 + x2) / 2, (y1 + y2) / 2
         parts.append(
-            f'<text x="{mx:.1f}" y="{my - 4:.1f}" text-anchor="middle" font-size="11" fill="#1e293b" '
+            f'<text x="{mx + 6:.1f}" y="{my + 4:.1f}" text-anchor="start" font-size="12" fill="#1e293b" '
             f'paint-order="stroke" stroke="#ffffff" stroke-width="3">{escape(e.kind)}</text>'
         )
     for node in [centre, *shown]:
@@ -85,10 +85,10 @@ def relation_svg(centre: Node, others: Sequence[Node], edges: Sequence[Edge], li
         box = (
             f'<rect x="{x - NODE_W / 2:.1f}" y="{y - NODE_H / 2:.1f}" width="{NODE_W}" height="{NODE_H}" '
             f'rx="6" fill="{fill}" stroke="{stroke}"' + (' stroke-dasharray="4 3"' if node.dim else "") + "/>"
-            f'<text x="{x:.1f}" y="{y - 5:.1f}" text-anchor="middle" font-size="11" font-weight="600" '
+            f'<text x="{x:.1f}" y="{y - 5:.1f}" text-anchor="middle" font-size="13" font-weight="600" '
             f'fill="{text}">{escape(node.kind)}</text>'
-            f'<text x="{x:.1f}" y="{y + 11:.1f}" text-anchor="middle" font-size="11" fill="{text}">'
-            f"{escape(_clip(node.label, 24))}</text>"
+            f'<text x="{x:.1f}" y="{y + 13:.1f}" text-anchor="middle" font-size="12" fill="{text}">'
+            f"{escape(_clip(node.label, 28))}</text>"
         )
         if node is centre:
             parts.append(f"<g>{box}</g>")
