@@ -449,3 +449,14 @@ def test_verify_now_reports_the_chains_this_caller_may_read(client: TestClient, 
     page = client.post("/dashboard/verify", data={"csrf": csrf_of(client.get("/dashboard/").text)})
     assert page.status_code == 200 and "every chain below checked" in page.text
     assert page.text.count(">verified</span>") == 2  # the summary and the one readable chain
+
+
+def test_dashboard_requests_are_rate_limited_apart_from_the_api(memory: Memory, tokens: TokenStore) -> None:
+    from mentis.http import HttpConfig, build_app
+
+    app = build_app(memory, tokens, HttpConfig(session_secret=SECRET, rate_per_second=0.001, rate_burst=2))
+    client = TestClient(app, base_url="http://127.0.0.1")
+    assert [client.get("/dashboard/login").status_code for _ in range(3)] == [200, 200, 429]
+    assert client.get("/dashboard/static/dashboard.css").status_code == 200  # assets are not counted
+    bearer = {"Authorization": f"Bearer {make_token(tokens)}"}
+    assert client.post("/v1/verify_integrity", json={}, headers=bearer).status_code == 200

@@ -158,7 +158,10 @@ class RateLimit:
         if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS or scope["path"].startswith(STATIC):
             await self.app(scope, receive, send)
             return
-        wait = self.bucket.take(str(scope.get(TOKEN_ID_KEY, "anonymous")))
+        key = str(scope.get(TOKEN_ID_KEY, "anonymous"))
+        if _dashboard(scope["path"]):  # signed in by cookie inside the dashboard: one bucket per client
+            key = f"dashboard:{(scope.get('client') or ('?', 0))[0]}"
+        wait = self.bucket.take(key)
         if wait > 0:
             retry = max(1, math.ceil(wait))
             response = error_response(
