@@ -119,3 +119,11 @@ def test_timeline_orders_attempts_and_tombstones_by_ledger_seq(
     assert [c["reason"] for c in first.stored.corrections] == ["wrong"]
     with pytest.raises(NotFound):
         memory.task_timeline(Caller(agent_id="admin"), SHOP, "no-such-task")
+
+
+def test_the_agent_choices_pick_up_new_agents(memory: Memory, filled: dict[str, str]) -> None:
+    admin = Caller(agent_id="admin")
+    assert memory.task_page(admin, SHOP).agents == ["alice", "bob"]
+    _record(memory, Caller(agent_id="carol"), SHOP, "t9")
+    assert memory.task_page(admin, SHOP).agents == ["alice", "bob", "carol"]
+    assert memory.task_page(admin, BILLING).agents == ["alice"]

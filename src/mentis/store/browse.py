@@ -82,51 +82,90 @@ class BrowseReads:
     ) -> tuple[int, list[TaskRow], dict[int, str]]:
         """(matching task count, one page of tasks newest first, entry time of each page row's
         newest attempt). A task matches when one of its attempts has ``status`` and one was
-        recorded by ``agent``."""
-        having: list[str] = []
-        args: list[Any] = [repository]
+        recorded by ``agent``.
+
+        The page is chosen from the ``(repository, task_id)`` index alone; the per-status counts
+        are computed for the page's tasks only, so a page costs about the same on any store size.
+        """
+        where, args = "a.repository = ?", [repository]
         if status == "outdated":
-            having.append(f"sum({_OUTDATED}) > 0")
+            where += (
+                " AND a.task_id IN (SELECT x.task_id FROM correction_idx c "
+                "JOIN attempt_idx x ON x.rowid = c.attempt_rowid WHERE x.repository = ?)"
+            )
+            args.append(repository)
         elif status is not None:
-            having.append("sum(CASE WHEN a.status = ? THEN 1 ELSE 0 END) > 0")
-            args.append(status)
-        join = ""
+            where += (
+                " AND a.task_id IN (SELECT x.task_id FROM attempt_idx x "
+                "WHERE x.repository = ? AND x.status = ?)"
+            )
+            args += [repository, status]
         if agent is not None:
-            join = "JOIN entries e ON e.rowid = a.rowid "
-            having.append("sum(CASE WHEN e.agent = ? THEN 1 ELSE 0 END) > 0")
-            args.append(agent)
-        grouped = (
-            "SELECT a.task_id, count(*) AS n, "
-            "sum(CASE WHEN a.status = 'passed' THEN 1 ELSE 0 END), "
-            "sum(CASE WHEN a.status = 'failed' THEN 1 ELSE 0 END), "
-            "sum(CASE WHEN a.status = 'unverified' THEN 1 ELSE 0 END), "
-            f"sum({_OUTDATED}), max(a.rowid) AS last "
-            f"FROM attempt_idx a {join}WHERE a.repository = ? GROUP BY a.task_id"
-            + (f" HAVING {' AND '.join(having)}" if having else "")
-        )
+            where += (
+                " AND a.task_id IN (SELECT x.task_id FROM entries e JOIN attempt_idx x ON x.rowid = e.rowid "
+                "WHERE e.chain = ? AND e.kind = 'attempt' AND e.agent = ?)"
+            )
+            args += [repository, agent]
         with self._read() as conn:
-            total = conn.execute(self._sql(f"SELECT count(*) FROM ({grouped}) g"), args).fetchone()[0]
+            count = f"SELECT count(DISTINCT a.task_id) FROM attempt_idx a WHERE {where}"
+            total = conn.execute(self._sql(count), args).fetchone()[0]
             page = conn.execute(
-                self._sql(f"{grouped} ORDER BY last DESC LIMIT ? OFFSET ?"), [*args, limit, offset]
+                self._sql(
+                    f"SELECT a.task_id, max(a.rowid) AS last FROM attempt_idx a WHERE {where} "
+                    "GROUP BY a.task_id ORDER BY last DESC LIMIT ? OFFSET ?"
+                ),
+                [*args, limit, offset],
             ).fetchall()
-            rows = [TaskRow(str(r[0]), *(int(x) for x in r[1:7])) for r in page]
+            order = [(str(t), int(last)) for t, last in page]
+            stats: dict[str, tuple[int, int, int, int, int]] = {}
             times: dict[int, str] = {}
-            if rows:
-                marks = ",".join("?" * len(rows))
+            if order:
+                marks = ",".join("?" * len(order))
+                for row in conn.execute(
+                    self._sql(
+                        "SELECT a.task_id, count(*), "
+                        "sum(CASE WHEN a.status = 'passed' THEN 1 ELSE 0 END), "
+                        "sum(CASE WHEN a.status = 'failed' THEN 1 ELSE 0 END), "
+                        "sum(CASE WHEN a.status = 'unverified' THEN 1 ELSE 0 END), "
+                        f"sum({_OUTDATED}) FROM attempt_idx a "
+                        f"WHERE a.repository = ? AND a.task_id IN ({marks}) GROUP BY a.task_id"
+                    ),
+                    [repository, *(t for t, _ in order)],
+                ):
+                    stats[str(row[0])] = (int(row[1]), int(row[2]), int(row[3]), int(row[4]), int(row[5]))
                 times = {
                     int(r): str(at)
                     for r, at in conn.execute(
                         self._sql(f"SELECT rowid, at FROM entries WHERE rowid IN ({marks})"),
-                        [t.last_rowid for t in rows],
+                        [last for _, last in order],
                     )
                 }
+        rows = [TaskRow(t, *stats[t], last) for t, last in order if t in stats]
         return int(total), rows, times
 
     def attempt_agents(self, repository: str) -> list[str]:
-        """The agents that recorded attempts in ``repository`` (for a filter's choices)."""
-        sql = "SELECT DISTINCT agent FROM entries WHERE chain = ? AND kind = 'attempt' ORDER BY agent"
+        """The agents that recorded attempts in ``repository`` (for a filter's choices).
+
+        Kept per chain with the seq it was read up to: ledger entries are never changed or
+        removed, so only entries appended since are read again.
+        """
+        cache: dict[str, tuple[int, frozenset[str]]] = self.__dict__.setdefault("_agents_seen", {})
+        upto, agents = cache.get(repository, (-1, frozenset()))
         with self._read() as conn:
-            return [str(a) for (a,) in conn.execute(self._sql(sql), [repository])]
+            head = conn.execute(self._sql("SELECT seq FROM heads WHERE chain = ?"), [repository]).fetchone()
+            if head is None:
+                return []
+            if int(head[0]) > upto:
+                fresh = conn.execute(
+                    self._sql(
+                        "SELECT DISTINCT agent FROM entries WHERE chain = ? AND seq > ? AND seq <= ? "
+                        "AND kind = 'attempt'"
+                    ),
+                    [repository, upto, int(head[0])],
+                )
+                agents = agents | {str(a) for (a,) in fresh}
+                cache[repository] = (int(head[0]), agents)
+        return sorted(agents)
 
     def tombstones(self, repository: str) -> list[tuple[Entry, dict[str, Any]]]:
         """The hash-checked forget bodies of ``repository``, oldest first."""
