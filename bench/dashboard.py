@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -85,12 +86,19 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--requests", type=int, default=15)
     parser.add_argument("--out", type=Path, default=Path("bench/results/dashboard.json"))
+    parser.add_argument(
+        "--filled", type=Path, help="copy this store (made by an earlier bulk fill) instead of filling"
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "mentis.db"
-        print(f"filling {args.size:,} attempts ...", file=sys.stderr)
-        fill = bulk_fill(db, args.size, seed=7)
+        if args.filled is not None:
+            shutil.copyfile(args.filled, db)
+            fill: dict[str, Any] = {"copied_from": str(args.filled)}
+        else:
+            print(f"filling {args.size:,} attempts ...", file=sys.stderr)
+            fill = bulk_fill(db, args.size, seed=7)
         memory = Memory.open(Settings(home=Path(tmp), db_path=db), LocalEmbedder.load())
         tokens = TokenStore(db)
         try:

@@ -70,6 +70,7 @@ CREATE TABLE IF NOT EXISTS attempt_idx(
     task_id TEXT NOT NULL, status TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS attempt_task ON attempt_idx(repository, task_id);
 CREATE INDEX IF NOT EXISTS attempt_status ON attempt_idx(repository, status, task_id);
+CREATE INDEX IF NOT EXISTS entries_agent ON entries(chain, kind, agent);
 CREATE TABLE IF NOT EXISTS correction_idx(rowid INTEGER PRIMARY KEY, attempt_rowid INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS correction_attempt ON correction_idx(attempt_rowid);
 CREATE TABLE IF NOT EXISTS task_idx(
