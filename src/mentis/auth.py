@@ -226,6 +226,11 @@ class TokenStore:
         self._run("UPDATE tokens SET revoked_at = ? WHERE id = ?", (_iso(datetime.now(UTC)), token_id))
         return self._info(self._run(f"SELECT {self._COLUMNS} FROM tokens WHERE id = ?", (token_id,))[0])
 
+    def get(self, token_id: str) -> TokenInfo | None:
+        """The stored record of the token ``token_id`` (any status), or None."""
+        rows = self._run(f"SELECT {self._COLUMNS} FROM tokens WHERE id = ?", (token_id,))
+        return self._info(rows[0]) if rows else None
+
     def lookup(self, token: str) -> TokenInfo | None:
         """The stored record of ``token`` when its secret matches, else None (in constant time).
 

@@ -213,7 +213,8 @@ def _serve_http(
 
 def _http_banner(settings: Settings, url: str, auth: bool, admin_file: Path, created: bool) -> list[str]:
     lines = [
-        f"mentis: serving HTTP on {url} (MCP {url}/mcp, REST {url}/v1, OpenAPI {url}/v1/openapi.json); "
+        f"mentis: serving HTTP on {url} (MCP {url}/mcp, REST {url}/v1, OpenAPI {url}/v1/openapi.json, "
+        f"dashboard {url}/dashboard); "
         f"store {settings.db_path} verified."
     ]
     if not auth:

@@ -16,6 +16,7 @@ import numpy as np
 import orjson
 
 from mentis import retrieval
+from mentis.browse import BrowseOps
 from mentis.config import Settings
 from mentis.embed import Embedder
 from mentis.errors import Conflict, Forbidden, IntegrityError, InvalidInput, NotFound
@@ -57,7 +58,7 @@ RECALL_TIMEOUT_S = 5.0
 EXPORT_FORMAT = "mentis-ledger"
 
 
-class Memory(ThoughtOps):
+class Memory(ThoughtOps, BrowseOps):
     def _owned_attempt(self, caller: Caller, repository: str, attempt_id: str) -> None:
         found = self.store.find_attempt(attempt_id)
         if found is None or found[0] != repository or not caller.sees(found[0]):

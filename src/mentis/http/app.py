@@ -4,8 +4,8 @@
 tools as stdio; ``/v1`` is the REST mirror (:mod:`mentis.http.rest`). Both are generated from
 :data:`mentis.operations.OPERATIONS` when the app is built, so a new operation appears on both.
 One :class:`~mentis.memory.Memory`, opened and verified before serving, is shared by every request;
-operations run in worker threads so SQLite never blocks the event loop. (``/dashboard`` will mount
-here too.)
+operations run in worker threads so SQLite never blocks the event loop. ``/dashboard`` is the web
+dashboard (:mod:`mentis.dashboard`), signed in with the same tokens.
 """
 
 from __future__ import annotations
@@ -28,11 +28,12 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
 
 from mentis import __version__
 from mentis.auth import TokenStore
+from mentis.dashboard import build_dashboard
 from mentis.errors import ConfigError
 from mentis.http.middleware import Authenticate, BodyLimit, HostGuard, RateLimit, Timeout, TokenBucket
 from mentis.http.rest import OTHER_ERRORS, endpoint, error_response, openapi
@@ -91,6 +92,8 @@ class HttpConfig:
     request_timeout_s: float = 30.0
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    session_secret: bytes | None = None  # dashboard cookies; None: a random secret per process
+    session_ttl_s: int = 12 * 3600
 
     def __post_init__(self) -> None:
         if not self.auth and not is_loopback(self.host):
@@ -156,8 +159,18 @@ def build_app(memory: Memory, tokens: TokenStore | None, config: HttpConfig) -> 
         async with mcp.session_manager.run():
             yield
 
+    anonymous = None if config.auth else Caller(agent_id=anonymous_agent())
+    dashboard = build_dashboard(
+        memory,
+        tokens if config.auth else None,
+        anonymous=anonymous,
+        secure=config.tls_cert is not None,
+        secret=config.session_secret,
+        ttl_s=config.session_ttl_s,
+    )
     routes = [
         Route("/health", _health, methods=["GET"]),
+        Mount("/dashboard", dashboard),
         Route("/mcp", StreamableHTTPASGIApp(mcp.session_manager)),
         Route("/v1/openapi.json", _openapi, methods=["GET"]),
         *(Route(f"/v1/{op.name}", endpoint(op, memory), methods=["POST"]) for op in OPERATIONS),
@@ -170,7 +183,6 @@ def build_app(memory: Memory, tokens: TokenStore | None, config: HttpConfig) -> 
     app = BodyLimit(app, config.max_body_bytes)
     app = Timeout(app, config.request_timeout_s)
     app = RateLimit(app, TokenBucket(config.rate_per_second, config.rate_burst))
-    anonymous = None if config.auth else Caller(agent_id=anonymous_agent())
     app = Authenticate(app, tokens if config.auth else None, anonymous)
     return HostGuard(app, config.hosts())
 

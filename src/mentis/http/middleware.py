@@ -26,6 +26,15 @@ from mentis.memory import Caller
 
 TOKEN_ID_KEY = "mentis.token_id"
 PUBLIC_PATHS = frozenset({"/health"})
+DASHBOARD = "/dashboard"
+"""Signs people in with a session cookie itself (:mod:`mentis.dashboard`), so no bearer token here."""
+
+
+STATIC = DASHBOARD + "/static/"
+
+
+def _dashboard(path: str) -> bool:
+    return path == DASHBOARD or path.startswith(DASHBOARD + "/")
 
 
 def host_name(host: str) -> str:
@@ -81,7 +90,7 @@ class Authenticate:
         self.anonymous = anonymous
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
+        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS or _dashboard(scope["path"]):
             await self.app(scope, receive, send)
             return
         if self.tokens is None:
@@ -146,10 +155,13 @@ class RateLimit:
         self.bucket = bucket
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
+        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS or scope["path"].startswith(STATIC):
             await self.app(scope, receive, send)
             return
-        wait = self.bucket.take(str(scope.get(TOKEN_ID_KEY, "anonymous")))
+        key = str(scope.get(TOKEN_ID_KEY, "anonymous"))
+        if _dashboard(scope["path"]):  # signed in by cookie inside the dashboard: one bucket per client
+            key = f"dashboard:{(scope.get('client') or ('?', 0))[0]}"
+        wait = self.bucket.take(key)
         if wait > 0:
             retry = max(1, math.ceil(wait))
             response = error_response(

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import orjson
 
 from mentis.ledger import ChainReport, Entry
+
+if TYPE_CHECKING:
+    from mentis.store.browse import RepositoryRow, TaskRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +145,13 @@ class Store(Protocol):
     def counts(self) -> dict[str, int]: ...
     def ledger_summary(self) -> list[tuple[str, str, int, str]]: ...
     def size_bytes(self) -> int: ...
+    # reads for browsing (mentis.store.browse, shared by both backends)
+    def repository_rows(self) -> list[RepositoryRow]: ...
+    def task_rows(
+        self, repository: str, status: str | None, agent: str | None, offset: int, limit: int
+    ) -> tuple[int, list[TaskRow], dict[int, str]]: ...
+    def attempt_agents(self, repository: str) -> list[str]: ...
+    def tombstones(self, repository: str) -> list[tuple[Entry, dict[str, Any]]]: ...
 
 
 REPLAY_BATCH = 128

@@ -25,6 +25,7 @@ import orjson
 from mentis.errors import Conflict, IntegrityError, NotFound, StoreError
 from mentis.ledger import ChainReport, Entry, canonical, verify_rows
 from mentis.store.base import Embed, StoredAttempt, replay
+from mentis.store.browse import BrowseReads
 from mentis.store.postgres_base import ENTRY_COLS, MIGRATION_LOCK, Conn, entry_of, scope_sql, vec
 from mentis.store.postgres_schema import DERIVED_TABLES, MIGRATIONS, SCHEMA_VERSION
 from mentis.store.postgres_sql import RecallSql
@@ -65,8 +66,10 @@ def _attempt_tsv_args(body: dict[str, Any]) -> tuple[str, str, str, str]:
     )
 
 
-class PostgresStore(ThoughtTables, RecallSql):
+class PostgresStore(ThoughtTables, RecallSql, BrowseReads):
     """One PostgreSQL database holding the ledger, bodies and derived tables."""
+
+    _param = "%s"
 
     def __init__(self, url: str, dim: int, *, verify: bool = True) -> None:
         super().__init__(url, dim)
@@ -186,9 +189,12 @@ class PostgresStore(ThoughtTables, RecallSql):
             seqs = sorted(
                 int(s) for (s,) in conn.execute("SELECT seq FROM entries WHERE rowid = ANY(%s)", (erased,))
             )
+            found = conn.execute("SELECT task_id FROM attempt_idx WHERE rowid=%s", (rowid,)).fetchone()
+            task_id = found[0] if found is not None else None
             body = {
                 "attempt_id": attempt_id,
                 "repository": chain,
+                "task_id": task_id,
                 "erased": seqs,
                 "reason": reason,
                 "agent_id": agent,

@@ -37,6 +37,7 @@ import orjson
 from mentis.errors import Conflict, IntegrityError, NotFound, StoreError
 from mentis.ledger import ChainReport, Entry, canonical, verify_rows
 from mentis.store.base import Embed, StoredAttempt, replay
+from mentis.store.browse import BrowseReads
 from mentis.store.sqlite_base import ENTRY_COLS, LEXICON_SCHEMA, TERM_TABLES, VECTOR_TABLES
 from mentis.store.sqlite_sql import RecallSql
 from mentis.store.sqlite_thoughts import THOUGHT_SCHEMA, THOUGHT_TABLES, ThoughtTables, thought_fields
@@ -68,6 +69,8 @@ CREATE TABLE IF NOT EXISTS attempt_idx(
     rowid INTEGER PRIMARY KEY, attempt_id TEXT NOT NULL UNIQUE, repository TEXT NOT NULL,
     task_id TEXT NOT NULL, status TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS attempt_task ON attempt_idx(repository, task_id);
+CREATE INDEX IF NOT EXISTS attempt_status ON attempt_idx(repository, status, task_id);
+CREATE INDEX IF NOT EXISTS entries_agent ON entries(chain, kind, agent);
 CREATE TABLE IF NOT EXISTS correction_idx(rowid INTEGER PRIMARY KEY, attempt_rowid INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS correction_attempt ON correction_idx(attempt_rowid);
 CREATE TABLE IF NOT EXISTS task_idx(
@@ -134,7 +137,7 @@ def _fts_fields(body: dict[str, Any]) -> tuple[str, str, str, str, str, str]:
     )
 
 
-class SqliteStore(ThoughtTables, RecallSql):
+class SqliteStore(ThoughtTables, RecallSql, BrowseReads):
     """One SQLite file holding the ledger, bodies and derived tables."""
 
     def __init__(self, path: str | Path, dim: int, *, verify: bool = True) -> None:
@@ -273,9 +276,11 @@ class SqliteStore(ThoughtTables, RecallSql):
             seqs = sorted(
                 s for (s,) in conn.execute(f"SELECT seq FROM entries WHERE rowid IN ({marks})", erased_rowids)
             )
+            task_id = conn.execute("SELECT task_id FROM attempt_idx WHERE rowid=?", (rowid,)).fetchone()[0]
             body = {
                 "attempt_id": attempt_id,
                 "repository": chain,
+                "task_id": task_id,
                 "erased": seqs,
                 "reason": reason,
                 "agent_id": agent,
