@@ -375,14 +375,13 @@ class Memory(ThoughtOps):
         return len(items)
 
     def import_(self, caller: Caller, lines: Iterable[bytes]) -> int:
-        """Verify an export completely, then append its chains to this store."""
+        """Verify an export completely, then append its chains to this store in one transaction
+        that commits only if the store's whole ledger verifies with them; otherwise nothing is written."""
         items, heads = read_export(lines)
         for chain in heads:
             self._may_write(caller, chain)
         verify_rows(entry_rows(sorted(items, key=lambda i: (i[0].chain, i[0].seq))), heads)
-        count = self.store.import_ledger(items, self._embed)
-        self.store.verify()
-        return count
+        return self.store.import_ledger(items, self._embed)
 
     def rebuild(self, progress: Callable[[int], None] | None = None) -> int:
         return self.store.rebuild(self._embed, progress)

@@ -449,6 +449,9 @@ def _one_line(text: str, limit: int) -> str:
 
 
 _MD_META = re.compile(r"\s+<!-- mentis (\{.*\}) -->$")
+MD_META_KEYS = frozenset({"role", "importance", "confidence", "tags", "concepts", "task_id"})
+"""What a MEMORY.md line's metadata may set (what :func:`md_line` writes): never the repository,
+the thought's id, its refs or relations, which the file may not choose."""
 
 
 def md_line(t: ThoughtOut) -> str:
@@ -472,7 +475,8 @@ def _decimal(value: float) -> str:
 
 
 def parse_memory_md(repository: str, text: str) -> list[AppendThoughtInput]:
-    """Thoughts from a MEMORY.md (``## Type`` sections, one ``- `` line each); all or nothing."""
+    """Thoughts from a MEMORY.md (``## Type`` sections, one ``- `` line each); all or nothing:
+    every line is checked before the caller writes any."""
     import orjson
 
     kind: str | None = None
@@ -501,6 +505,13 @@ def parse_memory_md(repository: str, text: str) -> list[AppendThoughtInput]:
                     f"MEMORY.md line {number}: malformed metadata comment", field="markdown"
                 ) from None
             body = body[: m.start()]
+            if not isinstance(meta, dict) or not set(meta) <= MD_META_KEYS:
+                extra = sorted(set(meta) - MD_META_KEYS) if isinstance(meta, dict) else meta
+                raise InvalidInput(
+                    f"MEMORY.md line {number}: metadata may hold only {', '.join(sorted(MD_META_KEYS))}, "
+                    f"not {extra}; the target repository is the one given",
+                    field="markdown",
+                )
         content = re.sub(r"\\(\\|n)", lambda g: "\n" if g.group(1) == "n" else "\\", body)
         data = {"repository": repository, "type": kind, "content": content, **meta}
         try:

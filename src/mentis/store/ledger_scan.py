@@ -33,6 +33,7 @@ pipe is empty, all in one read snapshot, and writes its scans as one marshal on 
 from __future__ import annotations
 
 import hashlib
+import json
 import marshal
 import os
 import sqlite3
@@ -47,9 +48,18 @@ if TYPE_CHECKING:
     Row: TypeAlias = tuple[Any, ...]
     ChainSpan: TypeAlias = tuple[int, str, int, str]
     """(first seq, its prev, last seq + 1, last hash) of one chain in one block."""
-    BlockScan: TypeAlias = tuple[dict[str, ChainSpan], dict[str, list[int]], list[tuple[str, int, bytes]]]
+    Link: TypeAlias = tuple[str, str]
+    """(target record id, the kind it must be: 'attempt', 'thought' or 'record' for either)."""
+    BlockScan: TypeAlias = tuple[
+        dict[str, ChainSpan],
+        dict[str, list[int]],
+        list[tuple[str, int, bytes]],
+        list[tuple[str, str, str, int]],
+        list[tuple[str, int, str, str]],
+    ]
     """(chain → span, chain → seqs with no body in rowid order, (chain, seq, body) of each forget
-    entry that has a body)."""
+    entry that has a body, (id, chain, kind, seq) of each attempt and thought entry, (chain, seq,
+    target id, kind wanted) of each link a body makes)."""
 
 CHUNK = 256
 """Rows fetched at a time; the checks that look at many rows at once run once per chunk."""
@@ -101,6 +111,70 @@ def needs_escape(text: str) -> bool:
     return len(raw.translate(None, _NEEDS_ESCAPE)) != len(raw)
 
 
+RECORD_ID = {"attempt": "attempt_id", "thought": "thought_id"}
+"""The body field that names its own entry's id, per entry kind that creates a record."""
+
+
+def body_links(chain: str, kind: str, id_: str, body: bytes) -> list[Link] | str:
+    """The records a body points at, or why it may not stand in ``chain`` (DESIGN §4, last rule).
+
+    Every body names its own chain (``repository``); an attempt or thought body names its own
+    entry's id. A correction targets an attempt, a forget tombstone one attempt or one thought,
+    a thought's refs any record and its relations thoughts: the caller checks that each target is
+    a record of the same chain, appended before. The same rules serve the reference verifier
+    (``mentis.ledger``) and the block scans here, so the two cannot disagree.
+    """
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return "body is not JSON"
+    if type(doc) is not dict:
+        return "body is not a JSON object"
+    if doc.get("repository") != chain:
+        return f"body names repository {doc.get('repository')!r}, not its own chain"
+    own = RECORD_ID.get(kind)
+    if own is not None and doc.get(own) != id_:
+        return f"body names {own} {doc.get(own)!r}, not its entry's id {id_!r}"
+    links: list[tuple[Any, str]] = []
+    if kind == "correction":
+        links.append((doc.get("attempt_id"), "attempt"))
+    elif kind == "forget":
+        named = [key for key in ("attempt_id", "thought_id") if key in doc]
+        if len(named) != 1:
+            return "forget tombstone must name exactly one attempt_id or thought_id"
+        links.append((doc[named[0]], named[0].removesuffix("_id")))
+    elif kind == "thought":
+        refs, relations = doc.get("refs", []), doc.get("relations", [])
+        if type(refs) is not list or type(relations) is not list:
+            return "thought refs and relations must be lists"
+        links += [(ref, "record") for ref in refs]
+        for rel in relations:
+            if type(rel) is not dict:
+                return "a thought relation is not an object"
+            links.append((rel.get("target_id"), "thought"))
+    checked: list[Link] = []
+    for target, want in links:
+        if type(target) is not str:
+            return f"body targets {target!r}, which is not a record id"
+        checked.append((target, want))
+    return checked
+
+
+def link_error(
+    records: dict[str, tuple[str, str, int]], chain: str, seq: int, target: str, want: str
+) -> str | None:
+    """Why ``target`` may not be linked from ``chain`` at ``seq`` (None when it may).
+
+    ``records`` maps each attempt or thought id to its (chain, kind, seq).
+    """
+    found = records.get(target)
+    if found is None or found[0] != chain or found[2] >= seq:
+        return f"body targets {target!r}, which is no earlier record of this chain"
+    if want != "record" and found[1] != want:
+        return f"body targets {target!r}, which is a {found[1]}, not a {want}"
+    return None
+
+
 def render_plain(
     agent: str, at: str, body_hash: str, chain: str, id_: str, kind: str, prev: str, seq: int, v: int
 ) -> str:
@@ -143,6 +217,8 @@ class _Scan:
         self.firsts: dict[str, tuple[int, str]] = {}
         self.missing: dict[str, list[int]] = {}
         self.tombstones: list[tuple[str, int, bytes]] = []
+        self.records: list[tuple[str, str, str, int]] = []
+        self.links: list[tuple[str, int, str, str]] = []
         self.rows = 0
         self.bodies = 0
 
@@ -165,7 +241,19 @@ class _Scan:
             if count.fetchone()[0] != self.bodies:
                 return None
         spans = {chain: (*self.firsts[chain], *tail) for chain, tail in self.tails.items()}
-        return spans, self.missing, self.tombstones
+        return spans, self.missing, self.tombstones, self.records, self.links
+
+    def note(self, chain: str, seq: int, kind: str, id_: str, body: bytes | None) -> bool:
+        """Note the record an entry creates and the links its body makes; False if it may not."""
+        if kind in RECORD_ID:
+            self.records.append((id_, chain, kind, seq))
+        if body is None:
+            return True
+        links = body_links(chain, kind, id_, body)
+        if isinstance(links, str):
+            return False
+        self.links += [(chain, seq, target, want) for target, want in links]
+        return True
 
     def plain(self, rows: list[Row]) -> bool:
         """Rows with a body each and no string that needs escaping: the hot loop."""
@@ -177,6 +265,8 @@ class _Scan:
                 f'"kind":"{kind}","prev":"{prev}","seq":{seq}{end}'
             )
             if sha256(doc.encode()).hexdigest() != hash_ or sha256(body).hexdigest() != body_hash:
+                return False
+            if not self.note(chain, seq, kind, id_, body):
                 return False
             tail = tails.get(chain)
             if tail is None:
@@ -201,6 +291,8 @@ class _Scan:
                 return False
             else:
                 self.bodies += 1
+            if not self.note(chain, seq, kind, id_, body):
+                return False
             tail = self.tails.get(chain)
             if tail is None:
                 self.firsts[chain] = (seq, prev)

@@ -25,6 +25,7 @@ import orjson
 from mentis.errors import Conflict, IntegrityError, NotFound, StoreError
 from mentis.ledger import ChainReport, Entry, canonical, verify_rows
 from mentis.store.base import Embed, StoredAttempt, replay
+from mentis.store.ledger_scan import RECORD_ID
 from mentis.store.postgres_base import ENTRY_COLS, MIGRATION_LOCK, Conn, entry_of, vec
 from mentis.store.postgres_schema import DERIVED_TABLES, MIGRATIONS, SCHEMA_VERSION
 from mentis.store.postgres_sql import RecallSql
@@ -123,19 +124,24 @@ class PostgresStore(ThoughtTables, RecallSql):
 
     def verify(self) -> list[ChainReport]:
         with self._read() as conn:
-            heads = {c: (int(s), h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")}
-            with conn.cursor(name="mentis_verify") as cur:
-                cur.itersize = _VERIFY_BATCH
-                cur.execute(
-                    f"SELECT {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b "
-                    "ON b.rowid = e.rowid ORDER BY e.chain, e.seq"
-                )
-                rows = ((*r[:12], None if r[12] is None else bytes(r[12])) for r in cur)
-                reports = verify_rows(rows, heads)
-            orphans = conn.execute(
-                "SELECT b.rowid FROM bodies b LEFT JOIN entries e ON e.rowid = b.rowid "
-                "WHERE e.rowid IS NULL LIMIT 1"
-            ).fetchone()
+            return self._verify_in(conn)
+
+    @staticmethod
+    def _verify_in(conn: Conn) -> list[ChainReport]:
+        """Verify the ledger as ``conn``'s transaction sees it (a read, or an import's write)."""
+        heads = {c: (int(s), h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")}
+        with conn.cursor(name="mentis_verify") as cur:
+            cur.itersize = _VERIFY_BATCH
+            cur.execute(
+                f"SELECT {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b "
+                "ON b.rowid = e.rowid ORDER BY e.chain, e.seq"
+            )
+            rows = ((*r[:12], None if r[12] is None else bytes(r[12])) for r in cur)
+            reports = verify_rows(rows, heads)
+        orphans = conn.execute(
+            "SELECT b.rowid FROM bodies b LEFT JOIN entries e ON e.rowid = b.rowid "
+            "WHERE e.rowid IS NULL LIMIT 1"
+        ).fetchone()
         if orphans is not None:
             raise IntegrityError(
                 f"ledger does not verify: body row {orphans[0]} belongs to no entry. "
@@ -502,14 +508,26 @@ class PostgresStore(ThoughtTables, RecallSql):
         yield from rows
 
     def import_ledger(self, items: Sequence[tuple[Entry, bytes | None]], embed: Embed) -> int:
-        """Append already-verified chains that this store does not hold yet."""
+        """Append chains that this store does not hold yet, in one transaction that commits only
+        once the whole ledger, old and new entries together, verifies (DESIGN §4)."""
         chains = sorted({e.chain for e, _ in items})
         with self._write(*chains) as conn:
+            conn.execute("LOCK TABLE entries IN SHARE ROW EXCLUSIVE MODE")
             held = conn.execute("SELECT chain FROM heads WHERE chain = ANY(%s)", (chains,)).fetchone()
             if held is not None:
                 raise Conflict(f"this store already holds chain {held[0]!r}; import into a fresh store")
+            ids = [e.id for e, _ in items if e.kind in RECORD_ID]
+            taken = conn.execute(
+                "SELECT id, chain FROM entries WHERE id = ANY(%s) AND kind IN ('attempt', 'thought') LIMIT 1",
+                (ids,),
+            ).fetchone()
+            if taken is not None:
+                raise Conflict(
+                    f"record {taken[0]} already exists in chain {taken[1]!r}; nothing was imported"
+                )
             placed = [(self._insert(conn, e, body), e, body) for e, body in items]
             self._replay(conn, placed, embed, None)
+            self._verify_in(conn)
         return len(placed)
 
     def rebuild(self, embed: Embed, progress: Callable[[int], None] | None = None) -> int:
@@ -553,8 +571,8 @@ class PostgresStore(ThoughtTables, RecallSql):
         def correction(rowid: int, body: dict[str, Any]) -> None:
             arow = conn.execute(
                 "SELECT a.rowid, b.body FROM attempt_idx a JOIN bodies b ON b.rowid = a.rowid "
-                "WHERE a.attempt_id=%s",
-                (body["attempt_id"],),
+                "WHERE a.attempt_id=%s AND a.repository=%s",
+                (body["attempt_id"], body["repository"]),
             ).fetchone()
             if arow is not None:
                 vec = embed([attempt_conclusion(orjson.loads(bytes(arow[1])))])[0]

@@ -113,8 +113,8 @@ class ThoughtTables(PgBase):
     def _reject_thought(self, conn: Conn, by_rowid: int, by_id: str, repo: str, at: str, target: str) -> None:
         row = conn.execute(
             "SELECT b.body, v.vec FROM thought_idx t JOIN bodies b ON b.rowid = t.rowid "
-            "JOIN thought_vectors v ON v.rowid = t.rowid WHERE t.thought_id = %s",
-            (target,),
+            "JOIN thought_vectors v ON v.rowid = t.rowid WHERE t.thought_id = %s AND t.repository = %s",
+            (target, repo),
         ).fetchone()
         if row is None:
             return

@@ -37,6 +37,7 @@ import orjson
 from mentis.errors import Conflict, IntegrityError, NotFound, StoreError
 from mentis.ledger import ChainReport, Entry, canonical, verify_rows
 from mentis.store.base import Embed, StoredAttempt, replay
+from mentis.store.ledger_scan import RECORD_ID
 from mentis.store.sqlite_base import ENTRY_COLS, LEXICON_SCHEMA, TERM_TABLES, VECTOR_TABLES
 from mentis.store.sqlite_sql import RecallSql
 from mentis.store.sqlite_thoughts import THOUGHT_SCHEMA, THOUGHT_TABLES, ThoughtTables, thought_fields
@@ -202,18 +203,23 @@ class SqliteStore(ThoughtTables, RecallSql):
             fast = parallel_verify(conn, self.path, heads, _LEDGER_SCHEMA)
             if fast is not None:
                 return fast
-            rows = conn.execute(
-                f"SELECT {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b ON b.rowid = e.rowid "
-                "ORDER BY e.rowid"
-            )
-            reports = verify_rows(rows, heads)
-            with_body = sum(r.entries - r.bodies_erased for r in reports)
-            if conn.execute("SELECT count(*) FROM bodies").fetchone()[0] != with_body:
-                orphan = conn.execute(
-                    "SELECT b.rowid FROM bodies b LEFT JOIN entries e ON e.rowid = b.rowid "
-                    "WHERE e.rowid IS NULL LIMIT 1"
-                ).fetchone()
-                raise _orphan(orphan[0] if orphan else -1)
+            return self._verify_one_pass(conn, heads)
+
+    @staticmethod
+    def _verify_one_pass(conn: sqlite3.Connection, heads: dict[str, tuple[int, str]]) -> list[ChainReport]:
+        """The reference pass over the snapshot ``conn`` reads (or the write it is inside)."""
+        rows = conn.execute(
+            f"SELECT {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b ON b.rowid = e.rowid "
+            "ORDER BY e.rowid"
+        )
+        reports = verify_rows(rows, heads)
+        with_body = sum(r.entries - r.bodies_erased for r in reports)
+        if conn.execute("SELECT count(*) FROM bodies").fetchone()[0] != with_body:
+            orphan = conn.execute(
+                "SELECT b.rowid FROM bodies b LEFT JOIN entries e ON e.rowid = b.rowid "
+                "WHERE e.rowid IS NULL LIMIT 1"
+            ).fetchone()
+            raise _orphan(orphan[0] if orphan else -1)
         return reports
 
     # ------------------------------------------------------------ writes
@@ -573,14 +579,29 @@ class SqliteStore(ThoughtTables, RecallSql):
             )
 
     def import_ledger(self, items: Sequence[tuple[Entry, bytes | None]], embed: Embed) -> int:
-        """Append already-verified chains that this store does not hold yet."""
+        """Append chains that this store does not hold yet, in one transaction that commits only
+        once the whole ledger, old and new entries together, verifies (DESIGN §4)."""
         chains = sorted({e.chain for e, _ in items})
         with self._write() as conn:
             for chain in chains:
                 if conn.execute("SELECT 1 FROM heads WHERE chain=?", (chain,)).fetchone():
                     raise Conflict(f"this store already holds chain {chain!r}; import into a fresh store")
+            ids = [e.id for e, _ in items if e.kind in RECORD_ID]
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                held = conn.execute(
+                    f"SELECT id, chain FROM entries WHERE id IN ({','.join('?' * len(chunk))}) "
+                    "AND kind IN ('attempt', 'thought') LIMIT 1",
+                    chunk,
+                ).fetchone()
+                if held is not None:
+                    raise Conflict(
+                        f"record {held[0]} already exists in chain {held[1]!r}; nothing was imported"
+                    )
             placed = [(self._insert(conn, e, body), e, body) for e, body in items]
             self._replay(conn, placed, embed, None)
+            heads = {c: (s, h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")}
+            self._verify_one_pass(conn, heads)
         return len(placed)
 
     def rebuild(self, embed: Embed, progress: Callable[[int], None] | None = None) -> int:
@@ -635,8 +656,8 @@ class SqliteStore(ThoughtTables, RecallSql):
         def correction(rowid: int, body: dict[str, Any]) -> None:
             arow = conn.execute(
                 "SELECT a.rowid, b.body FROM attempt_idx a JOIN bodies b ON b.rowid = a.rowid "
-                "WHERE a.attempt_id=?",
-                (body["attempt_id"],),
+                "WHERE a.attempt_id=? AND a.repository=?",
+                (body["attempt_id"], body["repository"]),
             ).fetchone()
             if arow is not None:
                 vec = embed([attempt_conclusion(orjson.loads(arow[1]))])[0]

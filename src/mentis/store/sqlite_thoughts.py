@@ -171,8 +171,8 @@ class ThoughtTables(SqliteBase):
     ) -> None:
         row = conn.execute(
             "SELECT b.body, v.vec FROM thought_idx t JOIN bodies b ON b.rowid = t.rowid "
-            "JOIN thought_vectors v ON v.rowid = t.rowid WHERE t.thought_id = ?",
-            (target,),
+            "JOIN thought_vectors v ON v.rowid = t.rowid WHERE t.thought_id = ? AND t.repository = ?",
+            (target, repo),
         ).fetchone()
         if row is None:
             return

@@ -10,8 +10,9 @@ blocks shrink towards the end so all finish together; blocks a failed worker too
 The stitch then walks the blocks in rowid order and checks what no block can check alone: each
 chain starts at seq 0 with an empty prev and each block of a chain starts where the one before
 ended, the chains are exactly those in ``heads`` and end at the recorded heads, every missing body
-is listed by a forget tombstone of its chain, and no body row lies outside the entries' rowids
-(inside them, each block counts its own).
+is listed by a forget tombstone of its chain, no body row lies outside the entries' rowids
+(inside them, each block counts its own), no two attempts or thoughts share an id, and every record
+a body targets is an earlier record of the body's own chain (:func:`ledger_scan.link_error`).
 
 :func:`parallel_verify` returns the reports :func:`mentis.ledger.verify_rows` would return, or
 ``None``: for a small store, for a file whose ledger tables were not created by this schema, and
@@ -235,10 +236,16 @@ def _stitch(scans: list[BlockScan | None], heads: dict[str, tuple[int, str]]) ->
     tails: dict[str, tuple[int, str]] = {}  # chain → (next seq, last hash)
     missing: dict[str, list[int]] = {}
     erased: dict[str, set[int]] = {}
+    records: dict[str, tuple[str, str, int]] = {}  # attempt or thought id → (chain, kind, seq)
+    links: list[tuple[str, int, str, str]] = []
     for scan in scans:
         if scan is None:
             return None
-        spans, block_missing, tombstones = scan
+        spans, block_missing, tombstones, block_records, block_links = scan
+        for id_, chain, kind, seq in block_records:
+            if records.setdefault(id_, (chain, kind, seq)) != (chain, kind, seq):
+                return None  # one id, two records
+        links += block_links
         for chain, (first_seq, first_prev, next_seq, last_hash) in spans.items():
             if tails.get(chain, (0, "")) != (first_seq, first_prev):
                 return None
@@ -251,6 +258,8 @@ def _stitch(scans: list[BlockScan | None], heads: dict[str, tuple[int, str]]) ->
             except IntegrityError:
                 return None
     if tails.keys() != heads.keys():
+        return None
+    if any(ledger_scan.link_error(records, *link) is not None for link in links):
         return None
     reports = []
     for chain, (next_seq, last_hash) in tails.items():
