@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (fixtures imported from tests.security.stores are parameters here)
 """Finding 1 of security issue 10: an import (or a tampered store) may not reach across chains.
 
 An attacker allowed to write ``team-a/evil`` prepares that chain in a store of their own, exports
