@@ -33,6 +33,8 @@ from mentis.model import (
     BundleItem,
     ContextBundleInput,
     ContextBundleResult,
+    ForgetThoughtInput,
+    ForgetThoughtResult,
     GetThoughtInput,
     LedgerRef,
     MemoryMdExportInput,
@@ -191,7 +193,7 @@ class ThoughtOps(ServiceBase):
             thought_id=thought_id,
             ledger=LedgerRef(seq=entry.seq, hash=entry.hash),
             superseded=superseded,
-            warnings=warnings + self.secret_warnings(req.content),
+            warnings=warnings + self.secret_warnings(req.content, forget="forget_thought"),
             reasserts=[rejection_out(r) for r in reasserts],
         )
 
@@ -208,6 +210,15 @@ class ThoughtOps(ServiceBase):
         loaded = self.store.load_thoughts(list(rowids.values()))
         same_type = {body["thought_id"] for _, body in loaded.values() if body["type"] == req.type}
         return [i for i in close if i in same_type and i not in invalid][:1]
+
+    def forget_thought(self, caller: Caller, req: ForgetThoughtInput) -> ForgetThoughtResult:
+        self._may_write(caller, req.repository)
+        entry = self.store.forget_thought(
+            req.repository, str(uuid.uuid4()), now_iso(), caller.agent_id, req.thought_id, req.reason
+        )
+        return ForgetThoughtResult(
+            forgotten=True, thought_id=req.thought_id, ledger=LedgerRef(seq=entry.seq, hash=entry.hash)
+        )
 
     # ------------------------------------------------------------ search
 
@@ -364,6 +375,7 @@ class ThoughtOps(ServiceBase):
         seen: dict[str, ThoughtOut] = dict(start)
         edges: list[TraverseEdge] = []
         frontier, truncated = [req.thought_id], False
+        dangling: list[TraverseEdge] = []
         for _ in range(req.depth):
             found = self.store.thought_edges(frontier, req.direction, req.kinds)
             other = [t if f in frontier and req.direction != "in" else f for f, _, t in found]
@@ -378,11 +390,16 @@ class ThoughtOps(ServiceBase):
             edges += [
                 TraverseEdge(from_id=f, kind=k, to_id=t) for f, k, t in found if f in seen and t in seen
             ]
+            missing = [i for i in fresh if i not in loaded]
+            gone = set(missing) - set(self.store.thought_rowids(missing)) if missing else set()
+            dangling += [
+                TraverseEdge(from_id=f, kind=k, to_id=t) for f, k, t in found if f in gone or t in gone
+            ]
             frontier = [i for i in fresh if i in seen]
             if truncated or not frontier:
                 break
         unique = list({(e.from_id, e.kind, e.to_id): e for e in edges}.values())
-        return TraverseResult(nodes=list(seen.values()), edges=unique, truncated=truncated)
+        return TraverseResult(nodes=list(seen.values()), edges=unique, truncated=truncated, dangling=dangling)
 
     def context_bundle(self, caller: Caller, req: ContextBundleInput) -> ContextBundleResult:
         seeds = self.search_thoughts(

@@ -93,6 +93,9 @@ class Store(Protocol):
     def forget_attempt(
         self, chain: str, tombstone_id: str, at: str, agent: str, attempt_id: str, reason: str | None
     ) -> Entry: ...
+    def forget_thought(
+        self, chain: str, tombstone_id: str, at: str, agent: str, thought_id: str, reason: str | None
+    ) -> Entry: ...
     def get_meta(self, key: str) -> str | None: ...
     def has_rejections(self, repository: str) -> bool: ...
     def import_ledger(self, items: Sequence[tuple[Entry, bytes | None]], embed: Embed) -> int: ...
@@ -134,6 +137,20 @@ class Store(Protocol):
     def vector(self, query: np.ndarray, repository: str | None, limit: int) -> list[tuple[int, float]]: ...
     def verify(self) -> list[ChainReport]: ...
     def counts(self) -> dict[str, int]: ...
+
+
+def forget_body(
+    key: str, record_id: str, chain: str, erased: list[int], reason: str | None, agent: str, at: str
+) -> dict[str, Any]:
+    """A forget tombstone's body: ``key`` is ``attempt_id`` or ``thought_id`` (what it erases)."""
+    return {
+        key: record_id,
+        "repository": chain,
+        "erased": erased,
+        "reason": reason,
+        "agent_id": agent,
+        "at": at,
+    }
 
 
 REPLAY_BATCH = 128

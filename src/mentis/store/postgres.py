@@ -277,6 +277,9 @@ class PostgresStore(ThoughtTables, RecallSql):
         return attempt_conclusion(loaded[int(row[0])][1])
 
     def _derive_forget(self, conn: Conn, tomb_rowid: int, tomb: dict[str, Any]) -> None:
+        if "thought_id" in tomb:
+            self._derive_forget_thought(conn, tomb_rowid, tomb)
+            return
         attempt_id, repo = tomb["attempt_id"], tomb["repository"]
         conn.execute(
             "INSERT INTO forgotten(attempt_id, repository, tomb_rowid) VALUES(%s,%s,%s) "

@@ -359,6 +359,10 @@ class SqliteStore(ThoughtTables, RecallSql):
         return attempt_conclusion(loaded[row[0]][1])
 
     def _derive_forget(self, conn: sqlite3.Connection, tomb_rowid: int, tomb: dict[str, Any]) -> None:
+        if "thought_id" in tomb:
+            _new_epoch(conn)
+            self._derive_forget_thought(conn, tomb_rowid, tomb)
+            return
         attempt_id, repo = tomb["attempt_id"], tomb["repository"]
         conn.execute(
             "INSERT OR REPLACE INTO forgotten(attempt_id, repository, tomb_rowid) VALUES(?,?,?)",
