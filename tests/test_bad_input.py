@@ -382,7 +382,7 @@ CASES: list[Bad] = [
             {k: v for k, v in {"repository": REPO, "thought_id": "x"}.items() if k != name},
             (name, "required"),
             id=f"missing-{name}",
-        )  # fmt: skip
+        )
         for name in ("repository", "thought_id")
     ],
     Bad(
@@ -390,20 +390,20 @@ CASES: list[Bad] = [
         {"repository": REPO, "thought_id": "x", "bogus": 1},
         ("bogus", "not a known field"),
         id="unknown-top-level",
-    ),  # fmt: skip
+    ),
     Bad(
         "forget_thought",
         {"repository": REPO, "thought_id": " \t"},
         ("thought_id", "whitespace"),
         id="whitespace-thought_id",
-    ),  # fmt: skip
+    ),
     Bad(
         "forget_thought",
         {"repository": REPO, "thought_id": ATTEMPT},
         ("thought",),
         code="not_found",
         id="an-attempt-is-no-thought",
-    ),  # fmt: skip
+    ),
     # ---------------------------------------------------------------- verify_integrity
     Bad("verify_integrity", {"bogus": 1}, ("bogus", "not a known field"), id="unknown-top-level"),
     Bad("verify_integrity", {"repository": ""}, ("repository",), id="empty-repository"),

@@ -156,10 +156,8 @@ def test_the_cli_forgets_a_thought(memory: Memory, settings: Settings, backend: 
         env["MENTIS_DATABASE_URL"] = settings.database_url
     else:
         env["MENTIS_DB"] = str(settings.db_path)
-    run = subprocess.run(
-        [sys.executable, "-m", "mentis", "forget-thought", "-r", REPO, thought, "--reason", "leaked", "--json"],
-        env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    argv = [sys.executable, "-m", "mentis", "forget-thought", "-r", REPO, thought, "--reason", "leaked"]
+    run = subprocess.run([*argv, "--json"], env=env, capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 0, run.stderr
     assert f'"thought_id":"{thought}"' in run.stdout.replace(" ", "")
     assert _search(memory, "zqxv marmalade deploy key") == []
