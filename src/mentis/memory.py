@@ -32,6 +32,7 @@ from mentis.model import (
     RecallResult,
     RecordAttemptInput,
     RecordAttemptResult,
+    Rejection,
     ScoreParts,
     SearchInput,
     SearchResult,
@@ -45,7 +46,7 @@ from mentis.service import Caller
 from mentis.store.base import StoredAttempt
 from mentis.texts import attempt_conclusion
 from mentis.texts import attempt_text as attempt_text
-from mentis.thoughts import ThoughtOps, rejection_out
+from mentis.thoughts import ThoughtOps, rejection_out, stored_reasserts
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ class Memory(ThoughtOps):
         else:
             vector, reasserts = self._embed([attempt_text(body)])[0], []
         if reasserts:
-            body["reasserts"] = reasserts
+            body["reasserts"] = stored_reasserts(reasserts)
         entry = self.store.append_attempt(req.repository, attempt_id, at, caller.agent_id, body, vector)
         status = req.check.status if req.check else "unverified"
         texts = [
@@ -153,7 +154,11 @@ class Memory(ThoughtOps):
                     title=title,
                     score=round(best.final, 6),
                     score_parts=ScoreParts(**best.parts(), usefulness=usefulness.get(best.rowid)),
-                    attempt=_preview(stored, current if req.current_file_hashes is not None else None),
+                    attempt=_preview(
+                        stored,
+                        current if req.current_file_hashes is not None else None,
+                        self.live_reasserts(stored.body),
+                    ),
                     matched_attempt_ids=matched,
                     attempt_count=count,
                 )
@@ -438,7 +443,9 @@ def _correction(body: dict[str, Any]) -> CorrectionOut:
     )
 
 
-def _preview(stored: StoredAttempt, current: dict[str, str] | None) -> AttemptPreview:
+def _preview(
+    stored: StoredAttempt, current: dict[str, str] | None, reasserts: list[Rejection]
+) -> AttemptPreview:
     b = stored.body
     ctx = b.get("code_context") or {}
     stale = None
@@ -458,7 +465,7 @@ def _preview(stored: StoredAttempt, current: dict[str, str] | None) -> AttemptPr
         correction=_correction(stored.corrections[-1]) if stored.corrections else None,
         corrections_count=len(stored.corrections),
         stale_files=stale,
-        reasserts=[rejection_out(r) for r in b.get("reasserts", [])],
+        reasserts=reasserts,
     )
 
 

@@ -74,7 +74,12 @@ def _float(value: str | None) -> float | None:
     return None if value is None else float(value)
 
 
-def thought_out(entry: Entry, body: dict[str, Any], invalidated_by: Sequence[str] = ()) -> ThoughtOut:
+def thought_out(
+    entry: Entry,
+    body: dict[str, Any],
+    invalidated_by: Sequence[str] = (),
+    reasserts: list[Rejection] | None = None,
+) -> ThoughtOut:
     return ThoughtOut(
         thought_id=body["thought_id"],
         repository=body["repository"],
@@ -93,12 +98,18 @@ def thought_out(entry: Entry, body: dict[str, Any], invalidated_by: Sequence[str
         created_at=body["created_at"],
         ledger=LedgerRef(seq=entry.seq, hash=entry.hash),
         invalidated_by=list(invalidated_by),
-        reasserts=[rejection_out(r) for r in body.get("reasserts", [])],
+        reasserts=[rejection_out(r) for r in body.get("reasserts", [])] if reasserts is None else reasserts,
     )
 
 
 def rejection_out(r: dict[str, Any]) -> Rejection:
-    return Rejection(**{**r, "similarity": float(r["similarity"])})
+    return Rejection(**{"reason": "", **r, "similarity": float(r["similarity"])})
+
+
+def stored_reasserts(found: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Reassertions as a body keeps them: without the reason, which lives in the rejecting record
+    (a correction or thought) and so is erased with it; reads look it up (``live_reasserts``)."""
+    return [{k: v for k, v in r.items() if k != "reason"} for r in found]
 
 
 class ThoughtOps(ServiceBase):
@@ -128,6 +139,20 @@ class ThoughtOps(ServiceBase):
                 "match": "exact" if exact else "similar",
             }
         return list(found.values())
+
+    def live_reasserts(self, body: dict[str, Any]) -> list[Rejection]:
+        """A body's reassertions with each reason read from the rejection as it stands now: empty
+        once the rejected record or the rejecting one was forgotten (older bodies kept a copy)."""
+        found = body.get("reasserts") or []
+        if not found:
+            return []
+        rows = {(r.target_id, r.by_id, r.at): r.by_rowid for r in self.store.rejections(body["repository"])}
+        out = []
+        for r in found:
+            by_rowid = rows.get((r["rejected_id"], r["by_id"], r["at"]))
+            reason = "" if by_rowid is None else self.store.rejection_reason(by_rowid)[:500]
+            out.append(rejection_out({**r, "reason": reason}))
+        return out
 
     @staticmethod
     def reassertion_warnings(found: Sequence[dict[str, Any]]) -> list[str]:
@@ -183,7 +208,7 @@ class ThoughtOps(ServiceBase):
             "confidence": req.confidence,
             "task_id": req.task_id,
             "session_id": req.session_id or caller.session_id,
-            "reasserts": reasserts or None,
+            "reasserts": stored_reasserts(reasserts) or None,
         }
         body.update({k: v for k, v in optional.items() if v is not None})
         entry = self.store.append_thought(req.repository, thought_id, at, caller.agent_id, body, vector)
@@ -330,7 +355,7 @@ class ThoughtOps(ServiceBase):
                     continue
                 if needle is not None and needle not in body["content"].casefold():
                     continue
-                out.append((r, thought_out(entry, body, by)))
+                out.append((r, thought_out(entry, body, by, self.live_reasserts(body))))
                 if len(out) == limit:
                     return out
         return out
@@ -356,14 +381,16 @@ class ThoughtOps(ServiceBase):
             raise NotFound("no such thought; search_thoughts finds ids")
         entry, body = loaded[rowid]
         invalid = self.store.invalidations([body["thought_id"]], now_iso())
-        return thought_out(entry, body, invalid.get(body["thought_id"], []))
+        return thought_out(entry, body, invalid.get(body["thought_id"], []), self.live_reasserts(body))
 
     def _thoughts_by_id(self, caller: Caller, ids: Sequence[str], as_of: str) -> dict[str, ThoughtOut]:
         rowids = self.store.thought_rowids(list(ids))
         loaded = self.store.load_thoughts(list(rowids.values()))
         invalid = self.store.invalidations(list(rowids), as_of)
         return {
-            body["thought_id"]: thought_out(entry, body, invalid.get(body["thought_id"], []))
+            body["thought_id"]: thought_out(
+                entry, body, invalid.get(body["thought_id"], []), self.live_reasserts(body)
+            )
             for entry, body in loaded.values()
             if caller.sees(body["repository"])
         }

@@ -287,6 +287,7 @@ class SqliteStore(ThoughtTables, RecallSql):
             }
             tomb_rowid, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(body))
             self._derive_forget(conn, tomb_rowid, body)
+        self.erase_on_disk()
         return entry
 
     def _live_attempt_rowid(self, conn: sqlite3.Connection, chain: str, attempt_id: str) -> int:

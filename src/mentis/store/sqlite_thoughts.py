@@ -183,6 +183,7 @@ class ThoughtTables(SqliteBase):
             body = forget_body("thought_id", thought_id, chain, [int(row[1])], reason, agent, at)
             tomb_rowid, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(body))
             self._derive_forget_thought(conn, tomb_rowid, body)
+        self.erase_on_disk()
         return entry
 
     def _derive_forget_thought(self, conn: sqlite3.Connection, tomb_rowid: int, tomb: dict[str, Any]) -> None:
