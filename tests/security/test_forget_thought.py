@@ -161,3 +161,52 @@ def test_the_cli_forgets_a_thought(memory: Memory, settings: Settings, backend: 
     assert run.returncode == 0, run.stderr
     assert f'"thought_id":"{thought}"' in run.stdout.replace(" ", "")
     assert _search(memory, "zqxv marmalade deploy key") == []
+
+
+def test_an_export_after_forget_thought_imports_and_verifies_elsewhere(
+    memory: Memory, backend: str, tmp_path: Path
+) -> None:
+    import io
+
+    kept = _append(memory, "the cache is warmed at boot")
+    gone = _append(memory, SECRET, relations=[{"kind": "Invalidates", "target_id": kept}])
+    _forget(memory, gone)
+    out = io.BytesIO()
+    memory.export(ADMIN, out)
+    assert b"marmalade" not in out.getvalue()
+    other = Memory.open(Settings(home=tmp_path / "o", db_path=tmp_path / "o" / "m.db", embedder="hash"))
+    try:
+        assert other.import_(ADMIN, out.getvalue().splitlines()) == 3
+        assert [r.bodies_erased for r in other.store.verify()] == [1]
+        assert _search(other, "cache warmed boot") == [kept]  # no longer invalidated: its invalidator is gone
+    finally:
+        other.close()
+
+
+def test_the_parallel_verifier_agrees_on_a_store_with_a_forgotten_thought(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite's parallel block scan (blocks of two rowids here) reads the thought tombstone too."""
+    import sqlite3
+
+    from mentis.store import sqlite_verify
+    from mentis.store.sqlite import _LEDGER_SCHEMA
+
+    memory = Memory.open(Settings(home=tmp_path / "p", db_path=tmp_path / "p" / "m.db", embedder="hash"))
+    for n in range(6):
+        _append(memory, f"finding number {n} about the zqxv cache")
+    gone = _append(memory, SECRET)
+    _append(memory, "after it", refs=[gone])
+    _forget(memory, gone)
+    monkeypatch.setattr(sqlite_verify, "MIN_BLOCK", 2)
+    monkeypatch.setattr(sqlite_verify, "MAX_BLOCK", 2)
+    conn = sqlite3.connect(memory.store.path, isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        heads = {c: (s, h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")}
+        fast = sqlite_verify.verify_blocks(conn, memory.store.path, heads, _LEDGER_SCHEMA, 0)
+    finally:
+        conn.close()
+    assert fast is not None
+    assert [r.to_json() for r in fast] == [r.to_json() for r in memory.store.verify()]
+    memory.close()

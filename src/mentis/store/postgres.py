@@ -24,7 +24,7 @@ import orjson
 
 from mentis.errors import Conflict, IntegrityError, NotFound, StoreError
 from mentis.ledger import ChainReport, Entry, canonical, verify_rows
-from mentis.store.base import Embed, StoredAttempt, replay
+from mentis.store.base import Embed, StoredAttempt, forget_body, replay
 from mentis.store.ledger_scan import RECORD_ID
 from mentis.store.postgres_base import ENTRY_COLS, MIGRATION_LOCK, Conn, entry_of, vec
 from mentis.store.postgres_schema import DERIVED_TABLES, MIGRATIONS, SCHEMA_VERSION
@@ -192,14 +192,7 @@ class PostgresStore(ThoughtTables, RecallSql):
             seqs = sorted(
                 int(s) for (s,) in conn.execute("SELECT seq FROM entries WHERE rowid = ANY(%s)", (erased,))
             )
-            body = {
-                "attempt_id": attempt_id,
-                "repository": chain,
-                "erased": seqs,
-                "reason": reason,
-                "agent_id": agent,
-                "at": at,
-            }
+            body = forget_body("attempt_id", attempt_id, chain, seqs, reason, agent, at)
             tomb_rowid, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(body))
             self._derive_forget(conn, tomb_rowid, body)
         return entry

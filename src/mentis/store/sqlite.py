@@ -36,7 +36,7 @@ import orjson
 
 from mentis.errors import Conflict, IntegrityError, NotFound, StoreError
 from mentis.ledger import ChainReport, Entry, canonical, verify_rows
-from mentis.store.base import Embed, StoredAttempt, replay
+from mentis.store.base import Embed, StoredAttempt, forget_body, replay
 from mentis.store.ledger_scan import RECORD_ID
 from mentis.store.sqlite_base import ENTRY_COLS, LEXICON_SCHEMA, TERM_TABLES, VECTOR_TABLES
 from mentis.store.sqlite_sql import RecallSql
@@ -277,14 +277,7 @@ class SqliteStore(ThoughtTables, RecallSql):
             seqs = sorted(
                 s for (s,) in conn.execute(f"SELECT seq FROM entries WHERE rowid IN ({marks})", erased_rowids)
             )
-            body = {
-                "attempt_id": attempt_id,
-                "repository": chain,
-                "erased": seqs,
-                "reason": reason,
-                "agent_id": agent,
-                "at": at,
-            }
+            body = forget_body("attempt_id", attempt_id, chain, seqs, reason, agent, at)
             tomb_rowid, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(body))
             self._derive_forget(conn, tomb_rowid, body)
         self.erase_on_disk()
