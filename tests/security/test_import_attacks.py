@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -267,3 +268,40 @@ def test_memory_md_written_by_export_still_imports(target: tuple[Memory, dict[st
         ATTACKER, parse(MemoryMdImportInput, {"repository": EVIL, "markdown": markdown})
     )
     assert done.imported == 1
+
+
+def test_a_verify_worker_process_applies_the_body_rules(
+    evil_lines: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """SQLite's parallel scan worker (``python -S -P ledger_scan.py``) parses bodies as the reference
+    does: a block holding a crafted body comes back failed, the block before it passes."""
+    import marshal
+    import os
+    import subprocess
+
+    import orjson
+
+    from mentis.config import Settings
+    from mentis.ledger import KINDS, VERSION, canonical
+    from mentis.store import ledger_scan
+
+    memory = Memory.open(Settings(home=tmp_path / "w", db_path=tmp_path / "w" / "m.db", embedder="hash"))
+    ids = {"attempt": _attempt(memory, SECRET, "a change"), "thought": _thought(memory, SECRET, "a finding")}
+    seq = _file_thought_elsewhere(evil_lines, ids)
+    rows = [orjson.loads(line) for line in reseal(evil_lines)[1:]]
+    store: Any = memory.store
+    with store._write() as conn:
+        placed = [
+            store._insert(conn, Entry.from_json(r["entry"]), canonical(r["body"])) for r in rows if r["body"]
+        ]
+    crafted = placed[seq]
+    read, write = os.pipe()
+    os.write(write, ledger_scan.queue_item(1, crafted - 1) + ledger_scan.queue_item(crafted, crafted))
+    os.close(write)
+    uri = Path(memory.store.path).resolve().as_uri() + "?mode=ro"
+    argv = ledger_scan.worker_argv(uri, read, VERSION, KINDS)
+    done = subprocess.run(argv, pass_fds=(read,), capture_output=True, timeout=60, check=True)
+    os.close(read)
+    scans = marshal.loads(done.stdout)
+    memory.close()
+    assert scans[1] is not None and scans[crafted] is None

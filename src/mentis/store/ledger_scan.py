@@ -13,8 +13,8 @@ reference verifier, which finds the first failing entry and names it. So nothing
 error, a mismatch here is never reported as tampering by itself, and nothing here may pass what
 the reference would refuse.
 
-**Entry documents** are rendered with f-strings, not orjson: as fast, and this module must not
-import orjson (below). :func:`render_quoted` escapes every string exactly as RFC 8785 does.
+**Entry documents** are rendered with f-strings, not orjson: as fast, and a worker finds orjson
+only once it has started (below). :func:`render_quoted` escapes every string exactly as RFC 8785 does.
 The hot loop uses the plain template (:func:`render_plain`), whose bytes are RFC 8785's when no
 string in the entry needs escaping, and only on chunks where that holds for every row: ``agent``,
 ``at``, ``chain`` and ``id`` hold no ``"``, ``\\`` or control character, and every row has a body.
@@ -23,8 +23,9 @@ the body's hex digest, ``prev`` the hash before it (for a block's first entry of
 ties it to the previous block's last hash or to ``""``). Any other chunk is rendered quoted.
 ``tests/test_verify_parallel.py`` proves both renderings byte-equal to ``ledger.canonical``.
 
-**The worker.** This module imports only the standard library, so ``python -S -P ledger_scan.py``
-(no site, no script directory on ``sys.path``) starts in about 20 ms, where importing ``mentis``
+**The worker.** This module imports only the standard library (and orjson, to parse bodies exactly
+as the reference verifier does), so ``python -S -P ledger_scan.py`` (no site, no script directory
+on ``sys.path``; orjson's directory is passed in) starts in about 20 ms, where importing ``mentis``
 takes 400 ms. Its arguments are the store's read-only URI, the fd of a pipe of blocks (rowid
 ranges) shared with the other processes, the version and the known kinds. It takes blocks until the
 pipe is empty, all in one read snapshot, and writes its scans as one marshal on stdout.
@@ -33,13 +34,17 @@ pipe is empty, all in one read snapshot, and writes its scans as one marshal on 
 from __future__ import annotations
 
 import hashlib
-import json
 import marshal
 import os
 import sqlite3
 import sys
 from itertools import chain as concat
 from operator import itemgetter
+
+try:
+    from orjson import loads as _loads  # the parser of the reference verifier and the derive steps
+except ImportError:  # a worker, until it puts orjson's directory on sys.path (see ``_worker``)
+    _loads = None  # type: ignore[assignment]
 
 TYPE_CHECKING = False  # typing is not imported at run time: it would add 6 ms to a worker's start
 if TYPE_CHECKING:
@@ -124,9 +129,11 @@ def body_links(chain: str, kind: str, id_: str, body: bytes) -> list[Link] | str
     a record of the same chain, appended before. The same rules serve the reference verifier
     (``mentis.ledger``) and the block scans here, so the two cannot disagree.
     """
+    if _loads is None:
+        raise RuntimeError("orjson is not importable here")  # a scan then leaves the block to the one pass
     try:
-        doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError):
+        doc = _loads(body)
+    except ValueError:  # orjson.JSONDecodeError, as in the derive steps that read the body
         return "body is not JSON"
     if type(doc) is not dict:
         return "body is not a JSON object"
@@ -325,12 +332,21 @@ def take_block(queue: int) -> tuple[int, int] | None:
 
 
 def worker_argv(uri: str, queue: int, version: int, kinds: frozenset[str]) -> list[str]:
-    """The command line of a worker: ``uri`` opens the store read-only, ``queue`` is a pipe's fd."""
-    return [sys.executable, "-S", "-P", __file__, uri, str(queue), str(version), *sorted(kinds)]
+    """The command line of a worker: ``uri`` opens the store read-only, ``queue`` is a pipe's fd;
+    bodies are parsed with the orjson this process uses, from the directory it was found in."""
+    import orjson
+
+    site = os.path.dirname(os.path.dirname(os.path.abspath(orjson.__file__)))
+    return [sys.executable, "-S", "-P", __file__, uri, str(queue), str(version), site, *sorted(kinds)]
 
 
 def _worker(args: list[str]) -> int:
-    uri, queue, version, kinds = args[0], int(args[1]), int(args[2]), frozenset(args[3:])
+    global _loads
+    uri, queue, version, kinds = args[0], int(args[1]), int(args[2]), frozenset(args[4:])
+    sys.path.append(args[3])
+    from orjson import loads  # an ImportError fails the worker: this process scans its blocks
+
+    _loads = loads
     conn = sqlite3.connect(uri, uri=True, isolation_level=None)
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
