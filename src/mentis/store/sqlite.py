@@ -35,13 +35,13 @@ import numpy as np
 import orjson
 
 from mentis.errors import Conflict, IntegrityError, NotFound, StoreError
-from mentis.ledger import ChainReport, Entry, canonical, verify_rows
+from mentis.ledger import ChainReport, Entry, canonical
 from mentis.store.base import Embed, StoredAttempt, forget_body, replay
 from mentis.store.ledger_scan import RECORD_ID
 from mentis.store.sqlite_base import ENTRY_COLS, LEXICON_SCHEMA, TERM_TABLES, VECTOR_TABLES
 from mentis.store.sqlite_sql import RecallSql
 from mentis.store.sqlite_thoughts import THOUGHT_SCHEMA, THOUGHT_TABLES, ThoughtTables, thought_fields
-from mentis.store.sqlite_verify import parallel_verify
+from mentis.store.sqlite_verify import one_pass, parallel_verify
 from mentis.texts import attempt_conclusion, fingerprint
 
 log = logging.getLogger(__name__)
@@ -95,13 +95,6 @@ _DERIVED_TABLES = (
     *TERM_TABLES,
     "lex_vocab",
 )
-
-
-def _orphan(rowid: int) -> IntegrityError:
-    return IntegrityError(
-        f"ledger does not verify: body row {rowid} belongs to no entry. "
-        "The store was changed outside Mentis; restore it from a backup or an export."
-    )
 
 
 def _derived_mismatch(rowid: int) -> IntegrityError:
@@ -203,24 +196,7 @@ class SqliteStore(ThoughtTables, RecallSql):
             fast = parallel_verify(conn, self.path, heads, _LEDGER_SCHEMA)
             if fast is not None:
                 return fast
-            return self._verify_one_pass(conn, heads)
-
-    @staticmethod
-    def _verify_one_pass(conn: sqlite3.Connection, heads: dict[str, tuple[int, str]]) -> list[ChainReport]:
-        """The reference pass over the snapshot ``conn`` reads (or the write it is inside)."""
-        rows = conn.execute(
-            f"SELECT {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b ON b.rowid = e.rowid "
-            "ORDER BY e.rowid"
-        )
-        reports = verify_rows(rows, heads)
-        with_body = sum(r.entries - r.bodies_erased for r in reports)
-        if conn.execute("SELECT count(*) FROM bodies").fetchone()[0] != with_body:
-            orphan = conn.execute(
-                "SELECT b.rowid FROM bodies b LEFT JOIN entries e ON e.rowid = b.rowid "
-                "WHERE e.rowid IS NULL LIMIT 1"
-            ).fetchone()
-            raise _orphan(orphan[0] if orphan else -1)
-        return reports
+            return one_pass(conn, heads)
 
     # ------------------------------------------------------------ writes
 
@@ -599,7 +575,7 @@ class SqliteStore(ThoughtTables, RecallSql):
             placed = [(self._insert(conn, e, body), e, body) for e, body in items]
             self._replay(conn, placed, embed, None)
             heads = {c: (s, h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")}
-            self._verify_one_pass(conn, heads)
+            one_pass(conn, heads)
         return len(placed)
 
     def rebuild(self, embed: Embed, progress: Callable[[int], None] | None = None) -> int:

@@ -44,8 +44,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mentis.errors import IntegrityError
-from mentis.ledger import KINDS, VERSION, ChainReport, erased_seqs
+from mentis.ledger import KINDS, VERSION, ChainReport, erased_seqs, verify_rows
 from mentis.store import ledger_scan
+from mentis.store.sqlite_base import ENTRY_COLS
 
 if TYPE_CHECKING:
     from mentis.store.ledger_scan import BlockScan
@@ -65,6 +66,26 @@ and fits in any pipe, before any process reads it."""
 WORKER_TIMEOUT_S = 60.0
 """How long to wait for a worker's answer once the queue is empty (it holds one block at most
 then); after that it is killed and its blocks are scanned here."""
+
+
+def one_pass(conn: sqlite3.Connection, heads: dict[str, tuple[int, str]]) -> list[ChainReport]:
+    """The reference pass over the snapshot ``conn`` reads (or the write it is inside): every entry
+    in rowid order through :func:`mentis.ledger.verify_rows`, then no body outside the entries."""
+    rows = conn.execute(
+        f"SELECT {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b ON b.rowid = e.rowid ORDER BY e.rowid"
+    )
+    reports = verify_rows(rows, heads)
+    with_body = sum(r.entries - r.bodies_erased for r in reports)
+    if conn.execute("SELECT count(*) FROM bodies").fetchone()[0] != with_body:
+        orphan = conn.execute(
+            "SELECT b.rowid FROM bodies b LEFT JOIN entries e ON e.rowid = b.rowid "
+            "WHERE e.rowid IS NULL LIMIT 1"
+        ).fetchone()
+        raise IntegrityError(
+            f"ledger does not verify: body row {orphan[0] if orphan else -1} belongs to no entry. "
+            "The store was changed outside Mentis; restore it from a backup or an export."
+        )
+    return reports
 
 
 def parallel_verify(
