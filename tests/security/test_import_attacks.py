@@ -15,10 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
+from mentis.config import Settings
 from mentis.errors import Conflict, IntegrityError, InvalidInput
-from mentis.ledger import Entry
+from mentis.ledger import Entry, canonical
 from mentis.memory import Caller, Memory
 from mentis.model import (
     AppendThoughtInput,
@@ -134,6 +136,17 @@ def _attempt_not_its_entry(lines: list[dict[str, Any]], ids: dict[str, str]) -> 
     return int(line["entry"]["seq"])
 
 
+def plant(memory: Memory, backend: str, lines: list[dict[str, Any]]) -> None:
+    """Write the crafted entries and bodies straight into the store's ledger tables (no derive), as
+    someone with the database file or credentials would."""
+    rows = [orjson.loads(line) for line in reseal(lines)[1:]]
+    items = [(Entry.from_json(r["entry"]), None if r["body"] is None else canonical(r["body"])) for r in rows]
+    store: Any = memory.store
+    with store._write(EVIL) if backend == "postgres" else store._write() as conn:
+        for entry, body in items:
+            store._insert(conn, entry, body)
+
+
 ATTACKS = {
     "thought-filed-under-team-b": (_file_thought_elsewhere, "names repository 'team-b/secret'"),
     "invalidates-a-team-b-thought": (_relate("Invalidates"), "no earlier record of this chain"),
@@ -191,16 +204,7 @@ def test_a_store_holding_crafted_entries_does_not_open(
     memory, ids = target
     edit, why = ATTACKS[attack]
     seq = edit(evil_lines, ids)
-    import orjson
-
-    from mentis.ledger import canonical
-
-    rows = [orjson.loads(line) for line in reseal(evil_lines)[1:]]
-    items = [(Entry.from_json(r["entry"]), None if r["body"] is None else canonical(r["body"])) for r in rows]
-    store: Any = memory.store
-    with store._write(EVIL) if backend == "postgres" else store._write() as conn:
-        for entry, body in items:  # the rows alone, as someone with the database file would
-            store._insert(conn, entry, body)
+    plant(memory, backend, evil_lines)
     with pytest.raises(IntegrityError, match=rf"chain 'team-a/evil' seq {seq}: .*{why}"):
         open_memory()
     if backend == "sqlite":
@@ -305,3 +309,42 @@ def test_a_verify_worker_process_applies_the_body_rules(
     scans = marshal.loads(done.stdout)
     memory.close()
     assert scans[1] is not None and scans[crafted] is None
+
+
+def test_mentis_verify_and_migrate_refuse_a_store_holding_a_crafted_entry(
+    target: tuple[Memory, dict[str, str]],
+    evil_lines: list[dict[str, Any]],
+    settings: Settings,
+    backend: str,
+    tmp_path: Path,
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from mentis.embed import HashEmbedder
+    from mentis.migrate import migrate
+
+    memory, ids = target
+    seq = _forget_elsewhere(evil_lines, ids)
+    plant(memory, backend, evil_lines)
+    env = dict(os.environ, MENTIS_EMBEDDER="hash", MENTIS_HOME=str(tmp_path))
+    if settings.database_url is not None:
+        env["MENTIS_DATABASE_URL"] = settings.database_url
+    else:
+        env["MENTIS_DB"] = str(settings.db_path)
+    run = subprocess.run(
+        [sys.executable, "-m", "mentis", "verify"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 6 and f"chain 'team-a/evil' seq {seq}: " in run.stderr
+    into = Settings(home=tmp_path / "to", db_path=tmp_path / "to" / "m.db", embedder="hash")
+    with pytest.raises(IntegrityError, match=f"chain 'team-a/evil' seq {seq}: "):
+        migrate(settings, into, HashEmbedder())
+    empty = Memory.open(into, HashEmbedder())
+    assert empty.store.repositories() == []
+    empty.close()
