@@ -375,6 +375,35 @@ CASES: list[Bad] = [
         code="not_found",
         id="attempt-of-another-repository",
     ),
+    # ---------------------------------------------------------------- forget_thought
+    *[
+        Bad(
+            "forget_thought",
+            {k: v for k, v in {"repository": REPO, "thought_id": "x"}.items() if k != name},
+            (name, "required"),
+            id=f"missing-{name}",
+        )
+        for name in ("repository", "thought_id")
+    ],
+    Bad(
+        "forget_thought",
+        {"repository": REPO, "thought_id": "x", "bogus": 1},
+        ("bogus", "not a known field"),
+        id="unknown-top-level",
+    ),
+    Bad(
+        "forget_thought",
+        {"repository": REPO, "thought_id": " \t"},
+        ("thought_id", "whitespace"),
+        id="whitespace-thought_id",
+    ),
+    Bad(
+        "forget_thought",
+        {"repository": REPO, "thought_id": ATTEMPT},
+        ("thought",),
+        code="not_found",
+        id="an-attempt-is-no-thought",
+    ),
     # ---------------------------------------------------------------- verify_integrity
     Bad("verify_integrity", {"bogus": 1}, ("bogus", "not a known field"), id="unknown-top-level"),
     Bad("verify_integrity", {"repository": ""}, ("repository",), id="empty-repository"),

@@ -42,7 +42,7 @@ def _chain(n: int, chain: str = "r") -> list[tuple[object, bytes]]:
     out = []
     prev = ""
     for seq in range(n):
-        body = canonical({"n": seq})
+        body = canonical({"n": seq, "repository": chain, "attempt_id": f"id{seq}"})
         e = seal(
             chain=chain,
             seq=seq,

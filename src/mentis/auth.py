@@ -31,6 +31,7 @@ import orjson
 
 from mentis.errors import Conflict, InvalidInput, NotFound, StoreError
 from mentis.memory import Caller
+from mentis.store.files import private_files
 
 Scope = Literal["read", "write", "admin"]
 SCOPES: tuple[Scope, ...] = ("read", "write", "admin")
@@ -127,13 +128,16 @@ class TokenStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         try:
-            self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
-            self._conn.execute("PRAGMA busy_timeout=30000")
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute(_SCHEMA)
+            with private_files(self.path):
+                self._conn = sqlite3.connect(
+                    self.path, isolation_level=None, check_same_thread=False, timeout=30
+                )
+                self._conn.execute("PRAGMA busy_timeout=30000")
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA secure_delete=ON")
+                self._conn.execute(_SCHEMA)
         except sqlite3.Error as exc:
             raise StoreError(f"could not open the token table in {self.path}: {exc}") from None
 

@@ -13,6 +13,7 @@ from mentis.errors import InvalidInput
 from mentis.model import (
     AppendThoughtInput,
     ContextBundleInput,
+    ForgetThoughtInput,
     GetThoughtInput,
     MemoryMdExportInput,
     MemoryMdImportInput,
@@ -203,3 +204,19 @@ def import_memory_md(
             ) from None
         req = parse(MemoryMdImportInput, {"repository": repository, "markdown": text})
     _run(db, as_json, lambda m, c: m.import_memory_md(c, req))
+
+
+@app.command("forget-thought")
+def forget_thought(
+    repository: RepoOpt,
+    thought_id: Annotated[str, typer.Argument(help="The thought to erase.")],
+    reason: Annotated[str | None, typer.Option(help="Why (kept in the tombstone).")] = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Erase a thought's content; the ledger keeps a tombstone (the forget_thought tool)."""
+    with _errors():
+        req = parse(
+            ForgetThoughtInput, {"repository": repository, "thought_id": thought_id, "reason": reason}
+        )
+    _run(db, as_json, lambda m, c: m.forget_thought(c, req))

@@ -24,6 +24,7 @@ import orjson
 import rfc8785
 
 from mentis.errors import IntegrityError, InvalidInput
+from mentis.store.ledger_scan import RECORD_ID, body_links, link_error
 
 VERSION = 1
 MAX_SAFE_INT = 2**53 - 1
@@ -235,8 +236,13 @@ def verify_rows(rows: Iterable[Row], heads: dict[str, tuple[int, str]] | None = 
     Rows may interleave chains (a store's rowid order) as long as each chain's entries come in
     seq order. ``heads`` (chain → (seq, hash)), when given, is the store's record of each chain's
     head; a chain whose last entry differs from it (truncation) or a head with no chain fails.
+
+    Each body must also stand in its own chain (:func:`mentis.store.ledger_scan.body_links`): it
+    names the entry's chain and, for an attempt or thought, the entry's id, and it targets only
+    earlier records of that chain. No two attempts or thoughts share an id.
     """
     reports: dict[str, ChainReport] = {}
+    records: dict[str, tuple[str, str, int]] = {}  # attempt or thought id → (chain, kind, seq)
     stray: dict[str, int] = {}
     sha256 = hashlib.sha256
     dumps = orjson.dumps
@@ -269,6 +275,12 @@ def verify_rows(rows: Iterable[Row], heads: dict[str, tuple[int, str]] | None = 
             raise _fail(chain, seq, "entry hash does not match its contents")
         if sig is not None:
             raise _fail(chain, seq, "signed entries are not supported by this version")
+        if kind in RECORD_ID:
+            first = records.setdefault(id_, (chain, kind, seq))
+            if first != (chain, kind, seq):
+                raise _fail(
+                    chain, seq, f"record id {id_!r} is already used at chain {first[0]!r} seq {first[2]}"
+                )
         if body is None:
             report._missing.append(seq)
         else:
@@ -278,6 +290,12 @@ def verify_rows(rows: Iterable[Row], heads: dict[str, tuple[int, str]] | None = 
                 raise _fail(chain, seq, "body is not a blob") from None
             if body_hashed != body_hash:
                 raise _fail(chain, seq, "body does not match its body_hash")
+            links = body_links(chain, kind, id_, body)
+            if isinstance(links, str):
+                raise _fail(chain, seq, links)
+            for target, want in links:
+                if (why := link_error(records, chain, seq, target, want)) is not None:
+                    raise _fail(chain, seq, why)
             if kind == "forget":
                 report._erased.update(erased_seqs(chain, seq, body))
         report.entries += 1

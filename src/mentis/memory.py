@@ -34,6 +34,7 @@ from mentis.model import (
     RecallResult,
     RecordAttemptInput,
     RecordAttemptResult,
+    Rejection,
     ScoreParts,
     SearchInput,
     SearchResult,
@@ -48,7 +49,7 @@ from mentis.stats import StatsInput, StatsResult, collect_stats
 from mentis.store.base import StoredAttempt
 from mentis.texts import attempt_conclusion
 from mentis.texts import attempt_text as attempt_text
-from mentis.thoughts import ThoughtOps, rejection_out
+from mentis.thoughts import ThoughtOps, rejection_out, stored_reasserts
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ class Memory(ThoughtOps, BrowseOps):
         else:
             vector, reasserts = self._embed([attempt_text(body)])[0], []
         if reasserts:
-            body["reasserts"] = reasserts
+            body["reasserts"] = stored_reasserts(reasserts)
         entry = self.store.append_attempt(req.repository, attempt_id, at, caller.agent_id, body, vector)
         status = req.check.status if req.check else "unverified"
         texts = [
@@ -157,7 +158,11 @@ class Memory(ThoughtOps, BrowseOps):
                     title=title,
                     score=round(best.final, 6),
                     score_parts=ScoreParts(**best.parts(), usefulness=usefulness.get(best.rowid)),
-                    attempt=_preview(stored, current if req.current_file_hashes is not None else None),
+                    attempt=_preview(
+                        stored,
+                        current if req.current_file_hashes is not None else None,
+                        self.live_reasserts(stored.body),
+                    ),
                     matched_attempt_ids=matched,
                     attempt_count=count,
                 )
@@ -396,7 +401,8 @@ class Memory(ThoughtOps, BrowseOps):
     def import_(
         self, caller: Caller, lines: Iterable[bytes], progress: Callable[[int], None] | None = None
     ) -> int:
-        """Verify an export completely, then append its chains to this store.
+        """Verify an export completely, then append its chains to this store in one transaction
+        that commits only if the store's whole ledger verifies with them; otherwise nothing is written.
 
         ``progress`` is told how many attempts and thoughts each embedding batch held."""
         items, heads = read_export(lines)
@@ -410,9 +416,7 @@ class Memory(ThoughtOps, BrowseOps):
                 progress(len(texts))
             return vectors
 
-        count = self.store.import_ledger(items, embed)
-        self.store.verify()
-        return count
+        return self.store.import_ledger(items, embed)
 
     def rebuild(self, progress: Callable[[int], None] | None = None) -> int:
         return self.store.rebuild(self._embed, progress)
@@ -469,7 +473,9 @@ def _correction(body: dict[str, Any]) -> CorrectionOut:
     )
 
 
-def _preview(stored: StoredAttempt, current: dict[str, str] | None) -> AttemptPreview:
+def _preview(
+    stored: StoredAttempt, current: dict[str, str] | None, reasserts: list[Rejection]
+) -> AttemptPreview:
     b = stored.body
     ctx = b.get("code_context") or {}
     stale = None
@@ -489,7 +495,7 @@ def _preview(stored: StoredAttempt, current: dict[str, str] | None) -> AttemptPr
         correction=_correction(stored.corrections[-1]) if stored.corrections else None,
         corrections_count=len(stored.corrections),
         stale_files=stale,
-        reasserts=[rejection_out(r) for r in b.get("reasserts", [])],
+        reasserts=reasserts,
     )
 
 

@@ -175,6 +175,12 @@ class ForgetInput(Strict):
     reason: Text | None = None
 
 
+class ForgetThoughtInput(Strict):
+    repository: Identifier
+    thought_id: Identifier
+    reason: Text | None = None
+
+
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -508,6 +514,12 @@ class ForgetResult(Out):
     ledger: LedgerRef
 
 
+class ForgetThoughtResult(Out):
+    forgotten: bool
+    thought_id: str
+    ledger: LedgerRef
+
+
 class ChainResult(Out):
     chain: str
     ok: bool
@@ -595,6 +607,8 @@ class TraverseResult(Out):
     nodes: list[ThoughtOut]
     edges: list[TraverseEdge]
     truncated: bool
+    dangling: list[TraverseEdge] = []
+    """Edges whose other end was forgotten (its content is erased; the edge is all that is left)."""
 
 
 class BundleItem(Out):

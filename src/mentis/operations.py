@@ -21,6 +21,8 @@ from mentis.model import (
     ContextBundleResult,
     ForgetInput,
     ForgetResult,
+    ForgetThoughtInput,
+    ForgetThoughtResult,
     GetThoughtInput,
     MarkOutdatedInput,
     MarkOutdatedResult,
@@ -106,6 +108,17 @@ OPERATIONS: tuple[Operation, ...] = (
         lambda m, c, r: m.forget_attempt(c, r),
         "Erase an attempt's content (and its corrections) from the memory, e.g. when it holds a "
         "secret. The ledger keeps a tombstone (who, when, why), so the chain still verifies.",
+        writes=True,
+        destructive=True,
+    ),
+    Operation(
+        "forget_thought",
+        ForgetThoughtInput,
+        ForgetThoughtResult,
+        lambda m, c, r: m.forget_thought(c, r),
+        "Erase a thought's content from the memory, e.g. when it holds a secret: its text, vector, "
+        "index terms and rejection fingerprints. The ledger keeps a tombstone (who, when, why), so "
+        "the chain still verifies; relations other thoughts hold to it are reported as dangling.",
         writes=True,
         destructive=True,
     ),

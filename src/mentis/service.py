@@ -141,12 +141,13 @@ class ServiceBase:
         return check_vectors(vectors, len(texts), self.embedder.dim)
 
     @staticmethod
-    def secret_warnings(*texts: str) -> list[str]:
-        """Warn (never block) when stored text looks like it holds a secret; forget_attempt erases it."""
+    def secret_warnings(*texts: str, forget: str = "forget_attempt") -> list[str]:
+        """Warn (never block) when stored text looks like it holds a secret; ``forget`` (the tool
+        that erases the record: forget_attempt or forget_thought) is named."""
         kinds = sorted({f.kind for text in texts if text for f in scrub.find_secrets(text)})
         if not kinds:
             return []
         return [
             f"the stored text looks like it holds a secret ({', '.join(kinds)}); it is kept on this machine "
-            "only; if it is real, rotate it and call forget_attempt"
+            f"only; if it is real, rotate it and call {forget}"
         ]

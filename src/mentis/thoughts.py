@@ -33,6 +33,8 @@ from mentis.model import (
     BundleItem,
     ContextBundleInput,
     ContextBundleResult,
+    ForgetThoughtInput,
+    ForgetThoughtResult,
     GetThoughtInput,
     LedgerRef,
     MemoryMdExportInput,
@@ -72,7 +74,12 @@ def _float(value: str | None) -> float | None:
     return None if value is None else float(value)
 
 
-def thought_out(entry: Entry, body: dict[str, Any], invalidated_by: Sequence[str] = ()) -> ThoughtOut:
+def thought_out(
+    entry: Entry,
+    body: dict[str, Any],
+    invalidated_by: Sequence[str] = (),
+    reasserts: list[Rejection] | None = None,
+) -> ThoughtOut:
     return ThoughtOut(
         thought_id=body["thought_id"],
         repository=body["repository"],
@@ -91,12 +98,18 @@ def thought_out(entry: Entry, body: dict[str, Any], invalidated_by: Sequence[str
         created_at=body["created_at"],
         ledger=LedgerRef(seq=entry.seq, hash=entry.hash),
         invalidated_by=list(invalidated_by),
-        reasserts=[rejection_out(r) for r in body.get("reasserts", [])],
+        reasserts=[rejection_out(r) for r in body.get("reasserts", [])] if reasserts is None else reasserts,
     )
 
 
 def rejection_out(r: dict[str, Any]) -> Rejection:
-    return Rejection(**{**r, "similarity": float(r["similarity"])})
+    return Rejection(**{"reason": "", **r, "similarity": float(r["similarity"])})
+
+
+def stored_reasserts(found: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Reassertions as a body keeps them: without the reason, which lives in the rejecting record
+    (a correction or thought) and so is erased with it; reads look it up (``live_reasserts``)."""
+    return [{k: v for k, v in r.items() if k != "reason"} for r in found]
 
 
 class ThoughtOps(ServiceBase):
@@ -126,6 +139,20 @@ class ThoughtOps(ServiceBase):
                 "match": "exact" if exact else "similar",
             }
         return list(found.values())
+
+    def live_reasserts(self, body: dict[str, Any]) -> list[Rejection]:
+        """A body's reassertions with each reason read from the rejection as it stands now: empty
+        once the rejected record or the rejecting one was forgotten (older bodies kept a copy)."""
+        found = body.get("reasserts") or []
+        if not found:
+            return []
+        rows = {(r.target_id, r.by_id, r.at): r.by_rowid for r in self.store.rejections(body["repository"])}
+        out = []
+        for r in found:
+            by_rowid = rows.get((r["rejected_id"], r["by_id"], r["at"]))
+            reason = "" if by_rowid is None else self.store.rejection_reason(by_rowid)[:500]
+            out.append(rejection_out({**r, "reason": reason}))
+        return out
 
     @staticmethod
     def reassertion_warnings(found: Sequence[dict[str, Any]]) -> list[str]:
@@ -181,7 +208,7 @@ class ThoughtOps(ServiceBase):
             "confidence": req.confidence,
             "task_id": req.task_id,
             "session_id": req.session_id or caller.session_id,
-            "reasserts": reasserts or None,
+            "reasserts": stored_reasserts(reasserts) or None,
         }
         body.update({k: v for k, v in optional.items() if v is not None})
         entry = self.store.append_thought(req.repository, thought_id, at, caller.agent_id, body, vector)
@@ -191,7 +218,7 @@ class ThoughtOps(ServiceBase):
             thought_id=thought_id,
             ledger=LedgerRef(seq=entry.seq, hash=entry.hash),
             superseded=superseded,
-            warnings=warnings + self.secret_warnings(req.content),
+            warnings=warnings + self.secret_warnings(req.content, forget="forget_thought"),
             reasserts=[rejection_out(r) for r in reasserts],
         )
 
@@ -208,6 +235,15 @@ class ThoughtOps(ServiceBase):
         loaded = self.store.load_thoughts(list(rowids.values()))
         same_type = {body["thought_id"] for _, body in loaded.values() if body["type"] == req.type}
         return [i for i in close if i in same_type and i not in invalid][:1]
+
+    def forget_thought(self, caller: Caller, req: ForgetThoughtInput) -> ForgetThoughtResult:
+        self._may_write(caller, req.repository)
+        entry = self.store.forget_thought(
+            req.repository, str(uuid.uuid4()), now_iso(), caller.agent_id, req.thought_id, req.reason
+        )
+        return ForgetThoughtResult(
+            forgotten=True, thought_id=req.thought_id, ledger=LedgerRef(seq=entry.seq, hash=entry.hash)
+        )
 
     # ------------------------------------------------------------ search
 
@@ -318,7 +354,7 @@ class ThoughtOps(ServiceBase):
                     continue
                 if needle is not None and needle not in body["content"].casefold():
                     continue
-                out.append((r, thought_out(entry, body, by)))
+                out.append((r, thought_out(entry, body, by, self.live_reasserts(body))))
                 if len(out) == limit:
                     return out
         return out
@@ -344,14 +380,16 @@ class ThoughtOps(ServiceBase):
             raise NotFound("no such thought; search_thoughts finds ids")
         entry, body = loaded[rowid]
         invalid = self.store.invalidations([body["thought_id"]], now_iso())
-        return thought_out(entry, body, invalid.get(body["thought_id"], []))
+        return thought_out(entry, body, invalid.get(body["thought_id"], []), self.live_reasserts(body))
 
     def _thoughts_by_id(self, caller: Caller, ids: Sequence[str], as_of: str) -> dict[str, ThoughtOut]:
         rowids = self.store.thought_rowids(list(ids))
         loaded = self.store.load_thoughts(list(rowids.values()))
         invalid = self.store.invalidations(list(rowids), as_of)
         return {
-            body["thought_id"]: thought_out(entry, body, invalid.get(body["thought_id"], []))
+            body["thought_id"]: thought_out(
+                entry, body, invalid.get(body["thought_id"], []), self.live_reasserts(body)
+            )
             for entry, body in loaded.values()
             if caller.sees(body["repository"])
         }
@@ -363,6 +401,7 @@ class ThoughtOps(ServiceBase):
         seen: dict[str, ThoughtOut] = dict(start)
         edges: list[TraverseEdge] = []
         frontier, truncated = [req.thought_id], False
+        dangling: list[TraverseEdge] = []
         for _ in range(req.depth):
             found = self.store.thought_edges(frontier, req.direction, req.kinds)
             other = [t if f in frontier and req.direction != "in" else f for f, _, t in found]
@@ -377,11 +416,16 @@ class ThoughtOps(ServiceBase):
             edges += [
                 TraverseEdge(from_id=f, kind=k, to_id=t) for f, k, t in found if f in seen and t in seen
             ]
+            missing = [i for i in fresh if i not in loaded]
+            gone = set(missing) - set(self.store.thought_rowids(missing)) if missing else set()
+            dangling += [
+                TraverseEdge(from_id=f, kind=k, to_id=t) for f, k, t in found if f in gone or t in gone
+            ]
             frontier = [i for i in fresh if i in seen]
             if truncated or not frontier:
                 break
         unique = list({(e.from_id, e.kind, e.to_id): e for e in edges}.values())
-        return TraverseResult(nodes=list(seen.values()), edges=unique, truncated=truncated)
+        return TraverseResult(nodes=list(seen.values()), edges=unique, truncated=truncated, dangling=dangling)
 
     def context_bundle(self, caller: Caller, req: ContextBundleInput) -> ContextBundleResult:
         seeds = self.search_thoughts(
@@ -448,6 +492,9 @@ def _one_line(text: str, limit: int) -> str:
 
 
 _MD_META = re.compile(r"\s+<!-- mentis (\{.*\}) -->$")
+MD_META_KEYS = frozenset({"role", "importance", "confidence", "tags", "concepts", "task_id"})
+"""What a MEMORY.md line's metadata may set (what :func:`md_line` writes): never the repository,
+the thought's id, its refs or relations, which the file may not choose."""
 
 
 def md_line(t: ThoughtOut) -> str:
@@ -471,7 +518,8 @@ def _decimal(value: float) -> str:
 
 
 def parse_memory_md(repository: str, text: str) -> list[AppendThoughtInput]:
-    """Thoughts from a MEMORY.md (``## Type`` sections, one ``- `` line each); all or nothing."""
+    """Thoughts from a MEMORY.md (``## Type`` sections, one ``- `` line each); all or nothing:
+    every line is checked before the caller writes any."""
     import orjson
 
     kind: str | None = None
@@ -500,6 +548,13 @@ def parse_memory_md(repository: str, text: str) -> list[AppendThoughtInput]:
                     f"MEMORY.md line {number}: malformed metadata comment", field="markdown"
                 ) from None
             body = body[: m.start()]
+            if not isinstance(meta, dict) or not set(meta) <= MD_META_KEYS:
+                extra = sorted(set(meta) - MD_META_KEYS) if isinstance(meta, dict) else meta
+                raise InvalidInput(
+                    f"MEMORY.md line {number}: metadata may hold only {', '.join(sorted(MD_META_KEYS))}, "
+                    f"not {extra}; the target repository is the one given",
+                    field="markdown",
+                )
         content = re.sub(r"\\(\\|n)", lambda g: "\n" if g.group(1) == "n" else "\\", body)
         data = {"repository": repository, "type": kind, "content": content, **meta}
         try:

@@ -96,6 +96,9 @@ class Store(Protocol):
     def forget_attempt(
         self, chain: str, tombstone_id: str, at: str, agent: str, attempt_id: str, reason: str | None
     ) -> Entry: ...
+    def forget_thought(
+        self, chain: str, tombstone_id: str, at: str, agent: str, thought_id: str, reason: str | None
+    ) -> Entry: ...
     def get_meta(self, key: str) -> str | None: ...
     def has_rejections(self, repository: str) -> bool: ...
     def import_ledger(self, items: Sequence[tuple[Entry, bytes | None]], embed: Embed) -> int: ...
@@ -152,6 +155,31 @@ class Store(Protocol):
     ) -> tuple[int, list[TaskRow], dict[int, str]]: ...
     def attempt_agents(self, repository: str) -> list[str]: ...
     def tombstones(self, repository: str) -> list[tuple[Entry, dict[str, Any]]]: ...
+
+
+def forget_body(
+    key: str,
+    record_id: str,
+    chain: str,
+    erased: list[int],
+    reason: str | None,
+    agent: str,
+    at: str,
+    task_id: str | None = None,
+) -> dict[str, Any]:
+    """A forget tombstone's body: ``key`` is ``attempt_id`` or ``thought_id`` (what it erases);
+    an attempt's tombstone also names its task, so a task's timeline can show the gap."""
+    body: dict[str, Any] = {
+        key: record_id,
+        "repository": chain,
+        "erased": erased,
+        "reason": reason,
+        "agent_id": agent,
+        "at": at,
+    }
+    if task_id is not None:
+        body["task_id"] = task_id
+    return body
 
 
 REPLAY_BATCH = 128

@@ -13,8 +13,8 @@ reference verifier, which finds the first failing entry and names it. So nothing
 error, a mismatch here is never reported as tampering by itself, and nothing here may pass what
 the reference would refuse.
 
-**Entry documents** are rendered with f-strings, not orjson: as fast, and this module must not
-import orjson (below). :func:`render_quoted` escapes every string exactly as RFC 8785 does.
+**Entry documents** are rendered with f-strings, not orjson: as fast, and a worker finds orjson
+only once it has started (below). :func:`render_quoted` escapes every string exactly as RFC 8785 does.
 The hot loop uses the plain template (:func:`render_plain`), whose bytes are RFC 8785's when no
 string in the entry needs escaping, and only on chunks where that holds for every row: ``agent``,
 ``at``, ``chain`` and ``id`` hold no ``"``, ``\\`` or control character, and every row has a body.
@@ -23,8 +23,9 @@ the body's hex digest, ``prev`` the hash before it (for a block's first entry of
 ties it to the previous block's last hash or to ``""``). Any other chunk is rendered quoted.
 ``tests/test_verify_parallel.py`` proves both renderings byte-equal to ``ledger.canonical``.
 
-**The worker.** This module imports only the standard library, so ``python -S -P ledger_scan.py``
-(no site, no script directory on ``sys.path``) starts in about 20 ms, where importing ``mentis``
+**The worker.** This module imports only the standard library (and orjson, to parse bodies exactly
+as the reference verifier does), so ``python -S -P ledger_scan.py`` (no site, no script directory
+on ``sys.path``; orjson's directory is passed in) starts in about 20 ms, where importing ``mentis``
 takes 400 ms. Its arguments are the store's read-only URI, the fd of a pipe of blocks (rowid
 ranges) shared with the other processes, the version and the known kinds. It takes blocks until the
 pipe is empty, all in one read snapshot, and writes its scans as one marshal on stdout.
@@ -40,6 +41,11 @@ import sys
 from itertools import chain as concat
 from operator import itemgetter
 
+try:
+    from orjson import loads as _loads  # the parser of the reference verifier and the derive steps
+except ImportError:  # a worker, until it puts orjson's directory on sys.path (see ``_worker``)
+    _loads = None  # type: ignore[assignment]
+
 TYPE_CHECKING = False  # typing is not imported at run time: it would add 6 ms to a worker's start
 if TYPE_CHECKING:
     from typing import Any, TypeAlias
@@ -47,9 +53,18 @@ if TYPE_CHECKING:
     Row: TypeAlias = tuple[Any, ...]
     ChainSpan: TypeAlias = tuple[int, str, int, str]
     """(first seq, its prev, last seq + 1, last hash) of one chain in one block."""
-    BlockScan: TypeAlias = tuple[dict[str, ChainSpan], dict[str, list[int]], list[tuple[str, int, bytes]]]
+    Link: TypeAlias = tuple[str, str]
+    """(target record id, the kind it must be: 'attempt', 'thought' or 'record' for either)."""
+    BlockScan: TypeAlias = tuple[
+        dict[str, ChainSpan],
+        dict[str, list[int]],
+        list[tuple[str, int, bytes]],
+        list[tuple[str, str, str, int]],
+        list[tuple[str, int, str, str]],
+    ]
     """(chain → span, chain → seqs with no body in rowid order, (chain, seq, body) of each forget
-    entry that has a body)."""
+    entry that has a body, (id, chain, kind, seq) of each attempt and thought entry, (chain, seq,
+    target id, kind wanted) of each link a body makes)."""
 
 CHUNK = 256
 """Rows fetched at a time; the checks that look at many rows at once run once per chunk."""
@@ -101,6 +116,72 @@ def needs_escape(text: str) -> bool:
     return len(raw.translate(None, _NEEDS_ESCAPE)) != len(raw)
 
 
+RECORD_ID = {"attempt": "attempt_id", "thought": "thought_id"}
+"""The body field that names its own entry's id, per entry kind that creates a record."""
+
+
+def body_links(chain: str, kind: str, id_: str, body: bytes) -> list[Link] | str:
+    """The records a body points at, or why it may not stand in ``chain`` (DESIGN §4, last rule).
+
+    Every body names its own chain (``repository``); an attempt or thought body names its own
+    entry's id. A correction targets an attempt, a forget tombstone one attempt or one thought,
+    a thought's refs any record and its relations thoughts: the caller checks that each target is
+    a record of the same chain, appended before. The same rules serve the reference verifier
+    (``mentis.ledger``) and the block scans here, so the two cannot disagree.
+    """
+    if _loads is None:
+        raise RuntimeError("orjson is not importable here")  # a scan then leaves the block to the one pass
+    try:
+        doc = _loads(body)
+    except ValueError:  # orjson.JSONDecodeError, as in the derive steps that read the body
+        return "body is not JSON"
+    if type(doc) is not dict:
+        return "body is not a JSON object"
+    if doc.get("repository") != chain:
+        return f"body names repository {doc.get('repository')!r}, not its own chain"
+    own = RECORD_ID.get(kind)
+    if own is not None and doc.get(own) != id_:
+        return f"body names {own} {doc.get(own)!r}, not its entry's id {id_!r}"
+    links: list[tuple[Any, str]] = []
+    if kind == "correction":
+        links.append((doc.get("attempt_id"), "attempt"))
+    elif kind == "forget":
+        named = [key for key in ("attempt_id", "thought_id") if key in doc]
+        if len(named) != 1:
+            return "forget tombstone must name exactly one attempt_id or thought_id"
+        links.append((doc[named[0]], named[0].removesuffix("_id")))
+    elif kind == "thought":
+        refs, relations = doc.get("refs", []), doc.get("relations", [])
+        if type(refs) is not list or type(relations) is not list:
+            return "thought refs and relations must be lists"
+        links += [(ref, "record") for ref in refs]
+        for rel in relations:
+            if type(rel) is not dict:
+                return "a thought relation is not an object"
+            links.append((rel.get("target_id"), "thought"))
+    checked: list[Link] = []
+    for target, want in links:
+        if type(target) is not str:
+            return f"body targets {target!r}, which is not a record id"
+        checked.append((target, want))
+    return checked
+
+
+def link_error(
+    records: dict[str, tuple[str, str, int]], chain: str, seq: int, target: str, want: str
+) -> str | None:
+    """Why ``target`` may not be linked from ``chain`` at ``seq`` (None when it may).
+
+    ``records`` maps each attempt or thought id to its (chain, kind, seq).
+    """
+    found = records.get(target)
+    if found is None or found[0] != chain or found[2] >= seq:
+        return f"body targets {target!r}, which is no earlier record of this chain"
+    if want != "record" and found[1] != want:
+        return f"body targets {target!r}, which is a {found[1]}, not a {want}"
+    return None
+
+
 def render_plain(
     agent: str, at: str, body_hash: str, chain: str, id_: str, kind: str, prev: str, seq: int, v: int
 ) -> str:
@@ -143,6 +224,8 @@ class _Scan:
         self.firsts: dict[str, tuple[int, str]] = {}
         self.missing: dict[str, list[int]] = {}
         self.tombstones: list[tuple[str, int, bytes]] = []
+        self.records: list[tuple[str, str, str, int]] = []
+        self.links: list[tuple[str, int, str, str]] = []
         self.rows = 0
         self.bodies = 0
 
@@ -165,7 +248,19 @@ class _Scan:
             if count.fetchone()[0] != self.bodies:
                 return None
         spans = {chain: (*self.firsts[chain], *tail) for chain, tail in self.tails.items()}
-        return spans, self.missing, self.tombstones
+        return spans, self.missing, self.tombstones, self.records, self.links
+
+    def note(self, chain: str, seq: int, kind: str, id_: str, body: bytes | None) -> bool:
+        """Note the record an entry creates and the links its body makes; False if it may not."""
+        if kind in RECORD_ID:
+            self.records.append((id_, chain, kind, seq))
+        if body is None:
+            return True
+        links = body_links(chain, kind, id_, body)
+        if isinstance(links, str):
+            return False
+        self.links += [(chain, seq, target, want) for target, want in links]
+        return True
 
     def plain(self, rows: list[Row]) -> bool:
         """Rows with a body each and no string that needs escaping: the hot loop."""
@@ -177,6 +272,8 @@ class _Scan:
                 f'"kind":"{kind}","prev":"{prev}","seq":{seq}{end}'
             )
             if sha256(doc.encode()).hexdigest() != hash_ or sha256(body).hexdigest() != body_hash:
+                return False
+            if not self.note(chain, seq, kind, id_, body):
                 return False
             tail = tails.get(chain)
             if tail is None:
@@ -201,6 +298,8 @@ class _Scan:
                 return False
             else:
                 self.bodies += 1
+            if not self.note(chain, seq, kind, id_, body):
+                return False
             tail = self.tails.get(chain)
             if tail is None:
                 self.firsts[chain] = (seq, prev)
@@ -233,12 +332,21 @@ def take_block(queue: int) -> tuple[int, int] | None:
 
 
 def worker_argv(uri: str, queue: int, version: int, kinds: frozenset[str]) -> list[str]:
-    """The command line of a worker: ``uri`` opens the store read-only, ``queue`` is a pipe's fd."""
-    return [sys.executable, "-S", "-P", __file__, uri, str(queue), str(version), *sorted(kinds)]
+    """The command line of a worker: ``uri`` opens the store read-only, ``queue`` is a pipe's fd;
+    bodies are parsed with the orjson this process uses, from the directory it was found in."""
+    import orjson
+
+    site = os.path.dirname(os.path.dirname(os.path.abspath(orjson.__file__)))
+    return [sys.executable, "-S", "-P", __file__, uri, str(queue), str(version), site, *sorted(kinds)]
 
 
 def _worker(args: list[str]) -> int:
-    uri, queue, version, kinds = args[0], int(args[1]), int(args[2]), frozenset(args[3:])
+    global _loads
+    uri, queue, version, kinds = args[0], int(args[1]), int(args[2]), frozenset(args[4:])
+    sys.path.append(args[3])
+    from orjson import loads  # an ImportError fails the worker: this process scans its blocks
+
+    _loads = loads
     conn = sqlite3.connect(uri, uri=True, isolation_level=None)
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")

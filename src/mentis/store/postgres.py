@@ -24,8 +24,9 @@ import orjson
 
 from mentis.errors import Conflict, IntegrityError, NotFound, StoreError
 from mentis.ledger import ChainReport, Entry, canonical, verify_rows
-from mentis.store.base import Embed, StoredAttempt, replay
+from mentis.store.base import Embed, StoredAttempt, forget_body, replay
 from mentis.store.browse import BrowseReads
+from mentis.store.ledger_scan import RECORD_ID
 from mentis.store.postgres_base import ENTRY_COLS, MIGRATION_LOCK, Conn, entry_of, scope_sql, vec
 from mentis.store.postgres_schema import DERIVED_TABLES, MIGRATIONS, SCHEMA_VERSION
 from mentis.store.postgres_sql import RecallSql
@@ -126,19 +127,24 @@ class PostgresStore(ThoughtTables, RecallSql, BrowseReads):
 
     def verify(self) -> list[ChainReport]:
         with self._read() as conn:
-            heads = {c: (int(s), h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")}
-            with conn.cursor(name="mentis_verify") as cur:
-                cur.itersize = _VERIFY_BATCH
-                cur.execute(
-                    f"SELECT {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b "
-                    "ON b.rowid = e.rowid ORDER BY e.chain, e.seq"
-                )
-                rows = ((*r[:12], None if r[12] is None else bytes(r[12])) for r in cur)
-                reports = verify_rows(rows, heads)
-            orphans = conn.execute(
-                "SELECT b.rowid FROM bodies b LEFT JOIN entries e ON e.rowid = b.rowid "
-                "WHERE e.rowid IS NULL LIMIT 1"
-            ).fetchone()
+            return self._verify_in(conn)
+
+    @staticmethod
+    def _verify_in(conn: Conn) -> list[ChainReport]:
+        """Verify the ledger as ``conn``'s transaction sees it (a read, or an import's write)."""
+        heads = {c: (int(s), h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")}
+        with conn.cursor(name="mentis_verify") as cur:
+            cur.itersize = _VERIFY_BATCH
+            cur.execute(
+                f"SELECT {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b "
+                "ON b.rowid = e.rowid ORDER BY e.chain, e.seq"
+            )
+            rows = ((*r[:12], None if r[12] is None else bytes(r[12])) for r in cur)
+            reports = verify_rows(rows, heads)
+        orphans = conn.execute(
+            "SELECT b.rowid FROM bodies b LEFT JOIN entries e ON e.rowid = b.rowid "
+            "WHERE e.rowid IS NULL LIMIT 1"
+        ).fetchone()
         if orphans is not None:
             raise IntegrityError(
                 f"ledger does not verify: body row {orphans[0]} belongs to no entry. "
@@ -191,15 +197,7 @@ class PostgresStore(ThoughtTables, RecallSql, BrowseReads):
             )
             found = conn.execute("SELECT task_id FROM attempt_idx WHERE rowid=%s", (rowid,)).fetchone()
             task_id = found[0] if found is not None else None
-            body = {
-                "attempt_id": attempt_id,
-                "repository": chain,
-                "task_id": task_id,
-                "erased": seqs,
-                "reason": reason,
-                "agent_id": agent,
-                "at": at,
-            }
+            body = forget_body("attempt_id", attempt_id, chain, seqs, reason, agent, at, task_id=task_id)
             tomb_rowid, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(body))
             self._derive_forget(conn, tomb_rowid, body)
         return entry
@@ -277,6 +275,9 @@ class PostgresStore(ThoughtTables, RecallSql, BrowseReads):
         return attempt_conclusion(loaded[int(row[0])][1])
 
     def _derive_forget(self, conn: Conn, tomb_rowid: int, tomb: dict[str, Any]) -> None:
+        if "thought_id" in tomb:
+            self._derive_forget_thought(conn, tomb_rowid, tomb)
+            return
         attempt_id, repo = tomb["attempt_id"], tomb["repository"]
         conn.execute(
             "INSERT INTO forgotten(attempt_id, repository, tomb_rowid) VALUES(%s,%s,%s) "
@@ -514,14 +515,26 @@ class PostgresStore(ThoughtTables, RecallSql, BrowseReads):
         yield from rows
 
     def import_ledger(self, items: Sequence[tuple[Entry, bytes | None]], embed: Embed) -> int:
-        """Append already-verified chains that this store does not hold yet."""
+        """Append chains that this store does not hold yet, in one transaction that commits only
+        once the whole ledger, old and new entries together, verifies (DESIGN §4)."""
         chains = sorted({e.chain for e, _ in items})
         with self._write(*chains) as conn:
+            conn.execute("LOCK TABLE entries IN SHARE ROW EXCLUSIVE MODE")
             held = conn.execute("SELECT chain FROM heads WHERE chain = ANY(%s)", (chains,)).fetchone()
             if held is not None:
                 raise Conflict(f"this store already holds chain {held[0]!r}; import into a fresh store")
+            ids = [e.id for e, _ in items if e.kind in RECORD_ID]
+            taken = conn.execute(
+                "SELECT id, chain FROM entries WHERE id = ANY(%s) AND kind IN ('attempt', 'thought') LIMIT 1",
+                (ids,),
+            ).fetchone()
+            if taken is not None:
+                raise Conflict(
+                    f"record {taken[0]} already exists in chain {taken[1]!r}; nothing was imported"
+                )
             placed = [(self._insert(conn, e, body), e, body) for e, body in items]
             self._replay(conn, placed, embed, None)
+            self._verify_in(conn)
         return len(placed)
 
     def rebuild(self, embed: Embed, progress: Callable[[int], None] | None = None) -> int:
@@ -565,8 +578,8 @@ class PostgresStore(ThoughtTables, RecallSql, BrowseReads):
         def correction(rowid: int, body: dict[str, Any]) -> None:
             arow = conn.execute(
                 "SELECT a.rowid, b.body FROM attempt_idx a JOIN bodies b ON b.rowid = a.rowid "
-                "WHERE a.attempt_id=%s",
-                (body["attempt_id"],),
+                "WHERE a.attempt_id=%s AND a.repository=%s",
+                (body["attempt_id"], body["repository"]),
             ).fetchone()
             if arow is not None:
                 vec = embed([attempt_conclusion(orjson.loads(bytes(arow[1])))])[0]

@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 import orjson
 
+from mentis.errors import Conflict, NotFound
 from mentis.ledger import Entry, canonical
 from mentis.model import INVALIDATING_KINDS, REJECTING_KINDS
-from mentis.store.base import RejectionRow
+from mentis.store.base import RejectionRow, forget_body
 from mentis.store.postgres_base import Conn, PgBase, scope_sql, vec
 from mentis.texts import fingerprint, thought_text
 
@@ -110,11 +111,51 @@ class ThoughtTables(PgBase):
             if r["kind"] in REJECTING_KINDS:
                 self._reject_thought(conn, rowid, tid, repo, at, r["target_id"])
 
+    def forget_thought(
+        self, chain: str, tombstone_id: str, at: str, agent: str, thought_id: str, reason: str | None
+    ) -> Entry:
+        """Erase a thought's body and derived rows; the chain keeps a tombstone listing its seq."""
+        with self._write(chain) as conn:
+            row = conn.execute(
+                "SELECT t.rowid, e.seq FROM thought_idx t JOIN entries e ON e.rowid = t.rowid "
+                "WHERE t.thought_id=%s AND t.repository=%s",
+                (thought_id, chain),
+            ).fetchone()
+            if row is None:
+                gone = conn.execute(
+                    "SELECT 1 FROM entries e JOIN bodies b ON b.rowid = e.rowid WHERE e.chain=%s "
+                    "AND e.kind='forget' AND convert_from(b.body, 'UTF8')::json->>'thought_id' = %s",
+                    (chain, thought_id),
+                ).fetchone()
+                if gone is not None:
+                    raise Conflict(f"thought {thought_id} in {chain} was forgotten; its content is erased")
+                raise NotFound(f"no thought {thought_id} in repository {chain}; search_thoughts finds ids")
+            body = forget_body("thought_id", thought_id, chain, [int(row[1])], reason, agent, at)
+            tomb_rowid, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(body))
+            self._derive_forget_thought(conn, tomb_rowid, body)
+        return entry
+
+    def _derive_forget_thought(self, conn: Conn, tomb_rowid: int, tomb: dict[str, Any]) -> None:
+        """As in ``sqlite_thoughts``: body, index rows, own edges, FTS, vector and fingerprints go."""
+        thought_id, repo = tomb["thought_id"], tomb["repository"]
+        row = conn.execute(
+            "SELECT rowid FROM thought_idx WHERE thought_id=%s AND repository=%s", (thought_id, repo)
+        ).fetchone()
+        if row is None:
+            return
+        rowid = int(row[0])
+        conn.execute("DELETE FROM bodies WHERE rowid=%s", (rowid,))
+        conn.execute("DELETE FROM rejections WHERE by_rowid=%s OR (target_kind='thought' AND target_id=%s)",
+                     (rowid, thought_id))  # fmt: skip
+        for table in ("thought_edge", "thought_label", "thought_fts", "thought_vectors", "thought_idx"):
+            column = "from_rowid" if table == "thought_edge" else "rowid"
+            conn.execute(f"DELETE FROM {table} WHERE {column}=%s", (rowid,))
+
     def _reject_thought(self, conn: Conn, by_rowid: int, by_id: str, repo: str, at: str, target: str) -> None:
         row = conn.execute(
             "SELECT b.body, v.vec FROM thought_idx t JOIN bodies b ON b.rowid = t.rowid "
-            "JOIN thought_vectors v ON v.rowid = t.rowid WHERE t.thought_id = %s",
-            (target,),
+            "JOIN thought_vectors v ON v.rowid = t.rowid WHERE t.thought_id = %s AND t.repository = %s",
+            (target, repo),
         ).fetchone()
         if row is None:
             return

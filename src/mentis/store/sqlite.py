@@ -35,13 +35,14 @@ import numpy as np
 import orjson
 
 from mentis.errors import Conflict, IntegrityError, NotFound, StoreError
-from mentis.ledger import ChainReport, Entry, canonical, verify_rows
-from mentis.store.base import Embed, StoredAttempt, replay
+from mentis.ledger import ChainReport, Entry, canonical
+from mentis.store.base import Embed, StoredAttempt, forget_body, replay
 from mentis.store.browse import BrowseReads
+from mentis.store.ledger_scan import RECORD_ID
 from mentis.store.sqlite_base import ENTRY_COLS, LEXICON_SCHEMA, TERM_TABLES, VECTOR_TABLES
 from mentis.store.sqlite_sql import RecallSql
 from mentis.store.sqlite_thoughts import THOUGHT_SCHEMA, THOUGHT_TABLES, ThoughtTables, thought_fields
-from mentis.store.sqlite_verify import parallel_verify
+from mentis.store.sqlite_verify import one_pass, parallel_verify
 from mentis.texts import attempt_conclusion, fingerprint
 
 log = logging.getLogger(__name__)
@@ -98,13 +99,6 @@ _DERIVED_TABLES = (
     "lex_vocab",
     "removed_rows",
 )
-
-
-def _orphan(rowid: int) -> IntegrityError:
-    return IntegrityError(
-        f"ledger does not verify: body row {rowid} belongs to no entry. "
-        "The store was changed outside Mentis; restore it from a backup or an export."
-    )
 
 
 def _derived_mismatch(rowid: int) -> IntegrityError:
@@ -207,19 +201,7 @@ class SqliteStore(ThoughtTables, RecallSql, BrowseReads):
             fast = parallel_verify(conn, self.path, heads, _LEDGER_SCHEMA)
             if fast is not None:
                 return fast
-            rows = conn.execute(
-                f"SELECT {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b ON b.rowid = e.rowid "
-                "ORDER BY e.rowid"
-            )
-            reports = verify_rows(rows, heads)
-            with_body = sum(r.entries - r.bodies_erased for r in reports)
-            if conn.execute("SELECT count(*) FROM bodies").fetchone()[0] != with_body:
-                orphan = conn.execute(
-                    "SELECT b.rowid FROM bodies b LEFT JOIN entries e ON e.rowid = b.rowid "
-                    "WHERE e.rowid IS NULL LIMIT 1"
-                ).fetchone()
-                raise _orphan(orphan[0] if orphan else -1)
-        return reports
+            return one_pass(conn, heads)
 
     # ------------------------------------------------------------ writes
 
@@ -277,17 +259,10 @@ class SqliteStore(ThoughtTables, RecallSql, BrowseReads):
                 s for (s,) in conn.execute(f"SELECT seq FROM entries WHERE rowid IN ({marks})", erased_rowids)
             )
             task_id = conn.execute("SELECT task_id FROM attempt_idx WHERE rowid=?", (rowid,)).fetchone()[0]
-            body = {
-                "attempt_id": attempt_id,
-                "repository": chain,
-                "task_id": task_id,
-                "erased": seqs,
-                "reason": reason,
-                "agent_id": agent,
-                "at": at,
-            }
+            body = forget_body("attempt_id", attempt_id, chain, seqs, reason, agent, at, task_id=task_id)
             tomb_rowid, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(body))
             self._derive_forget(conn, tomb_rowid, body)
+        self.erase_on_disk()
         return entry
 
     def _live_attempt_rowid(self, conn: sqlite3.Connection, chain: str, attempt_id: str) -> int:
@@ -360,6 +335,10 @@ class SqliteStore(ThoughtTables, RecallSql, BrowseReads):
         return attempt_conclusion(loaded[row[0]][1])
 
     def _derive_forget(self, conn: sqlite3.Connection, tomb_rowid: int, tomb: dict[str, Any]) -> None:
+        if "thought_id" in tomb:
+            _new_epoch(conn)
+            self._derive_forget_thought(conn, tomb_rowid, tomb)
+            return
         attempt_id, repo = tomb["attempt_id"], tomb["repository"]
         conn.execute(
             "INSERT OR REPLACE INTO forgotten(attempt_id, repository, tomb_rowid) VALUES(?,?,?)",
@@ -585,14 +564,29 @@ class SqliteStore(ThoughtTables, RecallSql, BrowseReads):
             )
 
     def import_ledger(self, items: Sequence[tuple[Entry, bytes | None]], embed: Embed) -> int:
-        """Append already-verified chains that this store does not hold yet."""
+        """Append chains that this store does not hold yet, in one transaction that commits only
+        once the whole ledger, old and new entries together, verifies (DESIGN §4)."""
         chains = sorted({e.chain for e, _ in items})
         with self._write() as conn:
             for chain in chains:
                 if conn.execute("SELECT 1 FROM heads WHERE chain=?", (chain,)).fetchone():
                     raise Conflict(f"this store already holds chain {chain!r}; import into a fresh store")
+            ids = [e.id for e, _ in items if e.kind in RECORD_ID]
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                held = conn.execute(
+                    f"SELECT id, chain FROM entries WHERE id IN ({','.join('?' * len(chunk))}) "
+                    "AND kind IN ('attempt', 'thought') LIMIT 1",
+                    chunk,
+                ).fetchone()
+                if held is not None:
+                    raise Conflict(
+                        f"record {held[0]} already exists in chain {held[1]!r}; nothing was imported"
+                    )
             placed = [(self._insert(conn, e, body), e, body) for e, body in items]
             self._replay(conn, placed, embed, None)
+            heads = {c: (s, h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")}
+            one_pass(conn, heads)
         return len(placed)
 
     def rebuild(self, embed: Embed, progress: Callable[[int], None] | None = None) -> int:
@@ -647,8 +641,8 @@ class SqliteStore(ThoughtTables, RecallSql, BrowseReads):
         def correction(rowid: int, body: dict[str, Any]) -> None:
             arow = conn.execute(
                 "SELECT a.rowid, b.body FROM attempt_idx a JOIN bodies b ON b.rowid = a.rowid "
-                "WHERE a.attempt_id=?",
-                (body["attempt_id"],),
+                "WHERE a.attempt_id=? AND a.repository=?",
+                (body["attempt_id"], body["repository"]),
             ).fetchone()
             if arow is not None:
                 vec = embed([attempt_conclusion(orjson.loads(arow[1]))])[0]

@@ -3,6 +3,7 @@ translation, entry appends, hash-checked body loading and the in-process vector 
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import time
@@ -18,6 +19,9 @@ from mentis.errors import IntegrityError, StoreError
 from mentis.ledger import Entry, entry_hash, seal, sha256_hex
 from mentis.retrieval import lexical, match_terms
 from mentis.retrieval.vectors import VectorIndex
+from mentis.store.files import private_files
+
+log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 30_000
 LEXICAL_SELECT_MIN_DOCS = 1_000
@@ -76,8 +80,7 @@ class SqliteBase:
         self._lex_lock = threading.Lock()
         self._writes = 0
         self._stale = set(VECTOR_TABLES)
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        with self._translate("open"):
+        with self._translate("open"), private_files(self.path):
             self._conn = sqlite3.connect(
                 self.path,
                 isolation_level=None,
@@ -90,6 +93,7 @@ class SqliteBase:
                 raise StoreError(f"could not switch {self.path} to WAL mode (got {mode!r})")
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.execute("PRAGMA foreign_keys=OFF")
+            self._conn.execute("PRAGMA secure_delete=ON")
         self._data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
 
     # ------------------------------------------------------------ plumbing
@@ -126,6 +130,19 @@ class SqliteBase:
                 yield conn
             finally:
                 conn.execute("COMMIT")
+
+    def erase_on_disk(self) -> None:
+        """After a forget commits: copy the WAL into the database and truncate it, so the erased
+        text survives neither in the WAL nor (``secure_delete`` zeroes freed space) in the file."""
+        with self._lock, self._translate("checkpoint"):
+            busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy:
+            log.warning(
+                "forgotten content may stay in %s-wal until the next checkpoint: another connection was "
+                "reading throughout the %d s wait",
+                self.path,
+                BUSY_TIMEOUT_MS // 1000,
+            )
 
     def close(self) -> None:
         with self._lock:

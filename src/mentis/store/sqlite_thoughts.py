@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 import orjson
 
+from mentis.errors import Conflict, NotFound
 from mentis.ledger import Entry, canonical
 from mentis.model import INVALIDATING_KINDS, REJECTING_KINDS
-from mentis.store.base import RejectionRow
+from mentis.store.base import RejectionRow, forget_body
 from mentis.store.sqlite_base import SqliteBase
 from mentis.texts import fingerprint, thought_text
 
@@ -160,6 +161,51 @@ class ThoughtTables(SqliteBase):
             if r["kind"] in REJECTING_KINDS:
                 self._reject_thought(conn, rowid, tid, repo, at, r["target_id"])
 
+    def forget_thought(
+        self, chain: str, tombstone_id: str, at: str, agent: str, thought_id: str, reason: str | None
+    ) -> Entry:
+        """Erase a thought's body and derived rows; the chain keeps a tombstone listing its seq."""
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT t.rowid, e.seq FROM thought_idx t JOIN entries e ON e.rowid = t.rowid "
+                "WHERE t.thought_id=? AND t.repository=?",
+                (thought_id, chain),
+            ).fetchone()
+            if row is None:
+                gone = conn.execute(
+                    "SELECT 1 FROM entries e JOIN bodies b ON b.rowid = e.rowid WHERE e.chain=? "
+                    "AND e.kind='forget' AND json_extract(b.body, '$.thought_id')=?",
+                    (chain, thought_id),
+                ).fetchone()
+                if gone is not None:
+                    raise Conflict(f"thought {thought_id} in {chain} was forgotten; its content is erased")
+                raise NotFound(f"no thought {thought_id} in repository {chain}; search_thoughts finds ids")
+            body = forget_body("thought_id", thought_id, chain, [int(row[1])], reason, agent, at)
+            tomb_rowid, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(body))
+            self._derive_forget_thought(conn, tomb_rowid, body)
+        self.erase_on_disk()
+        return entry
+
+    def _derive_forget_thought(self, conn: sqlite3.Connection, tomb_rowid: int, tomb: dict[str, Any]) -> None:
+        """Drop a forgotten thought's body, index rows, its own edges, its terms and vector, and every
+        rejection fingerprint it made or that was made of it. Edges other thoughts hold to it stay
+        (their bodies name it): reads report them as dangling."""
+        thought_id, repo = tomb["thought_id"], tomb["repository"]
+        row = conn.execute(
+            "SELECT rowid FROM thought_idx WHERE thought_id=? AND repository=?", (thought_id, repo)
+        ).fetchone()
+        if row is None:
+            return
+        rowid = int(row[0])
+        conn.execute("DELETE FROM bodies WHERE rowid=?", (rowid,))
+        conn.execute("DELETE FROM rejections WHERE by_rowid=? OR (target_kind='thought' AND target_id=?)",
+                     (rowid, thought_id))  # fmt: skip
+        conn.execute("DELETE FROM thought_edge WHERE from_rowid=?", (rowid,))
+        conn.execute("DELETE FROM thought_label WHERE rowid=?", (rowid,))
+        conn.execute("DELETE FROM thought_vectors WHERE rowid=?", (rowid,))
+        self._unindex_terms(conn, "thought_terms", rowid)
+        conn.execute("DELETE FROM thought_idx WHERE rowid=?", (rowid,))
+
     def _reject_thought(
         self,
         conn: sqlite3.Connection,
@@ -171,8 +217,8 @@ class ThoughtTables(SqliteBase):
     ) -> None:
         row = conn.execute(
             "SELECT b.body, v.vec FROM thought_idx t JOIN bodies b ON b.rowid = t.rowid "
-            "JOIN thought_vectors v ON v.rowid = t.rowid WHERE t.thought_id = ?",
-            (target,),
+            "JOIN thought_vectors v ON v.rowid = t.rowid WHERE t.thought_id = ? AND t.repository = ?",
+            (target, repo),
         ).fetchone()
         if row is None:
             return

@@ -10,8 +10,9 @@ blocks shrink towards the end so all finish together; blocks a failed worker too
 The stitch then walks the blocks in rowid order and checks what no block can check alone: each
 chain starts at seq 0 with an empty prev and each block of a chain starts where the one before
 ended, the chains are exactly those in ``heads`` and end at the recorded heads, every missing body
-is listed by a forget tombstone of its chain, and no body row lies outside the entries' rowids
-(inside them, each block counts its own).
+is listed by a forget tombstone of its chain, no body row lies outside the entries' rowids
+(inside them, each block counts its own), no two attempts or thoughts share an id, and every record
+a body targets is an earlier record of the body's own chain (:func:`ledger_scan.link_error`).
 
 :func:`parallel_verify` returns the reports :func:`mentis.ledger.verify_rows` would return, or
 ``None``: for a small store, for a file whose ledger tables were not created by this schema, and
@@ -43,8 +44,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mentis.errors import IntegrityError
-from mentis.ledger import KINDS, VERSION, ChainReport, erased_seqs
+from mentis.ledger import KINDS, VERSION, ChainReport, erased_seqs, verify_rows
 from mentis.store import ledger_scan
+from mentis.store.sqlite_base import ENTRY_COLS
 
 if TYPE_CHECKING:
     from mentis.store.ledger_scan import BlockScan
@@ -64,6 +66,26 @@ and fits in any pipe, before any process reads it."""
 WORKER_TIMEOUT_S = 60.0
 """How long to wait for a worker's answer once the queue is empty (it holds one block at most
 then); after that it is killed and its blocks are scanned here."""
+
+
+def one_pass(conn: sqlite3.Connection, heads: dict[str, tuple[int, str]]) -> list[ChainReport]:
+    """The reference pass over the snapshot ``conn`` reads (or the write it is inside): every entry
+    in rowid order through :func:`mentis.ledger.verify_rows`, then no body outside the entries."""
+    rows = conn.execute(
+        f"SELECT {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b ON b.rowid = e.rowid ORDER BY e.rowid"
+    )
+    reports = verify_rows(rows, heads)
+    with_body = sum(r.entries - r.bodies_erased for r in reports)
+    if conn.execute("SELECT count(*) FROM bodies").fetchone()[0] != with_body:
+        orphan = conn.execute(
+            "SELECT b.rowid FROM bodies b LEFT JOIN entries e ON e.rowid = b.rowid "
+            "WHERE e.rowid IS NULL LIMIT 1"
+        ).fetchone()
+        raise IntegrityError(
+            f"ledger does not verify: body row {orphan[0] if orphan else -1} belongs to no entry. "
+            "The store was changed outside Mentis; restore it from a backup or an export."
+        )
+    return reports
 
 
 def parallel_verify(
@@ -235,10 +257,16 @@ def _stitch(scans: list[BlockScan | None], heads: dict[str, tuple[int, str]]) ->
     tails: dict[str, tuple[int, str]] = {}  # chain → (next seq, last hash)
     missing: dict[str, list[int]] = {}
     erased: dict[str, set[int]] = {}
+    records: dict[str, tuple[str, str, int]] = {}  # attempt or thought id → (chain, kind, seq)
+    links: list[tuple[str, int, str, str]] = []
     for scan in scans:
         if scan is None:
             return None
-        spans, block_missing, tombstones = scan
+        spans, block_missing, tombstones, block_records, block_links = scan
+        for id_, chain, kind, seq in block_records:
+            if records.setdefault(id_, (chain, kind, seq)) != (chain, kind, seq):
+                return None  # one id, two records
+        links += block_links
         for chain, (first_seq, first_prev, next_seq, last_hash) in spans.items():
             if tails.get(chain, (0, "")) != (first_seq, first_prev):
                 return None
@@ -251,6 +279,8 @@ def _stitch(scans: list[BlockScan | None], heads: dict[str, tuple[int, str]]) ->
             except IntegrityError:
                 return None
     if tails.keys() != heads.keys():
+        return None
+    if any(ledger_scan.link_error(records, *link) is not None for link in links):
         return None
     reports = []
     for chain, (next_seq, last_hash) in tails.items():

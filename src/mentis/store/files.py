@@ -1,0 +1,71 @@
+"""Store files private to their owner (DESIGN §4): what Mentis creates is 0600 (directories 0700).
+
+SQLite creates ``-wal`` and ``-shm`` beside the database with the database file's permissions, and
+the database itself with the process umask, so :func:`private_files` narrows the umask around the
+connect that may create them and then sets 0600 on each file created during it. A store file or
+directory that existed already is left as its owner set it, but a group- or world-accessible one is
+reported on stderr (logging), since anyone who can read it reads every repository in it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+SUFFIXES = ("", "-wal", "-shm", "-journal")
+"""The database and the files SQLite keeps beside it."""
+
+
+def private_dir(path: Path) -> None:
+    """Create ``path`` (and missing parents) readable by its owner only; an existing one is kept."""
+    missing = []
+    for p in (path, *path.parents):
+        if p.exists():
+            break
+        missing.append(p)
+    path.mkdir(parents=True, exist_ok=True)
+    for p in missing:
+        os.chmod(p, DIR_MODE)
+
+
+@contextmanager
+def private_files(db_path: str | Path) -> Iterator[None]:
+    """Around opening the SQLite file at ``db_path``: files created meanwhile end up 0600, and
+    existing ones open to group or others are reported."""
+    path = str(db_path)
+    existed = {s for s in SUFFIXES if os.path.exists(path + s)}
+    private_dir(Path(path).parent)
+    old = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(old)
+    for suffix in SUFFIXES:
+        if suffix not in existed and os.path.exists(path + suffix):
+            os.chmod(path + suffix, FILE_MODE)
+    warn_if_shared(path, existed)
+
+
+def warn_if_shared(path: str, existed: set[str]) -> None:
+    for target in [os.path.dirname(os.path.abspath(path)), *(path + s for s in sorted(existed))]:
+        try:
+            mode = stat.S_IMODE(os.stat(target).st_mode)
+        except FileNotFoundError:
+            continue
+        if mode & 0o077:
+            log.warning(
+                "%s is open to group or others (mode %03o): anyone who can read it reads every repository "
+                "in the store; run `chmod %s %s` unless that is intended",
+                target,
+                mode,
+                "700" if os.path.isdir(target) else "600",
+                target,
+            )

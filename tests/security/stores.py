@@ -1,0 +1,105 @@
+"""Store fixtures for the security tests, over ``sqlite`` and ``postgres`` as in tests/conformance.
+
+A test module imports the fixtures it uses from here (this folder has no conftest of its own).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import rfc8785
+
+from mentis.config import Settings
+from mentis.embed import HashEmbedder
+from mentis.memory import Caller, Memory
+from tests.pg_server import Cluster, throwaway_cluster
+
+ADMIN = Caller(agent_id="operator")
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Cluster]:
+    with throwaway_cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture(params=("sqlite", "postgres"))
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def _settings(backend: str, home: Path, request: pytest.FixtureRequest) -> Settings:
+    base = Settings(home=home, db_path=home / "mentis.db", embedder="hash")
+    if backend == "sqlite":
+        return base
+    cluster: Cluster = request.getfixturevalue("pg_cluster")
+    return dataclasses.replace(base, database_url=cluster.new_database())
+
+
+@pytest.fixture
+def settings(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
+    return _settings(backend, tmp_path / "store", request)
+
+
+@pytest.fixture
+def open_memory(settings: Settings) -> Iterator[Callable[[], Memory]]:
+    """Opens (and at teardown closes) a Memory on this test's store; each open verifies it."""
+    opened: list[Memory] = []
+
+    def open_() -> Memory:
+        m = Memory.open(settings, HashEmbedder())
+        opened.append(m)
+        return m
+
+    yield open_
+    for m in opened:
+        m.close()
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Iterator[Memory]:
+    """A separate SQLite store where an attacker prepares the chain they will export."""
+    m = Memory.open(
+        Settings(home=tmp_path / "scratch", db_path=tmp_path / "scratch" / "m.db", embedder="hash")
+    )
+    yield m
+    m.close()
+
+
+# ---------------------------------------------------------------- crafting exports
+
+
+def export_lines(memory: Memory, repository: str | None = None) -> list[dict[str, Any]]:
+    out = io.BytesIO()
+    memory.export(ADMIN, out, repository)
+    return [orjson.loads(line) for line in out.getvalue().splitlines()]
+
+
+def reseal(lines: list[dict[str, Any]]) -> list[bytes]:
+    """Hash every entry again, in order, with the reference RFC 8785 encoder: body hashes, entry
+    hashes, prev links and the header's heads, as an attacker who knows the format would."""
+    header, rows = lines[0], lines[1:]
+    heads: dict[str, tuple[int, str]] = {}
+    for row in rows:
+        entry = row["entry"]
+        seq, prev = heads.get(entry["chain"], (-1, ""))
+        entry["seq"], entry["prev"] = seq + 1, prev
+        if row["body"] is not None:
+            entry["body_hash"] = hashlib.sha256(rfc8785.dumps(row["body"])).hexdigest()
+        doc = {k: v for k, v in entry.items() if k not in ("hash", "sig")}
+        entry["hash"] = hashlib.sha256(rfc8785.dumps(doc)).hexdigest()
+        heads[entry["chain"]] = (entry["seq"], entry["hash"])
+    header["heads"] = {chain: [seq, hash_] for chain, (seq, hash_) in heads.items()}
+    return [orjson.dumps(line) for line in lines]
+
+
+def state(memory: Memory) -> list[tuple[str, int, str, bytes | None]]:
+    """Every entry and body of a store: equal before and after means nothing was written."""
+    return [(e.chain, e.seq, e.hash, body) for e, body in memory.store.iter_ledger()]
