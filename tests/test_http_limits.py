@@ -168,3 +168,70 @@ def test_host_headers_are_read_as_exactly_host_and_port() -> None:
         None,
         None,
     ]
+
+
+def test_a_token_over_its_rate_gets_429_with_retry_after_and_other_tokens_do_not(db_path: Path) -> None:
+    with LiveServer(db_path, rate_per_second=0.01, rate_burst=3) as live:
+        busy, calm = live.token("admin"), live.token("admin")
+        with httpx2.Client(base_url=live.url, headers={"Authorization": f"Bearer {busy}"}) as http:
+            answers = [http.post("/v1/verify_integrity", json={}) for _ in range(5)]
+            health = [http.get("/health").status_code for _ in range(5)]
+        with httpx2.Client(base_url=live.url, headers={"Authorization": f"Bearer {calm}"}) as http:
+            other = http.post("/v1/verify_integrity", json={})
+    assert [a.status_code for a in answers] == [200, 200, 200, 429, 429]
+    assert int(answers[3].headers["retry-after"]) >= 1
+    assert answers[3].json()["error"]["code"] == "rate_limited"
+    assert health == [200] * 5
+    assert other.status_code == 200
+
+
+def test_a_token_bucket_refills_at_its_rate() -> None:
+    now = [0.0]
+    bucket = TokenBucket(rate=2.0, burst=2, clock=lambda: now[0])
+    assert [bucket.take("a"), bucket.take("a")] == [0.0, 0.0]
+    assert bucket.take("a") == pytest.approx(0.5)
+    assert bucket.take("b") == 0.0
+    now[0] = 0.5
+    assert bucket.take("a") == 0.0
+    assert bucket.take("a") > 0
+
+
+def test_a_request_past_the_timeout_gets_504_and_the_server_keeps_serving(db_path: Path) -> None:
+    with LiveServer(db_path, request_timeout_s=0.5) as live:
+        headers = {"Authorization": f"Bearer {live.token('admin')}"}
+        with httpx2.Client(base_url=live.url, headers=headers, timeout=30) as http:
+            blocker = sqlite3.connect(db_path, isolation_level=None)
+            blocker.execute("BEGIN IMMEDIATE")  # another process holding the write lock
+            try:
+                stuck = http.post("/v1/record_attempt", json=WRITE)
+            finally:
+                blocker.execute("ROLLBACK")
+                blocker.close()
+            after = http.post("/v1/record_attempt", json=WRITE)
+            verified = http.post("/v1/verify_integrity", json={}).json()
+    assert (stuck.status_code, stuck.json()["error"]["code"]) == (504, "timeout")
+    assert after.status_code == 200
+    assert verified["ok"] is True
+
+
+@pytest.mark.anyio
+async def test_a_request_waiting_on_the_database_does_not_stall_the_event_loop(db_path: Path) -> None:
+    with LiveServer(db_path) as live:
+        token = live.token("admin")
+        blocker = sqlite3.connect(db_path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")  # the write below waits in its worker thread
+        async with live.client(token) as http, anyio.create_task_group() as tg:
+            stuck: list[httpx2.Response] = []
+
+            async def write() -> None:
+                stuck.append(await http.post("/v1/record_attempt", json=WRITE))
+
+            tg.start_soon(write)
+            with anyio.fail_after(5):
+                for _ in range(20):
+                    assert (await http.get("/health")).status_code == 200
+                    assert (await http.get("/v1/openapi.json")).status_code == 200
+            assert stuck == []
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        assert stuck[0].status_code == 200

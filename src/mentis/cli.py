@@ -141,7 +141,7 @@ def serve(
         list[str] | None,
         typer.Option(
             "--allow-host",
-            help="Another NAME or NAME:PORT clients may reach the server by (repeatable; no port: the served one).",
+            help="Another NAME or NAME:PORT clients may reach the server by (repeatable; no port: this one).",
         ),
     ] = None,
 ) -> None:
