@@ -2,6 +2,7 @@
 line: the outcome and the process's peak resident memory before and after (``ru_maxrss``, KiB).
 
     python tests/security/recall_child.py DB_PATH SQL
+    python tests/security/recall_child.py DB_PATH SQL postgresql://…   (the PostgreSQL store)
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from mentis.memory import Caller, Memory
 from mentis.model import RecallInput, parse
 
 
-def main(db_path: str, sql: str) -> None:
+def main(db_path: str, sql: str, database_url: str | None = None) -> None:
     path = Path(db_path)
-    memory = Memory.open(Settings(home=path.parent, db_path=path, embedder="hash"), HashEmbedder())
+    settings = Settings(home=path.parent, db_path=path, embedder="hash", database_url=database_url)
+    memory = Memory.open(settings, HashEmbedder())
     caller = Caller(agent_id="attacker", can_write=False, repositories=("team-a/*",))
     memory.recall(caller, parse(RecallInput, {"sql": "select count(*) from attempts"}))
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -29,6 +31,7 @@ def main(db_path: str, sql: str) -> None:
         result = memory.recall(caller, parse(RecallInput, {"sql": sql}))
         out = {"code": None, "rows": len(result.rows), "truncated": result.truncated}
         out["first"] = result.rows[0] if result.rows and len(json.dumps(result.rows[0])) < 200 else None
+        out["column0"] = [str(row[0])[:20] for row in result.rows]
     except MentisError as exc:
         out = {"code": exc.code, "message": exc.message}
     out["rss_before_kib"] = before
@@ -38,4 +41,4 @@ def main(db_path: str, sql: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:4])

@@ -26,6 +26,8 @@ from mentis.errors import QueryError
 from mentis.memory import Caller, Memory
 from mentis.model import RecallInput, RecordAttemptInput, SearchInput, parse
 from mentis.store.recall_limits import LIKE_PATTERN_LIMIT, VALUE_LIMIT_BYTES, limit_connection
+from tests.conformance.conftest import pg_cluster
+from tests.pg_server import Cluster
 
 CHILD = Path(__file__).with_name("recall_child.py")
 ANSWER_WITHIN_S = 60.0
@@ -59,9 +61,9 @@ def store_path(tmp_path: Path) -> Path:
     return path
 
 
-def run_child(path: Path, sql: str) -> dict[str, Any]:
+def run_child(path: Path, sql: str, database_url: str | None = None) -> dict[str, Any]:
     proc = subprocess.run(
-        [sys.executable, str(CHILD), str(path), sql],
+        [sys.executable, str(CHILD), str(path), sql, *([database_url] if database_url else [])],
         capture_output=True,
         timeout=ANSWER_WITHIN_S,
         check=False,
@@ -292,3 +294,66 @@ def test_a_replace_past_the_value_limit_is_too_big() -> None:
     with pytest.raises(sqlite3.DataError, match="too big"):
         conn.execute("select replace(?, 'a', ?)", ("a" * 2000, "b" * 1000)).fetchone()
     assert VALUE_LIMIT_BYTES < 2000 * 1000
+
+
+# PostgreSQL: the statement timeout already held; the memory a statement may take and the size of
+# a row the client receives are bounded too.
+__all__ = ["pg_cluster"]  # the session fixture that starts the throwaway cluster
+
+
+@pytest.fixture
+def pg_store(pg_cluster: Cluster, tmp_path: Path) -> tuple[Path, str]:
+    url = pg_cluster.new_database()
+    settings = Settings(home=tmp_path, db_path=tmp_path / "mentis.db", embedder="hash", database_url=url)
+    m = Memory.open(settings, HashEmbedder())
+    owner = Caller(agent_id="owner")
+    for i in range(5):
+        m.record_attempt(owner, _attempt("team-a/app", f"T-{i}", f"timeout in worker {i}"))
+    m.close()
+    return tmp_path / "mentis.db", url
+
+
+def test_postgres_does_not_send_a_row_over_the_byte_cap(pg_store: tuple[Path, str]) -> None:
+    path, url = pg_store
+    inside = run_child(
+        path, "select 1 union all select 2 union all select length(repeat('a', 30000000))", url
+    )
+    assert (inside["code"], inside.get("rows"), inside.get("truncated")) == (None, 3, False), inside
+    huge = run_child(path, "select repeat('a', 30000000), repeat('b', 30000000), repeat('c', 30000000)", url)
+    assert (huge["code"], huge.get("rows"), huge.get("truncated")) == (None, 0, True), huge
+    assert growth_mib(huge) < 32, huge  # the 90 MB row stayed on the server
+
+
+def test_postgres_stops_a_statement_past_its_temporary_file_limit(pg_store: tuple[Path, str]) -> None:
+    path, url = pg_store
+    out = run_child(
+        path, "select n, repeat(md5(n::text), 31250) from generate_series(1, 400) n order by n desc", url
+    )
+    assert (out.get("code"), "temp_file_limit" in out.get("message", "")) == ("query", True), out
+
+
+def test_postgres_keeps_row_order_and_stops_at_the_row_before_the_cap(pg_store: tuple[Path, str]) -> None:
+    path, url = pg_store
+    out = run_child(
+        path, "select n, repeat('a', n * 100000) from generate_series(1, 9) n order by n desc", url
+    )
+    assert (out["code"], out["rows"], out["truncated"]) == (None, 0, True), out
+    small = run_child(path, "select n, repeat('a', 100000) from generate_series(1, 9) n order by n desc", url)
+    assert (small["column0"], small["truncated"]) == (["9", "8", "7", "6", "5"], True), small
+
+
+def test_postgres_bounds_sort_memory_and_temporary_files(pg_store: tuple[Path, str]) -> None:
+    path, url = pg_store
+    out = run_child(
+        path,
+        "select current_setting('work_mem'), current_setting('hash_mem_multiplier'), "
+        "current_setting('temp_file_limit')",
+        url,
+    )
+    assert (out["code"], out["first"]) == (None, ["4MB", "1", "256MB"]), out
+
+
+def test_postgres_stops_the_backtracking_like_at_the_time_limit(pg_store: tuple[Path, str]) -> None:
+    path, url = pg_store
+    out = run_child(path, "select repeat('a', 3000000) like '%' || repeat('a', 5000) || 'b'", url)
+    assert (out["code"], "past the 5 s limit" in out["message"]) == ("query", True), out

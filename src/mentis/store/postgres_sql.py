@@ -34,6 +34,8 @@ WORK_MEM = "4MB"
 TEMP_FILE_LIMIT = "256MB"
 """Temporary-file space a recall statement may use (set when the server lets this user set it)."""
 _ROW_TOO_BIG = "mentis recall row over the byte cap"
+_RESOURCE_CLASSES = frozenset({"53", "54"})
+"""SQLSTATE classes of a statement over a resource limit (temp_file_limit, memory, program limits)."""
 _LEADING = re.compile(r"^\s*(?:--[^\n]*\n\s*|/\*.*?\*/\s*)*(\w+)", re.S)
 _READS = frozenset({"select", "with", "values", "table"})
 
@@ -165,9 +167,12 @@ class RecallSql(PgBase):
                             if not batch or not budget.take(batch):
                                 break
                 except PgError as exc:
-                    if _ROW_TOO_BIG not in str(exc):
+                    if _ROW_TOO_BIG in str(exc):
+                        budget.truncated, budget.reason = True, f"more than {max_bytes:,} bytes"
+                    elif (getattr(exc, "sqlstate", None) or "")[:2] in _RESOURCE_CLASSES:
+                        raise QueryError(f"query stopped: {str(exc).strip()}") from None
+                    else:
                         raise query_error(exc, timeout_s) from None
-                    budget.truncated, budget.reason = True, f"more than {max_bytes:,} bytes"
             finally:
                 if not conn.closed:
                     conn.rollback()
