@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 from mentis.config import Settings
@@ -27,6 +28,7 @@ from mentis.memory import Caller, Memory
 from mentis.model import RecallInput, RecordAttemptInput, SearchInput, parse
 from mentis.store.recall_limits import LIKE_PATTERN_LIMIT, VALUE_LIMIT_BYTES, limit_connection
 from tests.conformance.conftest import pg_cluster
+from tests.http_support import LiveServer
 from tests.pg_server import Cluster
 
 CHILD = Path(__file__).with_name("recall_child.py")
@@ -357,3 +359,33 @@ def test_postgres_stops_the_backtracking_like_at_the_time_limit(pg_store: tuple[
     path, url = pg_store
     out = run_child(path, "select repeat('a', 3000000) like '%' || repeat('a', 5000) || 'b'", url)
     assert (out["code"], "past the 5 s limit" in out["message"]) == ("query", True), out
+
+
+def test_over_http_one_tokens_slow_recall_holds_up_no_other_tokens_search(tmp_path: Path) -> None:
+    """The issue's measurement: another token's search sent during the statement waited 11.8 s."""
+    with LiveServer(tmp_path / "mentis.db") as live:
+        owner = Caller(agent_id="owner")
+        for i in range(5):
+            live.memory.record_attempt(owner, _attempt("team-a/app", f"T-{i}", f"timeout in worker {i}"))
+        reader, searcher = live.token("read", ("team-a/*",)), live.token("read", ("team-b/*",))
+        answers: list[httpx2.Response] = []
+        started = threading.Event()
+
+        def slow_recall() -> None:
+            with httpx2.Client(
+                base_url=live.url, headers={"Authorization": f"Bearer {reader}"}, timeout=60
+            ) as c:
+                started.set()
+                answers.append(c.post("/v1/recall", json={"sql": ENDLESS}))
+
+        thread = threading.Thread(target=slow_recall)
+        thread.start()
+        assert started.wait(10)
+        with httpx2.Client(
+            base_url=live.url, headers={"Authorization": f"Bearer {searcher}"}, timeout=60
+        ) as c:
+            searches = [c.post("/v1/search", json={"query": "timeout"}).status_code for _ in range(10)]
+        recall_still_running = thread.is_alive()
+        thread.join(ANSWER_WITHIN_S)
+    assert (searches, recall_still_running) == ([200] * 10, True)
+    assert (answers[0].status_code, answers[0].json()["error"]["code"]) == (400, "query")
