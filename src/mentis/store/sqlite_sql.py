@@ -9,11 +9,16 @@ as coming from inside a view, and anything else is refused.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import queue
 import sqlite3
+import sys
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +131,7 @@ class RecallSql(SqliteBase):
 
     _recall_pool: queue.LifoQueue[sqlite3.Connection] | None = None
     _recall_open = 0
+    _recall_threads: ThreadPoolExecutor | None = None
 
     def run_sql(
         self,
@@ -139,23 +145,22 @@ class RecallSql(SqliteBase):
     ) -> SqlResult:
         started = time.monotonic()
         conn = self._recall_connection(timeout_s)
+        seen: dict[str, int] = {}
+
+        def visible_row(repo: str) -> int:
+            if repo not in seen:
+                seen[repo] = 1 if visible(repo) else 0
+            return seen[repo]
+
         try:
-            conn.create_function("mentis_visible", 1, lambda repo: 1 if visible(repo) else 0)
+            conn.create_function("mentis_visible", 1, visible_row)
             left = max(timeout_s - (time.monotonic() - started), 0.001)
-            deadline = Deadline(conn.interrupt, left)
-            cur: sqlite3.Cursor | None = None
-            try:
-                cur = conn.execute(sql, params or {})
-                columns = [d[0] for d in cur.description or ()]
-                budget = ResultBudget(lambda v: v, max_rows=max_rows, max_bytes=max_bytes)
-                budget.take(iter(cur.fetchone, None))
-            except sqlite3.Error as exc:
-                raise _query_error(exc, timeout_s, fired=deadline.fired) from None
-            finally:
-                deadline.stop()
-                if cur is not None:
-                    cur.close()
-                conn.execute("ROLLBACK") if conn.in_transaction else None
+            # On a thread of the recall executor: a free one exists for every pooled connection.
+            result = self._recall_executor().submit(_execute, conn, sql, params, left, max_rows, max_bytes)
+            columns, budget = result.result()
+        except sqlite3.Error as exc:
+            self._recall_release(conn, broken=True)
+            raise _query_error(exc, timeout_s, fired=getattr(exc, "deadline_fired", False)) from None
         except BaseException:
             self._recall_release(conn, broken=True)
             raise
@@ -164,9 +169,20 @@ class RecallSql(SqliteBase):
             columns=columns, rows=budget.rows, truncated=budget.truncated, truncation_reason=budget.reason
         )
 
+    def _recall_executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._recall_threads is None:
+                self._recall_threads = ThreadPoolExecutor(
+                    RECALL_CONNECTIONS, thread_name_prefix="mentis-recall", initializer=_lower_priority
+                )
+            return self._recall_threads
+
     def close(self) -> None:
         with self._lock:
             pool, self._recall_pool = self._recall_pool, None
+            threads, self._recall_threads = self._recall_threads, None
+        if threads is not None:
+            threads.shutdown(wait=True)
         while pool is not None and not pool.empty():
             pool.get_nowait().close()
         super().close()
@@ -218,6 +234,44 @@ class RecallSql(SqliteBase):
             tables = frozenset(n for (n,) in ro.execute("SELECT name FROM main.sqlite_master")) | _SYSTEM
             ro.set_authorizer(_Authorizer(tables))
         return ro
+
+
+RECALL_NICE = 10
+"""Scheduling niceness of the threads that run recall statements (Linux: per thread), so a
+statement burning CPU yields to the server's other work."""
+
+
+def _lower_priority() -> None:
+    if sys.platform == "linux":  # a sandbox may forbid it: the statement still runs
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), RECALL_NICE)
+
+
+def _execute(
+    conn: sqlite3.Connection,
+    sql: str,
+    params: dict[str, Any] | None,
+    timeout_s: float,
+    max_rows: int,
+    max_bytes: int,
+) -> tuple[list[str], ResultBudget]:
+    """Run one statement under its deadline; an sqlite3 error says whether the deadline fired."""
+    deadline = Deadline(conn.interrupt, timeout_s)
+    cur: sqlite3.Cursor | None = None
+    try:
+        cur = conn.execute(sql, params or {})
+        columns = [d[0] for d in cur.description or ()]
+        budget = ResultBudget(lambda v: v, max_rows=max_rows, max_bytes=max_bytes)
+        budget.take(iter(cur.fetchone, None))
+    except sqlite3.Error as exc:
+        exc.deadline_fired = deadline.fired  # type: ignore[attr-defined]
+        raise
+    finally:
+        deadline.stop()
+        if cur is not None:
+            cur.close()
+        conn.execute("ROLLBACK") if conn.in_transaction else None
+    return columns, budget
 
 
 def _usable(conn: sqlite3.Connection) -> bool:
