@@ -10,6 +10,7 @@ uninterruptible) and three 150 MB blobs took the process to 1.6 GB.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from mentis.errors import QueryError
 from mentis.memory import Caller, Memory
 from mentis.model import RecallInput, RecordAttemptInput, SearchInput, parse
 from mentis.store.recall_limits import LIKE_PATTERN_LIMIT, VALUE_LIMIT_BYTES, limit_connection
+from mentis.store.sqlite_sql import RECALL_NICE
 from tests.conformance.conftest import pg_cluster
 from tests.http_support import LiveServer
 from tests.pg_server import Cluster
@@ -389,3 +391,14 @@ def test_over_http_one_tokens_slow_recall_holds_up_no_other_tokens_search(tmp_pa
         thread.join(ANSWER_WITHIN_S)
     assert (searches, recall_still_running) == ([200] * 10, True)
     assert (answers[0].status_code, answers[0].json()["error"]["code"]) == (400, "query")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="per-thread niceness is Linux's")
+def test_recall_statements_run_on_threads_that_yield_the_cpu(memory_on: Memory) -> None:
+    reader = Caller(agent_id="reader", can_write=False, repositories=("team-a/*",))
+    memory_on.recall(reader, parse(RecallInput, {"sql": "select count(*) from attempts"}))
+    recall_threads = [t for t in threading.enumerate() if t.name.startswith("mentis-recall")]
+    assert len(recall_threads) >= 1
+    ours = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    niceness = {os.getpriority(os.PRIO_PROCESS, t.native_id or 0) for t in recall_threads}
+    assert niceness == {max(ours, RECALL_NICE)}

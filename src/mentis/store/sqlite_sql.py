@@ -244,7 +244,8 @@ statement burning CPU yields to the server's other work."""
 def _lower_priority() -> None:
     if sys.platform == "linux":  # a sandbox may forbid it: the statement still runs
         with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), RECALL_NICE)
+            tid = threading.get_native_id()
+            os.setpriority(os.PRIO_PROCESS, tid, max(os.getpriority(os.PRIO_PROCESS, tid), RECALL_NICE))
 
 
 def _execute(
