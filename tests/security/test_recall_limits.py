@@ -121,8 +121,9 @@ ATTACKS = {
     ),
     "two_hundred_blob_columns": (blob_columns(200), "at most 32 columns"),
     "view_cross_join": (
-        "select count(*) from attempts a, attempts b, attempts c, attempts d, attempts e, attempts f "
-        "where a.observation < f.observation",
+        "select count(*) from attempts a, attempts b, attempts c, attempts d, attempts e, attempts f, "
+        "attempts g, attempts h "
+        "where a.observation < h.observation",
         "past the 5 s limit",
     ),
     "json_patch_quadratic": (
