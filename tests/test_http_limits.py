@@ -13,7 +13,7 @@ import pytest
 
 import mentis.errors
 from mentis.errors import MentisError, MissingExtra
-from mentis.http.middleware import TokenBucket, host_name
+from mentis.http.middleware import TokenBucket, parse_authority
 from mentis.http.rest import STATUS, status_for
 
 from .conftest import REPO
@@ -140,28 +140,33 @@ def test_a_foreign_host_or_origin_is_refused_on_every_route(
         {"Host": f"localhost:{live.port}"},
         {"Host": f"[::1]:{live.port}"},
         {"Origin": f"http://localhost:{live.port}"},
-        {"Origin": "https://127.0.0.1"},
+        {"Origin": f"http://127.0.0.1:{live.port}"},
     ):
         assert ask(**ok).status_code == 200, ok
 
 
 def test_an_extra_allowed_host_is_served(db_path: Path) -> None:
     with (
-        LiveServer(db_path, allowed_hosts=("mentis.internal",)) as live,
+        LiveServer(db_path, allowed_hosts=("mentis.internal:443", "mentis.local")) as live,
         httpx2.Client(base_url=live.url) as c,
     ):
         assert c.get("/health", headers={"Host": "mentis.internal:443"}).status_code == 200
+        assert c.get("/health", headers={"Host": f"mentis.local:{live.port}"}).status_code == 200
+        assert c.get("/health", headers={"Host": "mentis.local:443"}).status_code == 421
         assert c.get("/health", headers={"Host": "other.internal"}).status_code == 421
 
 
-def test_host_names_are_read_without_their_port() -> None:
-    assert [host_name(h) for h in ("LocalHost:9471", "[::1]:80", "[::1]", "::1", "a.b", "")] == [
-        "localhost",
-        "::1",
-        "::1",
-        "::1",
-        "a.b",
-        "",
+def test_host_headers_are_read_as_exactly_host_and_port() -> None:
+    assert [
+        parse_authority(h) for h in ("LocalHost:9471", "[::1]:80", "[::1]", "a.b", "::1", "", "a:b:c")
+    ] == [
+        ("localhost", 9471),
+        ("::1", 80),
+        ("::1", None),
+        ("a.b", None),
+        None,
+        None,
+        None,
     ]
 
 

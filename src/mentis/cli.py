@@ -143,7 +143,10 @@ def serve(
     tls_key: Annotated[Path | None, typer.Option(help="PEM private key of --tls-cert.")] = None,
     allow_host: Annotated[
         list[str] | None,
-        typer.Option("--allow-host", help="Another host name clients may reach the server by (repeatable)."),
+        typer.Option(
+            "--allow-host",
+            help="Another NAME or NAME:PORT clients may reach the server by (repeatable; no port: this one).",
+        ),
     ] = None,
 ) -> None:
     """Run the MCP server over stdio (what coding-agent harnesses launch), or over HTTP with --http.

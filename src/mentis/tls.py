@@ -2,13 +2,15 @@
 
 The pair is for local use: the certificate names ``localhost``, ``127.0.0.1`` and ``::1`` (plus any
 extra host given), is valid for a year, and a client trusts it by pointing at the certificate file
-(e.g. ``curl --cacert cert.pem``). The key is an ECDSA P-256 key written with mode 0600.
+(e.g. ``curl --cacert cert.pem``). The key is an ECDSA P-256 key written with mode 0600. Files
+are created, never opened through a symbolic link (see :func:`write_new`).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import secrets
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -31,12 +33,38 @@ def _san(host: str) -> x509.GeneralName:
         return x509.DNSName(host)
 
 
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def write_new(path: Path, data: bytes, mode: int = 0o600, *, replace: bool = True) -> None:
+    """Write ``data`` to ``path`` as a new regular file, never through a symbolic link.
+
+    The bytes go to a fresh file in the same directory (``O_CREAT | O_EXCL | O_NOFOLLOW``, created
+    with ``mode``), which is then renamed over ``path``: a symlink at ``path`` is replaced, not
+    followed. Without ``replace``, the file is created at ``path`` itself and anything already
+    there — a dangling symlink included — is an error (``FileExistsError``).
+    """
+    if not replace:
+        fd = os.open(path, _NEW_FILE, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        return
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(tmp, _NEW_FILE, mode)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def write_private(path: Path, data: bytes) -> None:
     """Write ``data`` to a new file only its owner can read (mode 0600), replacing any old one."""
-    path.unlink(missing_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
+    write_new(path, data, 0o600)
 
 
 def self_signed(
@@ -44,7 +72,7 @@ def self_signed(
 ) -> tuple[Path, Path]:
     """Write ``cert.pem`` and ``key.pem`` into ``out_dir``; returns their paths."""
     cert_path, key_path = out_dir / CERT_NAME, out_dir / KEY_NAME
-    existing = [p for p in (cert_path, key_path) if p.exists()]
+    existing = [p for p in (cert_path, key_path) if os.path.lexists(p)]
     if existing and not force:
         raise Conflict(f"{existing[0]} already exists; pass --force to replace it or choose another --out")
     names = list(dict.fromkeys((*DEFAULT_HOSTS, *hosts)))
@@ -65,13 +93,12 @@ def self_signed(
         .sign(key, hashes.SHA256())
     )
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_private(
-        key_path,
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        ),
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    try:
+        write_new(key_path, key_pem, 0o600, replace=force)
+        write_new(cert_path, cert.public_bytes(serialization.Encoding.PEM), 0o644, replace=force)
+    except FileExistsError as exc:
+        raise Conflict(f"{exc.filename} appeared while writing; pass --force to replace it") from None
     return cert_path, key_path

@@ -8,12 +8,13 @@ that :class:`Authenticate` puts under ``scope["mentis.caller"]``.
 
 from __future__ import annotations
 
+import ipaddress
 import math
+import re
 import threading
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 import anyio
 import anyio.to_thread
@@ -21,6 +22,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mentis.auth import CALLER_SCOPE_KEY, TokenStore
+from mentis.errors import ConfigError
 from mentis.http.rest import error_response
 from mentis.memory import Caller
 
@@ -37,43 +39,93 @@ def _dashboard(path: str) -> bool:
     return path == DASHBOARD or path.startswith(DASHBOARD + "/")
 
 
-def host_name(host: str) -> str:
-    """``example.org:443`` → ``example.org``; ``[::1]:9471`` → ``::1``; lower case."""
-    host = host.strip().lower()
-    if host.startswith("["):
-        return host[1 : host.find("]")] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+_AUTHORITY = re.compile(
+    r"(?:\[(?P<v6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?))(?::(?P<port>[0-9]{1,5}))?",
+    re.IGNORECASE,
+)
+_ORIGIN = re.compile(r"(?P<scheme>https?)://(?P<authority>[^/?#@\s]+)", re.IGNORECASE)
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def parse_authority(text: str) -> tuple[str, int | None] | None:
+    """``host[:port]`` exactly (a name, an IPv4 address or a bracketed IPv6 one) → ``(host, port)``
+    with the host in lower case (IPv6 compressed); anything else (user info, a path, spaces, a
+    bad port) → None. ``localhost:80@evil.com`` is not an authority."""
+    m = _AUTHORITY.fullmatch(text)
+    if m is None:
+        return None
+    port = None if m["port"] is None else int(m["port"])
+    if port is not None and not 0 < port < 65536:
+        return None
+    if m["v6"] is not None:
+        try:
+            return ipaddress.IPv6Address(m["v6"]).compressed, port
+        except ValueError:
+            return None
+    return m["name"].lower(), port
+
+
+def allowed_name(entry: str) -> tuple[str, int | None]:
+    """An allowed-host entry (``name``, ``name:port``, ``::1``, ``[::1]:port``) → ``(host, port)``;
+    a port of None means the port the request came in on."""
+    if entry.count(":") > 1 and not entry.startswith("["):
+        entry = f"[{entry}]"
+    parsed = parse_authority(entry.strip())
+    if parsed is None:
+        raise ConfigError(f"--allow-host {entry!r} is not a host name or NAME:PORT")
+    return parsed
 
 
 class HostGuard:
-    """DNS-rebinding protection: the Host header must name an allowed host (else 421) and an
-    Origin header, when present, must be an http(s) origin on an allowed host (else 403)."""
+    """DNS-rebinding protection. The Host header must be exactly ``host[:port]`` naming an
+    allowed host on the port the request came in on (no port: the scheme's default), else 421.
+    An Origin header, when present, must be ``scheme://host[:port]`` with the scheme, host and
+    port the request was served on (or an allowed ``NAME:PORT``), else 403."""
 
     def __init__(self, app: ASGIApp, allowed: Collection[str]) -> None:
         self.app = app
-        self.allowed = frozenset(host_name(h) for h in allowed)
+        self.allowed = frozenset(allowed_name(h) for h in allowed)
+
+    def _admits(self, host: str, port: int, served_port: int | None) -> bool:
+        return (host, port) in self.allowed or ((host, None) in self.allowed and port == served_port)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        host = host_name(headers.get("host", ""))
-        if host not in self.allowed:
+        served_scheme = str(scope.get("scheme") or "http")
+        scheme = {"ws": "http", "wss": "https"}.get(served_scheme, served_scheme)
+        server = scope.get("server")
+        served_port = server[1] if server else None
+        raw_host = headers.get("host", "")
+        host = parse_authority(raw_host)
+        if host is None or not self._admits(host[0], host[1] or DEFAULT_PORTS.get(scheme, 0), served_port):
+            names = sorted(f"{h}:{p or served_port}" for h, p in self.allowed)
             response = error_response(
-                421, "misdirected", f"Host {headers.get('host', '')!r} is not served here; allowed hosts: "
-                f"{', '.join(sorted(self.allowed))} (add one with --allow-host)",
+                421, "misdirected", f"Host {raw_host!r} is not served here; allowed: {', '.join(names)} "
+                "(add one with --allow-host NAME or NAME:PORT)",
             )  # fmt: skip
             await response(scope, receive, send)
             return
         origin = headers.get("origin")
-        if origin is not None:
-            parts = urlsplit(origin)
-            if parts.scheme not in ("http", "https") or (parts.hostname or "") not in self.allowed:
-                response = error_response(403, "forbidden_origin", f"Origin {origin!r} is not allowed")
-                await response(scope, receive, send)
-                return
+        if origin is not None and not self._origin_ok(origin, scheme, served_port):
+            response = error_response(
+                403, "forbidden_origin",
+                f"Origin {origin!r} is not allowed: it must be {scheme}://HOST:PORT of this server",
+            )  # fmt: skip
+            await response(scope, receive, send)
+            return
         await self.app(scope, receive, send)
+
+    def _origin_ok(self, origin: str, scheme: str, served_port: int | None) -> bool:
+        m = _ORIGIN.fullmatch(origin)
+        if m is None or m["scheme"].lower() != scheme:
+            return False
+        parsed = parse_authority(m["authority"])
+        if parsed is None:
+            return False
+        return self._admits(parsed[0], parsed[1] or DEFAULT_PORTS[scheme], served_port)
 
 
 class Authenticate:

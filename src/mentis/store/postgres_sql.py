@@ -21,14 +21,21 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import orjson
 
 from mentis.errors import QueryError
 from mentis.store.base import SqlResult
 from mentis.store.postgres_base import PgBase, PgError, query_error
 from mentis.store.postgres_schema import RECALL_ROLE, RECALL_SCHEMA
+from mentis.store.recall_limits import ResultBudget
 
 _FETCH = 10
+WORK_MEM = "4MB"
+"""Memory one sort or hash of a recall statement may use before it spills to a temporary file."""
+TEMP_FILE_LIMIT = "256MB"
+"""Temporary-file space a recall statement may use (set when the server lets this user set it)."""
+_ROW_TOO_BIG = "mentis recall row over the byte cap"
+_RESOURCE_CLASSES = frozenset({"53", "54"})
+"""SQLSTATE classes of a statement over a resource limit (temp_file_limit, memory, program limits)."""
 _LEADING = re.compile(r"^\s*(?:--[^\n]*\n\s*|/\*.*?\*/\s*)*(\w+)", re.S)
 _READS = frozenset({"select", "with", "values", "table"})
 
@@ -90,6 +97,22 @@ def jsonable(value: Any) -> Any:
 class RecallSql(PgBase):
     """``run_sql`` over the views; mixed into PostgresStore (``self`` is the store)."""
 
+    _temp_limit_allowed: bool | None = None
+
+    def _limit_temp_files(self, conn: Any) -> None:
+        """``SET LOCAL temp_file_limit`` if this user may (superuser, or granted SET on it)."""
+        if self._temp_limit_allowed is False:
+            return
+        conn.execute("SAVEPOINT mentis_temp_limit")
+        try:
+            conn.execute(f"SET LOCAL temp_file_limit = '{TEMP_FILE_LIMIT}'")
+        except PgError:
+            conn.execute("ROLLBACK TO SAVEPOINT mentis_temp_limit")
+            self._temp_limit_allowed = False
+            return
+        conn.execute("RELEASE SAVEPOINT mentis_temp_limit")
+        self._temp_limit_allowed = True
+
     def run_sql(
         self,
         sql: str,
@@ -107,8 +130,15 @@ class RecallSql(PgBase):
                 "query refused: recall SQL may only SELECT from the views "
                 "attempts, corrections, relations, tasks, thoughts"
             )
-        query = to_pyformat(text) if params else text
+        inner = to_pyformat(text) if params else text
+        # The row-size guard runs on the server, so a row over the byte cap is never sent whole.
+        query = (
+            f"SELECT q.* FROM (\n{inner}\n) AS q WHERE (CASE WHEN pg_column_size(q.*) > {int(max_bytes)} "
+            f"THEN '{_ROW_TOO_BIG}' END)::int IS NULL"
+        )
         deadline = time.monotonic() + timeout_s
+        columns: list[str] = []
+        budget = ResultBudget(jsonable, max_rows=max_rows, max_bytes=max_bytes)
         with self._translate("recall"), self._pool.connection() as conn:
             repos = [c for (c,) in conn.execute("SELECT chain FROM heads") if visible(c)]
             conn.execute(
@@ -119,41 +149,38 @@ class RecallSql(PgBase):
             try:
                 conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 conn.execute(f"SET LOCAL statement_timeout = {max(1, int(timeout_s * 1000))}")
+                conn.execute(f"SET LOCAL work_mem = '{WORK_MEM}'")
+                conn.execute("SET LOCAL hash_mem_multiplier = 1")
+                self._limit_temp_files(conn)
                 conn.execute(f"SET LOCAL search_path = {RECALL_SCHEMA}")
                 conn.execute(f"SET LOCAL ROLE {RECALL_ROLE}")
                 try:
                     with conn.cursor(name="mentis_recall") as cur:
                         cur.execute(query, params or None)
                         columns = [d.name for d in cur.description or ()]
-                        rows: list[list[Any]] = []
-                        size = 2
-                        truncated, reason = False, None
-                        while not truncated:
+                        while True:
                             left_ms = int((deadline - time.monotonic()) * 1000)
                             if left_ms <= 0:
                                 raise QueryError(f"query ran past the {timeout_s:g} s limit and was stopped")
                             conn.execute(f"SET LOCAL statement_timeout = {left_ms}")
                             batch = cur.fetchmany(_FETCH)
-                            if not batch:
+                            if not batch or not budget.take(batch):
                                 break
-                            for row in batch:
-                                if len(rows) == max_rows:
-                                    truncated, reason = True, f"more than {max_rows} rows"
-                                    break
-                                values = [jsonable(v) for v in row]
-                                size += len(orjson.dumps(values)) + 1
-                                if size > max_bytes:
-                                    truncated, reason = True, f"more than {max_bytes:,} bytes"
-                                    break
-                                rows.append(values)
                 except PgError as exc:
-                    raise query_error(exc, timeout_s) from None
+                    if _ROW_TOO_BIG in str(exc):
+                        budget.truncated, budget.reason = True, f"more than {max_bytes:,} bytes"
+                    elif (getattr(exc, "sqlstate", None) or "")[:2] in _RESOURCE_CLASSES:
+                        raise QueryError(f"query stopped: {str(exc).strip()}") from None
+                    else:
+                        raise query_error(exc, timeout_s) from None
             finally:
                 if not conn.closed:
                     conn.rollback()
                     conn.execute("DISCARD ALL")
                     conn.execute("DELETE FROM recall_scope WHERE pid = pg_backend_pid()")
-        return SqlResult(columns=columns, rows=rows, truncated=truncated, truncation_reason=reason)
+        return SqlResult(
+            columns=columns, rows=budget.rows, truncated=budget.truncated, truncation_reason=budget.reason
+        )
 
     def ledger_summary(self) -> list[tuple[str, str, int, str]]:
         """``(chain, kind, entries, newest at)`` for every chain and entry kind: keys only, no content."""

@@ -64,7 +64,6 @@ class SqliteBase:
         self.path = str(path)
         self.dim = dim
         self._lock = threading.RLock()
-        self._ro: sqlite3.Connection | None = None
         self._indexes = {table: VectorIndex(dim) for table in VECTOR_TABLES}
         self._lexicons = {table: lexical.LexicalIndex() for table in TERM_TABLES}
         self._lex_stale = set(TERM_TABLES)
@@ -146,9 +145,6 @@ class SqliteBase:
 
     def close(self) -> None:
         with self._lock:
-            if self._ro is not None:
-                self._ro.close()
-                self._ro = None
             with self._lex_lock:
                 if self._lex is not None:
                     self._lex.close()

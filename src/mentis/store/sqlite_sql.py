@@ -9,22 +9,35 @@ as coming from inside a view, and anything else is refused.
 
 from __future__ import annotations
 
-import base64
+import contextlib
 import hashlib
+import os
+import queue
 import sqlite3
+import sys
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from mentis.errors import IntegrityError, QueryError
 from mentis.store.base import SqlResult
+from mentis.store.recall_limits import (
+    COLUMN_LIMIT,
+    LIKE_PATTERN_LIMIT,
+    VALUE_LIMIT_BYTES,
+    Deadline,
+    ResultBudget,
+    limit_connection,
+)
 from mentis.store.sqlite_base import SqliteBase
 from mentis.store.sqlite_thoughts import THOUGHT_VIEWS
 
 READ_BUSY_TIMEOUT_MS = 30_000
+RECALL_CONNECTIONS = 4
+"""Recall statements that may run at once on one store (each on its own read-only connection)."""
 
 # Views for `recall` SQL: every returned value is read out of a body (hash-covered data).
 _VIEWS = """
@@ -91,7 +104,10 @@ _SYSTEM = frozenset(
         "sqlite_stat4",
     }
 )
-_DENIED_FUNCTIONS = frozenset({"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"})
+_DENIED_FUNCTIONS = frozenset(
+    {"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer", "json_patch"}
+)
+"""``json_patch`` merges objects in time quadratic in their sizes, in one uninterruptible call."""
 
 
 class _BodyChanged(Exception):
@@ -105,14 +121,17 @@ def _checked_body(body: bytes, body_hash: str) -> bytes:
     return body
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
-    return value
-
-
 class RecallSql(SqliteBase):
-    """``run_sql`` over the views; mixed into SqliteStore (``self`` is the store)."""
+    """``run_sql`` over the views; mixed into SqliteStore (``self`` is the store).
+
+    Each statement runs on a connection of its own from a small pool, without the store's lock,
+    so a slow statement delays no other caller; at most :data:`RECALL_CONNECTIONS` run at once,
+    and a call that finds none free within its time limit is refused.
+    """
+
+    _recall_pool: queue.LifoQueue[sqlite3.Connection] | None = None
+    _recall_open = 0
+    _recall_threads: ThreadPoolExecutor | None = None
 
     def run_sql(
         self,
@@ -124,63 +143,31 @@ class RecallSql(SqliteBase):
         max_bytes: int,
         timeout_s: float,
     ) -> SqlResult:
-        with self._lock:
-            conn = self._readonly()
-            conn.create_function("mentis_visible", 1, lambda repo: 1 if visible(repo) else 0)
-            deadline = time.monotonic() + timeout_s
-            conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 2_000)
-            try:
-                try:
-                    cur = conn.execute(sql, params or {})
-                    columns = [d[0] for d in cur.description or ()]
-                    rows: list[list[Any]] = []
-                    size = 2
-                    truncated, reason = False, None
-                    while True:
-                        row = cur.fetchone()
-                        if row is None:
-                            break
-                        if len(rows) == max_rows:
-                            truncated, reason = True, f"more than {max_rows} rows"
-                            break
-                        values = [_jsonable(v) for v in row]
-                        size += len(orjson.dumps(values)) + 1
-                        if size > max_bytes:
-                            truncated, reason = True, f"more than {max_bytes:,} bytes"
-                            break
-                        rows.append(values)
-                finally:
-                    conn.execute("ROLLBACK") if conn.in_transaction else None
-            except sqlite3.Error as exc:
-                text = str(exc)
-                if "user-defined function raised exception" in text:
-                    raise IntegrityError(
-                        "ledger does not verify: a body changed after the store was opened; "
-                        "run `mentis verify`"
-                    ) from None
-                if "interrupted" in text:
-                    raise QueryError(f"query ran past the {timeout_s:g} s limit and was stopped") from None
-                if isinstance(exc, sqlite3.ProgrammingError) and "one statement" in text:
-                    raise QueryError("sql: give one SELECT statement at a time") from None
-                if any(
-                    m in text
-                    for m in (
-                        "not authorized",
-                        "prohibited",
-                        "authorization denied",
-                        "cannot modify",
-                        "readonly",
-                        "read-only",
-                    )
-                ):
-                    raise QueryError(
-                        "query refused: recall SQL may only SELECT from the views "
-                        f"{', '.join(sorted(VIEW_NAMES))}"
-                    ) from None
-                raise QueryError(f"query failed: {text}") from None
-            finally:
-                conn.set_progress_handler(None, 0)
-        return SqlResult(columns=columns, rows=rows, truncated=truncated, truncation_reason=reason)
+        started = time.monotonic()
+        conn = self._recall_connection(timeout_s)
+        seen: dict[str, int] = {}
+
+        def visible_row(repo: str) -> int:
+            if repo not in seen:
+                seen[repo] = 1 if visible(repo) else 0
+            return seen[repo]
+
+        try:
+            conn.create_function("mentis_visible", 1, visible_row)
+            left = max(timeout_s - (time.monotonic() - started), 0.001)
+            # On a thread of the recall executor: a free one exists for every pooled connection.
+            result = self._recall_executor().submit(_execute, conn, sql, params, left, max_rows, max_bytes)
+            columns, budget = result.result()
+        except sqlite3.Error as exc:
+            self._recall_release(conn, broken=True)
+            raise _query_error(exc, timeout_s, fired=getattr(exc, "deadline_fired", False)) from None
+        except BaseException:
+            self._recall_release(conn, broken=True)
+            raise
+        self._recall_release(conn, broken=False)
+        return SqlResult(
+            columns=columns, rows=budget.rows, truncated=budget.truncated, truncation_reason=budget.reason
+        )
 
     def ledger_summary(self) -> list[tuple[str, str, int, str]]:
         """``(chain, kind, entries, newest at)`` for every chain and entry kind: keys only, no content."""
@@ -195,19 +182,156 @@ class RecallSql(SqliteBase):
         paths = (Path(self.path), Path(self.path + "-wal"))
         return sum(p.stat().st_size for p in paths if p.exists())
 
-    def _readonly(self) -> sqlite3.Connection:
-        if self._ro is None:
+    def _recall_executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._recall_threads is None:
+                self._recall_threads = ThreadPoolExecutor(
+                    RECALL_CONNECTIONS, thread_name_prefix="mentis-recall", initializer=_lower_priority
+                )
+            return self._recall_threads
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._recall_pool = self._recall_pool, None
+            threads, self._recall_threads = self._recall_threads, None
+        if threads is not None:
+            threads.shutdown(wait=True)
+        while pool is not None and not pool.empty():
+            pool.get_nowait().close()
+        super().close()
+
+    def _recall_connection(self, timeout_s: float) -> sqlite3.Connection:
+        with self._lock:
+            if self._recall_pool is None:
+                self._recall_pool = queue.LifoQueue()
+            pool = self._recall_pool
+            if pool.empty() and self._recall_open < RECALL_CONNECTIONS:
+                self._recall_open += 1
+                opening = True
+            else:
+                opening = False
+        if opening:
+            try:
+                return self._open_recall()
+            except BaseException:
+                with self._lock:
+                    self._recall_open -= 1
+                raise
+        try:
+            return pool.get(timeout=timeout_s)
+        except queue.Empty:
+            raise QueryError(
+                f"recall is busy: {RECALL_CONNECTIONS} statements were running for the whole "
+                f"{timeout_s:g} s limit; try again"
+            ) from None
+
+    def _recall_release(self, conn: sqlite3.Connection, *, broken: bool) -> None:
+        conn.create_function("mentis_visible", 1, lambda repo: 0)
+        with self._lock:
+            pool = self._recall_pool
+            if pool is None or (broken and not _usable(conn)):
+                self._recall_open -= 1
+                conn.close()
+                return
+        pool.put(conn)
+
+    def _open_recall(self) -> sqlite3.Connection:
+        with self._translate("recall"):
             uri = Path(self.path).resolve().as_uri() + "?mode=ro"
             ro = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
             ro.execute(f"PRAGMA busy_timeout={READ_BUSY_TIMEOUT_MS}")
-            ro.create_function("mentis_visible", 1, lambda repo: 1)
+            limit_connection(ro)  # first: setting temp_store drops TEMP views
+            ro.create_function("mentis_visible", 1, lambda repo: 0)
             ro.create_function("mentis_body", 2, _checked_body, deterministic=True)
             ro.executescript(_VIEWS + THOUGHT_VIEWS)
             tables = frozenset(n for (n,) in ro.execute("SELECT name FROM main.sqlite_master")) | _SYSTEM
-            self._authorizer = _Authorizer(tables)
-            ro.set_authorizer(self._authorizer)
-            self._ro = ro
-        return self._ro
+            ro.set_authorizer(_Authorizer(tables))
+        return ro
+
+
+RECALL_NICE = 10
+"""Scheduling niceness of the threads that run recall statements (Linux: per thread), so a
+statement burning CPU yields to the server's other work."""
+
+
+def _lower_priority() -> None:
+    if sys.platform == "linux":  # a sandbox may forbid it: the statement still runs
+        with contextlib.suppress(OSError):
+            tid = threading.get_native_id()
+            os.setpriority(os.PRIO_PROCESS, tid, max(os.getpriority(os.PRIO_PROCESS, tid), RECALL_NICE))
+
+
+def _execute(
+    conn: sqlite3.Connection,
+    sql: str,
+    params: dict[str, Any] | None,
+    timeout_s: float,
+    max_rows: int,
+    max_bytes: int,
+) -> tuple[list[str], ResultBudget]:
+    """Run one statement under its deadline; an sqlite3 error says whether the deadline fired."""
+    deadline = Deadline(conn.interrupt, timeout_s)
+    cur: sqlite3.Cursor | None = None
+    try:
+        cur = conn.execute(sql, params or {})
+        columns = [d[0] for d in cur.description or ()]
+        budget = ResultBudget(lambda v: v, max_rows=max_rows, max_bytes=max_bytes)
+        budget.take(iter(cur.fetchone, None))
+    except sqlite3.Error as exc:
+        exc.deadline_fired = deadline.fired  # type: ignore[attr-defined]
+        raise
+    finally:
+        deadline.stop()
+        if cur is not None:
+            cur.close()
+        conn.execute("ROLLBACK") if conn.in_transaction else None
+    return columns, budget
+
+
+def _usable(conn: sqlite3.Connection) -> bool:
+    try:
+        conn.execute("SELECT 1").fetchone()
+    except sqlite3.Error:
+        return False
+    return True
+
+
+def _query_error(exc: sqlite3.Error, timeout_s: float, *, fired: bool) -> Exception:
+    """The error for a failed recall statement."""
+    text = str(exc)
+    if "user-defined function raised exception" in text:
+        return IntegrityError(
+            "ledger does not verify: a body changed after the store was opened; run `mentis verify`"
+        )
+    if fired or "interrupted" in text:
+        return QueryError(f"query ran past the {timeout_s:g} s limit and was stopped")
+    if isinstance(exc, sqlite3.ProgrammingError) and "one statement" in text:
+        return QueryError("sql: give one SELECT statement at a time")
+    if "too big" in text:
+        return QueryError(
+            f"query stopped: a string or blob in recall SQL may be at most {VALUE_LIMIT_BYTES:,} bytes"
+        )
+    if "pattern too complex" in text:
+        return QueryError(
+            f"query stopped: a LIKE or GLOB pattern may be at most {LIKE_PATTERN_LIMIT} characters"
+        )
+    if "too many columns" in text:
+        return QueryError(f"query stopped: a result may have at most {COLUMN_LIMIT} columns")
+    if any(
+        m in text
+        for m in (
+            "not authorized",
+            "prohibited",
+            "authorization denied",
+            "cannot modify",
+            "readonly",
+            "read-only",
+        )
+    ):
+        return QueryError(
+            f"query refused: recall SQL may only SELECT from the views {', '.join(sorted(VIEW_NAMES))}"
+        )
+    return QueryError(f"query failed: {text}")
 
 
 class _Authorizer:
