@@ -29,7 +29,6 @@ from mentis.memory import Caller, Memory
 from mentis.model import RecallInput, RecordAttemptInput, SearchInput, parse
 from mentis.store.recall_limits import LIKE_PATTERN_LIMIT, VALUE_LIMIT_BYTES, limit_connection
 from mentis.store.sqlite_sql import RECALL_NICE
-from tests.conformance.conftest import pg_cluster
 from tests.http_support import LiveServer
 from tests.pg_server import Cluster
 
@@ -303,7 +302,6 @@ def test_a_replace_past_the_value_limit_is_too_big() -> None:
 
 # PostgreSQL: the statement timeout already held; the memory a statement may take and the size of
 # a row the client receives are bounded too.
-__all__ = ["pg_cluster"]  # the session fixture that starts the throwaway cluster
 
 
 @pytest.fixture
