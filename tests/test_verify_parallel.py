@@ -798,6 +798,7 @@ def _column(path: Path, statement: str, *args: object) -> list[object]:
 
 def test_verifying_while_another_process_writes_never_fails(store: Path, tmp_path: Path) -> None:
     script = tmp_path / "write.py"
+    stop = tmp_path / "stop"
     script.write_text(
         "import sys\n"
         "from pathlib import Path\n"
@@ -805,11 +806,13 @@ def test_verifying_while_another_process_writes_never_fails(store: Path, tmp_pat
         "from mentis.embed import HashEmbedder\n"
         "from mentis.memory import Caller, Memory\n"
         "from mentis.model import ForgetInput, RecordAttemptInput\n"
-        "path = Path(sys.argv[1])\n"
+        "path, stop = Path(sys.argv[1]), Path(sys.argv[2])\n"
         "m = Memory.open(Settings(home=path.parent, db_path=path, embedder='hash'), HashEmbedder())\n"
         "c = Caller(agent_id='w')\n"
         "print('ready', flush=True)\n"
-        "for n in range(150):\n"
+        "for n in range(20_000):\n"
+        "    if stop.exists():\n"
+        "        break\n"
         "    repo = ['github.com/acme/shop', 'github.com/acme/api'][n % 2]\n"
         "    r = m.record_attempt(c, RecordAttemptInput(repository=repo, task_id='t', action=f'a{n}',\n"
         "                                                 observation=f'o{n}'))\n"
@@ -817,14 +820,17 @@ def test_verifying_while_another_process_writes_never_fails(store: Path, tmp_pat
         "        m.forget_attempt(c, ForgetInput(repository=repo, attempt_id=r.attempt_id))\n"
         "m.close()\n"
     )
-    proc = subprocess.Popen([sys.executable, str(script), str(store)], stdout=subprocess.PIPE)
+    before = _column(store, "SELECT count(*) FROM entries")[0]
+    proc = subprocess.Popen([sys.executable, str(script), str(store), str(stop)], stdout=subprocess.PIPE)
     assert proc.stdout is not None
-    assert proc.stdout.readline() == b"ready\n"
-    during = 0
-    while proc.poll() is None:
-        SqliteStore(store, DIM).close()  # raises IntegrityError on a false failure
-        during += 1
-    assert proc.wait(timeout=60) == 0
-    assert during >= 3
-    proc.stdout.close()
+    try:
+        assert proc.stdout.readline() == b"ready\n"
+        for _ in range(4):  # the writer keeps writing until told to stop
+            SqliteStore(store, DIM).close()  # raises IntegrityError on a false failure
+            assert proc.poll() is None
+    finally:
+        stop.touch()
+        assert proc.wait(timeout=60) == 0
+        proc.stdout.close()
+    assert _column(store, "SELECT count(*) FROM entries")[0] > before
     assert isinstance(assert_agrees(store, passes=True), list)
