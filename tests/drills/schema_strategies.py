@@ -12,10 +12,12 @@ to keep examples small; the limits themselves are probed by the mutations in the
 
 from __future__ import annotations
 
+import string
 from typing import Any
 
 from hypothesis import strategies as st
 
+PLAIN = string.ascii_letters + string.digits + " -_./:"
 MAX_TEXT = 40
 MAX_ITEMS = 4
 MAX_PROPS = 3
@@ -78,7 +80,9 @@ def _strategy(node: dict[str, Any], root: dict[str, Any]) -> st.SearchStrategy[A
             text = st.from_regex(node["pattern"], fullmatch=True)
             return text.filter(lambda s: node.get("minLength", 0) <= len(s) <= node.get("maxLength", 10**9))
         low = node.get("minLength", 0)
-        return st.text(min_size=low, max_size=max(low, min(node.get("maxLength", MAX_TEXT), MAX_TEXT)))
+        high = max(low, min(node.get("maxLength", MAX_TEXT), MAX_TEXT))
+        # any characters half the time, plain ones the other half (so model rules pass too)
+        return st.text(min_size=low, max_size=high) | st.text(PLAIN, min_size=low, max_size=high)
     if kind == "array":
         low = node.get("minItems", 0)
         items = _strategy(node.get("items", {}), root) if node.get("items") else st.none()
