@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test check docs bench bench-http eval eval-variants clean
+.PHONY: run test check docs drill bench bench-http eval eval-variants clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ run: $(VENV)/.runtime
 
 test: $(VENV)/.dev
 	$(BIN)/pytest -q
+
+# Reliability drills at full sizes (CI runs them at bounded sizes inside `make test`).
+drill: $(VENV)/.dev
+	MENTIS_DRILL_SCALE=full MENTIS_REQUIRE_POSTGRES=1 $(BIN)/pytest -q -m drill tests/drills --timeout=3600 -s
 
 check: $(VENV)/.dev
 	$(BIN)/ruff format --check src tests bench

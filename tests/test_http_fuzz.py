@@ -63,14 +63,19 @@ def bodies(op: Operation) -> st.SearchStrategy[dict[str, Any]]:
 def test_generated_bodies_get_an_answer_or_a_clear_4xx_and_a_refused_one_writes_nothing(
     live: LiveServer, http: httpx2.Client, op: Operation, data: st.DataObject
 ) -> None:
-    body = data.draw(bodies(op))
+    post_and_check(live, http, op, data.draw(bodies(op)))
+
+
+def post_and_check(live: LiveServer, http: httpx2.Client, op: Operation, body: Any) -> str | None:
+    """POST one body: a valid answer (returns None) or a clear 4xx that wrote nothing (returns
+    its error code). The input fuzz drill (tests/drills) reuses this with schema-built bodies."""
     before = live.ledger()
     raw = json.dumps(body).encode()  # ASCII: a lone surrogate travels as its escape
     answer = http.post(f"/v1/{op.name}", content=raw, headers={"Content-Type": "application/json"})
     assert answer.status_code < 500, answer.text
     if answer.status_code == 200:
         op.output.model_validate_json(answer.content)
-        return
+        return None
     assert 400 <= answer.status_code < 500
     error = answer.json()["error"]
     assert error["code"] in KNOWN_CODES, error
@@ -78,6 +83,7 @@ def test_generated_bodies_get_an_answer_or_a_clear_4xx_and_a_refused_one_writes_
     if error["code"] == "invalid_input":
         assert error["field"] and error["field"].split(".")[0] in error["message"], error
     assert live.ledger() == before
+    return str(error["code"])
 
 
 @pytest.mark.slow

@@ -103,6 +103,10 @@ class SqliteBase:
             yield
         except sqlite3.DatabaseError as exc:
             raise _store_error(what, self.path, exc) from exc
+        except UnicodeDecodeError as exc:
+            # sqlite3 could not decode SQLite's own message: it quotes bytes of a damaged schema
+            text = exc.object.decode("utf-8", "replace") if isinstance(exc.object, bytes) else str(exc)
+            raise _store_error(what, self.path, sqlite3.DatabaseError(text)) from exc
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
