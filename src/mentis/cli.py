@@ -585,5 +585,6 @@ def main() -> None:
     app()
 
 
+import mentis.cli_hooks  # noqa: E402  (registers hook, task, context and stale on `app`)
 import mentis.cli_migrate  # noqa: E402, F401  (registers `mentis migrate` on `app`)
 from mentis import cli_thoughts  # noqa: E402, F401  (registers the thought commands on `app`)

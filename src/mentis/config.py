@@ -33,6 +33,11 @@ class Settings:
     def uses_postgres(self) -> bool:
         return (self.database_url or "").startswith(("postgresql://", "postgres://"))
 
+    @property
+    def hook_error_log(self) -> Path:
+        """Where `mentis hook` appends its errors, one JSON line each (`mentis doctor` shows them)."""
+        return self.home / "logs" / "hook-errors.jsonl"
+
     @classmethod
     def from_env(cls, db: str | Path | None = None) -> Settings:
         home = Path(os.environ.get("MENTIS_HOME") or platformdirs.user_data_dir("mentis"))

@@ -42,6 +42,7 @@ from mentis.model import (
 from mentis.retrieval import graph
 from mentis.retrieval.rerank import RerankFailed, RerankItem, apply_rerank
 from mentis.service import Caller
+from mentis.staleness import StaleInput, StaleResult, stale_attempts
 from mentis.store.base import StoredAttempt
 from mentis.texts import attempt_conclusion
 from mentis.texts import attempt_text as attempt_text
@@ -285,6 +286,10 @@ class Memory(ThoughtOps):
             truncated=truncated,
             truncation_reason=reason,
         )
+
+    def stale_attempts(self, caller: Caller, req: StaleInput) -> StaleResult:
+        """Passed attempts whose recorded files differ from ``req.current_file_hashes``."""
+        return stale_attempts(self, caller, req)
 
     # ------------------------------------------------------------ corrections and forgetting
 

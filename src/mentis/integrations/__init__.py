@@ -1,0 +1,1 @@
+"""Mentis inside coding-agent harnesses: config installs, hooks, git code context."""
