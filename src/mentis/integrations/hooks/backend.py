@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from mentis.errors import ConfigError, MentisError
 
 HTTP_TIMEOUT_S = 5.0
+HOOK_BUSY_TIMEOUT_MS = 3_000
 
 
 class Backend(Protocol):
@@ -87,6 +88,10 @@ class LocalBackend:
     def __init__(self, agent_id: str) -> None:
         from mentis.config import Settings
         from mentis.memory import Caller, Memory
+        from mentis.store import sqlite_base
+
+        # a hook waits on a locked store for seconds, not the 30 s a CLI or server may wait
+        sqlite_base.BUSY_TIMEOUT_MS = min(sqlite_base.BUSY_TIMEOUT_MS, HOOK_BUSY_TIMEOUT_MS)
 
         settings = Settings.from_env()
         self.memory = Memory.open(settings)

@@ -75,6 +75,11 @@ _SHELL_TOOLS = {
 }
 _EXIT_LINE = re.compile(r"^\s*exit code:?\s*(-?\d+)\s*$", re.IGNORECASE | re.MULTILINE)
 MAX_PAYLOAD_BYTES = 8 * 1024 * 1024
+# run_shell_command's llmContent: "Command: …\nDirectory: …\nOutput: …\nError: …\nExit Code: …\n…"
+_GEMINI_OUTPUT = re.compile(
+    r"^Output:[ \t]?(.*?)(?=^(?:Error|Exit Code|Signal|Background PIDs|Process Group PGID):|\Z)",
+    re.MULTILINE | re.DOTALL,
+)
 
 
 @dataclass(frozen=True)
@@ -191,7 +196,8 @@ def _gemini_run(command: str, response: object) -> ShellRun:
     code = _exit_line(text)
     if code is None:
         code = 1 if response.get("error") else 0
-    return ShellRun(command, code, text)
+    m = _GEMINI_OUTPUT.search(text)
+    return ShellRun(command, code, m.group(1).strip() if m else text)
 
 
 def _exit_line(text: str) -> int | None:
