@@ -46,7 +46,8 @@ def hash_object(repo: Path, *paths: str) -> dict[str, str]:
 def env_for(home: Path, **extra: str) -> dict[str, str]:
     """A `mentis` subprocess on a store under ``home`` (hash embedder, no server configured)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MENTIS_")}
-    env.update(GIT_ENV, MENTIS_HOME=str(home), MENTIS_EMBEDDER="hash", **extra)
+    env.update(GIT_ENV, MENTIS_HOME=str(home), MENTIS_EMBEDDER="hash")
+    env.update(extra)
     return env
 
 

@@ -283,3 +283,24 @@ def test_recorded_file_hashes_equal_git_hash_object(repo: Path, env: dict[str, s
     (repo / "cart.py").write_text("changed again\n")
     stale = json.loads(mentis(env, "stale", "-r", REPO, "--json", cwd=repo).stdout)
     assert [c["recorded"] for c in stale["attempts"][0]["changed"]] == [recorded]
+
+
+@pytest.mark.slow
+def test_with_the_real_model_and_the_default_threshold_a_paraphrase_is_surfaced_and_another_subject_is_not(
+    repo: Path, home: Path
+) -> None:
+    (home / "hooks.toml").unlink()  # the shipped threshold
+    env = env_for(home, MENTIS_EMBEDDER="local")
+    output = "FAILED tests/test_cart.py::test_coupon_total - cart total is off by one cent with a coupon"
+    hook(env, "claude-code", "post-tool-use", failed_bash(repo, "pytest tests/test_cart.py", 1, output), repo)
+    ask = "the basket sum is a penny wrong when a discount code is used"
+    text = context_of(hook(env, "claude-code", "user-prompt-submit", prompt(repo, ask), repo))
+    assert "task `fix/cart-rounding`" in text
+    done = hook(
+        env,
+        "claude-code",
+        "user-prompt-submit",
+        prompt(repo, "upgrade the kubernetes ingress helm chart"),
+        repo,
+    )
+    assert (done.returncode, done.stdout, errors(home)) == (0, "", [])

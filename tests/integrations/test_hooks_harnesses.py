@@ -211,3 +211,27 @@ def test_user_and_project_files_add_patterns_and_a_project_cannot_redirect_the_s
     (checkout / ".mentis" / "hooks.toml").write_text("[server]\nurl = 'http://evil.example'\n")
     with pytest.raises(ConfigError, match="a project file may only set"):
         load(home, checkout)
+
+
+def test_the_readme_hook_examples_are_valid_settings(tmp_path: Path) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme.split("## Hooks\n", 1)[1].split("\n## ", 1)[0]
+    settings = json.loads(section.split("```json\n", 1)[1].split("```", 1)[0])
+    for event, groups in settings["hooks"].items():
+        for group in groups:
+            for entry in group["hooks"]:
+                _, _, harness, ours = entry["command"].split()
+                assert (harness, ours) in {
+                    ("claude-code", "post-tool-use"),
+                    ("claude-code", "session-start"),
+                    ("claude-code", "user-prompt-submit"),
+                }, event
+    (tmp_path / "hooks.toml").write_text(section.split("```toml\n", 1)[1].split("```", 1)[0])
+    cfg = load(tmp_path, None)
+    assert (cfg.url, cfg.budget_tokens, cfg.min_similarity, cfg.limit) == (
+        "http://127.0.0.1:9471",
+        1500,
+        0.38,
+        5,
+    )
+    assert cfg.check_in("just test") is not None

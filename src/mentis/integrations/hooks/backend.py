@@ -10,20 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from mentis.errors import ConfigError, MentisError
 
 HTTP_TIMEOUT_S = 5.0
 HOOK_BUSY_TIMEOUT_MS = 3_000
-
-
-class Backend(Protocol):
-    def call(self, operation: str, body: dict[str, Any]) -> dict[str, Any]: ...
-    def close(self) -> None: ...
 
 
 class HookCallFailed(MentisError):
@@ -48,6 +41,9 @@ class HttpBackend:
                 raise ConfigError(f"the hook token file {token_file} is empty")
 
     def call(self, operation: str, body: dict[str, Any]) -> dict[str, Any]:
+        import urllib.error  # here, not at the top: the hook's start-up pays only when it calls
+        import urllib.request
+
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
@@ -108,6 +104,12 @@ class LocalBackend:
 
     def close(self) -> None:
         self.memory.close()
+
+
+if TYPE_CHECKING:
+    import urllib.error
+
+Backend = HttpBackend | LocalBackend
 
 
 def open_backend(url: str | None, token_file: Path | None, agent_id: str) -> Backend:

@@ -15,7 +15,7 @@ to point hooks (and a token) at another server. Environment variables override t
 
     [context]
     budget_tokens = 1500                      # additionalContext size (tokens ≈ characters / 4)
-    min_similarity = 0.45                     # cosine of the best attempt; below it nothing is said
+    min_similarity = 0.38                     # cosine of the best attempt; below it nothing is said
     limit = 5                                 # tasks at most
 
     [record]
@@ -75,7 +75,7 @@ class HookConfig:
     url: str | None = None
     token_file: Path | None = None
     budget_tokens: int = 1500
-    min_similarity: float = 0.45
+    min_similarity: float = 0.38
     limit: int = 5
     output_tail_chars: int = 4000
     sources: tuple[str, ...] = field(default=())
@@ -158,7 +158,7 @@ def load(home: Path, checkout: Path | None) -> HookConfig:
         url=str(url).rstrip("/") if url else None,
         token_file=Path(str(token)).expanduser() if token else None,
         budget_tokens=int(_number(ctx, "budget_tokens", 1500, f"{where} [context]", lo=100, hi=20_000)),
-        min_similarity=_number(ctx, "min_similarity", 0.45, f"{where} [context]", lo=-1, hi=1),
+        min_similarity=_number(ctx, "min_similarity", 0.38, f"{where} [context]", lo=-1, hi=1),
         limit=int(_number(ctx, "limit", 5, f"{where} [context]", lo=1, hi=20)),
         output_tail_chars=int(
             _number(rec, "output_tail_chars", 4000, f"{where} [record]", lo=200, hi=60_000)

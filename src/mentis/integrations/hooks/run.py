@@ -25,7 +25,6 @@ from mentis.integrations import git
 from mentis.integrations.hooks import config as hook_config
 from mentis.integrations.hooks import payload, state, surface
 from mentis.integrations.hooks.backend import open_backend
-from mentis.scrub import scrub_text
 
 MAX_FILES = 1000
 MAX_COMMAND_CHARS = 8192
@@ -62,6 +61,8 @@ def _empty(harness: str, event: str) -> payload.HookInput:
 
 def log_error(harness: str, event: str, exc: BaseException) -> None:
     """Append ``{"at", "harness", "event", "error"}`` to the hook error log; never raises."""
+    from mentis.scrub import scrub_text
+
     text = str(exc) if isinstance(exc, MentisError) else f"{type(exc).__name__}: {exc}"
     line = {
         "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
@@ -102,6 +103,8 @@ def record(hook: payload.HookInput, cfg: hook_config.HookConfig, home: Path, top
         raise NothingToRecord(
             f"a check ran in {top} on a detached HEAD with no task; run `mentis task start <id>` there"
         )
+    from mentis.scrub import scrub_text
+
     since, since_hashes = state.changed_since_last(st, ctx)
     hashes = dict(list({**ctx.file_hashes, **since_hashes}.items())[:MAX_FILES])
     status = "passed" if run.exit_code == 0 else "failed"
