@@ -177,6 +177,12 @@ def measure(env: dict[str, str], repo: Path, calls: int, home: Path) -> dict[str
         },
     }
     out = {}
+    start = []  # a Python process that does nothing, on the same machine at the same time: the floor
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        start.append((time.perf_counter() - t0) * 1000)
+    out["python -c pass"] = {"p50_ms": percentile(start, 0.5), "p95_ms": percentile(start, 0.95)}
     for event, payload in payloads.items():
         for _ in range(2):
             run_hook(env, repo, event, payload)
@@ -311,12 +317,13 @@ def main() -> None:
     }
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     t = report["threshold"]
-    print(
-        f"threshold: own-attempt cosine min {t['own_min']} median {t['own_median']}; "
-        f"best other max {t['other_max']} median {t['other_median']}"
-    )
-    for mode in ("http", "local"):
-        for event in ("post-tool-use", "user-prompt-submit"):
+    if t:
+        print(
+            f"threshold: own-attempt cosine min {t['own_min']} median {t['own_median']}; "
+            f"best other max {t['other_max']} median {t['other_median']}"
+        )
+    for mode in args.modes.split(","):
+        for event in ("python -c pass", "post-tool-use", "user-prompt-submit"):
             r = report["latency"][mode][event]
             print(f"{mode:6} {event:20} p50 {r['p50_ms']:8.1f} ms   p95 {r['p95_ms']:8.1f} ms")
 

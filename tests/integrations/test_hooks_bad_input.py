@@ -179,3 +179,17 @@ def test_task_stop_goes_back_to_the_branch(repo: Path, env: dict[str, str]) -> N
     mentis(env, "task", "stop", cwd=repo)
     shown = json.loads(mentis(env, "task", "show", "--json", cwd=repo).stdout)
     assert (shown["task_id"], shown["branch"]) == (None, "fix/cart-rounding")
+
+
+def test_output_with_nul_and_lone_surrogates_and_odd_file_names_is_still_recorded(
+    repo: Path, env: dict[str, str], home: Path
+) -> None:
+    (repo / "name with\nnewline.py").write_text("x\n")
+    (repo / "cart.py").write_text("changed\n")
+    payload = json.dumps(bash(repo, tool_response={"stdout": "ok\x00\ud800 1 passed", "stderr": ""}))
+    assert "\\ud800" in payload  # a lone surrogate, escaped as JSON allows
+    done = hook(env, "claude-code", "post-tool-use", payload, repo)
+    assert (done.returncode, done.stdout, errors(home)) == (0, "", [])
+    [a] = attempts(env)
+    assert a["check_output"] == "ok? 1 passed"
+    assert json.loads(a["files"]) == ["cart.py"]

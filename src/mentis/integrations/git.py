@@ -146,12 +146,17 @@ def head(top: Path) -> tuple[str | None, str | None]:
 def hash_files(top: Path, paths: list[str]) -> dict[str, str]:
     """``git hash-object`` of each path (relative to ``top``), in one git call."""
     files = [p for p in paths if (top / p).is_file() or (top / p).is_symlink()]
-    if not files:
-        return {}
-    out = git(["hash-object", "--stdin-paths"], top, stdin="".join(p + "\n" for p in files)).split()
-    if len(out) != len(files):
-        raise ConfigError(f"git hash-object returned {len(out)} ids for {len(files)} files")
-    return dict(zip(files, out, strict=True))
+    plain = [p for p in files if "\n" not in p]  # --stdin-paths is one path per line
+    hashes: dict[str, str] = {}
+    if plain:
+        out = git(["hash-object", "--stdin-paths"], top, stdin="".join(p + "\n" for p in plain)).split()
+        if len(out) != len(plain):
+            raise ConfigError(f"git hash-object returned {len(out)} ids for {len(plain)} files")
+        hashes.update(zip(plain, out, strict=True))
+    for p in files:
+        if "\n" in p:
+            hashes[p] = git(["hash-object", "--", p], top).strip()
+    return hashes
 
 
 def _relative(top: Path, cwd: Path, path: str) -> str:

@@ -161,7 +161,7 @@ def load(home: Path, checkout: Path | None) -> HookConfig:
         min_similarity=_number(ctx, "min_similarity", 0.38, f"{where} [context]", lo=-1, hi=1),
         limit=int(_number(ctx, "limit", 5, f"{where} [context]", lo=1, hi=20)),
         output_tail_chars=int(
-            _number(rec, "output_tail_chars", 4000, f"{where} [record]", lo=200, hi=60_000)
+            _number(rec, "output_tail_chars", 4000, f"{where} [record]", lo=200, hi=16_000)
         ),
         sources=tuple(sources),
     )

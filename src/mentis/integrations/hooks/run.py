@@ -106,10 +106,12 @@ def record(hook: payload.HookInput, cfg: hook_config.HookConfig, home: Path, top
     from mentis.scrub import scrub_text
 
     since, since_hashes = state.changed_since_last(st, ctx)
-    hashes = dict(list({**ctx.file_hashes, **since_hashes}.items())[:MAX_FILES])
+    since = [p for p in since if _storable_path(p)]
+    hashes = {p: h for p, h in {**ctx.file_hashes, **since_hashes}.items() if _storable_path(p)}
+    hashes = dict(list(hashes.items())[:MAX_FILES])
     status = "passed" if run.exit_code == 0 else "failed"
-    command = scrub_text(run.command)[:MAX_COMMAND_CHARS]
-    tail = scrub_text(run.output)[-cfg.output_tail_chars :]
+    command = scrub_text(_clean(run.command))[:MAX_COMMAND_CHARS]
+    tail = scrub_text(_clean(run.output))[-cfg.output_tail_chars :]
     last_line = next((ln.strip() for ln in reversed(tail.splitlines()) if ln.strip()), "")
     observation = f"`{_short(command)}` {status} (exit {run.exit_code})"
     if last_line:
@@ -138,6 +140,15 @@ def record(hook: payload.HookInput, cfg: hook_config.HookConfig, home: Path, top
     return str(result.get("attempt_id"))
 
 
+def _clean(text: str) -> str:
+    """Text the store accepts: no NUL characters, lone surrogates replaced."""
+    return text.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
+
+
+def _storable_path(path: str) -> bool:
+    return 0 < len(path) <= 4096 and path == path.strip() and not any(ord(c) < 32 for c in path)
+
+
 def _short(command: str) -> str:
     one_line = " ".join(command.split())
     return one_line if len(one_line) <= 200 else one_line[:199] + "…"
@@ -156,7 +167,7 @@ def related(hook: payload.HookInput, cfg: hook_config.HookConfig, home: Path, to
             if branch is None or branch in state.DEFAULT_BRANCHES:
                 return None  # nothing says what this session is about yet
             query = branch
-    query = query.strip()[:MAX_QUERY_CHARS]
+    query = _clean(query).strip()[:MAX_QUERY_CHARS]
     if not query:
         return None
     repository = git.repository_identity(top)
