@@ -69,8 +69,13 @@ def mentis(
 def hook(
     env: dict[str, str], harness: str, event: str, payload: dict[str, Any] | str, cwd: Path
 ) -> subprocess.CompletedProcess[str]:
+    """Run the hook, then wait until any recording it left in the background has ended."""
+    from mentis.integrations.hooks.recorder import wait_for_pending
+
     text = payload if isinstance(payload, str) else json.dumps(payload)
-    return mentis(env, "hook", harness, event, cwd=cwd, stdin=text)
+    done = mentis(env, "hook", harness, event, cwd=cwd, stdin=text)
+    wait_for_pending(Path(env["MENTIS_HOME"]))
+    return done
 
 
 def errors(home: Path) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from mentis.config import Settings
 from mentis.errors import MentisError
 from mentis.integrations import git
 from mentis.integrations.hooks import config as hook_config
-from mentis.integrations.hooks import payload, state, surface
+from mentis.integrations.hooks import payload, recorder, state, surface
 from mentis.integrations.hooks.backend import open_backend
 
 MAX_FILES = 1000
@@ -130,14 +130,18 @@ def record(hook: payload.HookInput, cfg: hook_config.HookConfig, home: Path, top
         body["task_title"] = title
     if hook.session_id:
         body["session_id"] = hook.session_id[:256]
-    backend = open_backend(cfg.url, cfg.token_file, hook.harness)
-    try:
-        result = backend.call("record_attempt", body)
-    finally:
-        backend.close()
+    if cfg.url is None and os.environ.get("MENTIS_HOOK_DETACH", "1") != "0":
+        recorder.detach(home, hook.harness, body)  # no server: record in the background
+        attempt_id = None
+    else:
+        backend = open_backend(cfg.url, cfg.token_file, hook.harness)
+        try:
+            attempt_id = str(backend.call("record_attempt", body).get("attempt_id"))
+        finally:
+            backend.close()
     st.last_commit, st.last_hashes, st.recorded = ctx.commit, dict(ctx.file_hashes), True
     state.save(home, st)
-    return str(result.get("attempt_id"))
+    return attempt_id
 
 
 def _clean(text: str) -> str:
