@@ -101,7 +101,11 @@ def context(
     record_attempt takes as code_context and search as current_commit / current_file_hashes."""
     with _errors():
         ctx = git.context(cwd or Path.cwd(), paths or None)
-        data = {**ctx.to_json(), "repository": git.repository_identity(ctx.toplevel)}
+        data = {
+            **ctx.to_json(),
+            "repository": git.repository_identity(ctx.toplevel),
+            "code_context": ctx.code_context(),
+        }
     _emit(data, as_json, _print_context)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from mentis.integrations.git import normalise_remote, tree_hashes
+from mentis.model import RecordAttemptInput, SearchInput, parse
 
 from .hook_helpers import env_for, git, hash_object, make_repo, mentis
 
@@ -45,7 +46,28 @@ def test_context_gives_head_branch_dirty_and_the_blob_ids_git_hash_object_prints
         "changed_files": ["README.md", "cart.py", "new_test.py"],
         "deleted_files": ["README.md"],
         "file_hashes": hash_object(repo, "cart.py", "new_test.py"),
+        "code_context": {
+            "commit": git(repo, "rev-parse", "HEAD"),
+            "branch": "fix/cart-rounding",
+            "dirty": True,
+            "file_hashes": hash_object(repo, "cart.py", "new_test.py"),
+        },
     }
+    # exactly what record_attempt takes as code_context, and search as current_file_hashes
+    parse(
+        RecordAttemptInput,
+        {
+            "repository": "r",
+            "task_id": "t",
+            "action": "a",
+            "observation": "o",
+            "code_context": data["code_context"],
+        },
+    )
+    parse(
+        SearchInput,
+        {"query": "q", "current_commit": data["commit"], "current_file_hashes": data["file_hashes"]},
+    )
 
 
 def test_context_of_named_files_from_a_subdirectory_uses_checkout_relative_paths(
