@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -235,3 +237,14 @@ def test_the_readme_hook_examples_are_valid_settings(tmp_path: Path) -> None:
         5,
     )
     assert cfg.check_in("just test") is not None
+
+
+def test_the_hook_path_imports_neither_the_store_nor_the_model() -> None:
+    code = (
+        "import sys, mentis.entry, mentis.integrations.hooks.run;"
+        "heavy = {'numpy', 'onnxruntime', 'tokenizers', 'pydantic', 'mentis.memory', 'mentis.store.sqlite',"
+        " 'typer', 'rich', 'httpx', 'urllib.request'};"
+        "print(sorted(heavy & set(sys.modules)))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
