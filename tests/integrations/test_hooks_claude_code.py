@@ -304,3 +304,21 @@ def test_with_the_real_model_and_the_default_threshold_a_paraphrase_is_surfaced_
         repo,
     )
     assert (done.returncode, done.stdout, errors(home)) == (0, "", [])
+
+
+def test_in_a_tree_of_more_than_1000_files_stale_files_are_still_named(
+    repo: Path, env: dict[str, str]
+) -> None:
+    (repo / "gen").mkdir()
+    for n in range(1001):
+        (repo / "gen" / f"f{n}.txt").write_text(f"{n}\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "many files")
+    (repo / "cart.py").write_text("def total(items):\n    return round(sum(items), 2)\n")
+    output = "FAILED test_cart.py::test_total rounding of the cart total is off by one cent"
+    hook(env, "claude-code", "post-tool-use", failed_bash(repo, "pytest", 1, output), repo)
+    (repo / "cart.py").write_text("def total(items):\n    return sum(items)\n")
+    ask = prompt(repo, "cart total rounding off by one cent")
+    assert "stale: changed since it ran: cart.py" in context_of(
+        hook(env, "claude-code", "user-prompt-submit", ask, repo)
+    )

@@ -176,12 +176,16 @@ def related(hook: payload.HookInput, cfg: hook_config.HookConfig, home: Path, to
         return None
     repository = git.repository_identity(top)
     request: dict[str, Any] = {"query": query, "repository": repository, "limit": cfg.limit}
+    tree = git.tree_hashes(top)
+    small = len(tree) <= MAX_FILES
+    if small:  # today's blob id of every file: one search names each attempt's stale files
+        request["current_file_hashes"] = {p: h for p, h in tree.items() if _storable_path(p)}
     backend = open_backend(cfg.url, cfg.token_file, hook.harness)
     try:
         tasks = surface.relevant(backend.call("search", request)["tasks"], cfg.min_similarity)
         paths = sorted({f for t in tasks for f in (t.get("attempt") or {}).get("files", [])})[:MAX_FILES]
-        current = git.hash_files(top, paths) if paths else {}
-        if current:  # ask again with today's blob ids, so each attempt names its stale files
+        current = {p: tree[p] for p in paths if p in tree and _storable_path(p)}
+        if current and not small:  # a large tree: ask again with the blob ids of the matches' files
             request["current_file_hashes"] = current
             tasks = surface.relevant(backend.call("search", request)["tasks"], cfg.min_similarity)
     finally:
