@@ -193,3 +193,18 @@ def test_output_with_nul_and_lone_surrogates_and_odd_file_names_is_still_recorde
     [a] = attempts(env)
     assert a["check_output"] == "ok? 1 passed"
     assert json.loads(a["files"]) == ["cart.py"]
+
+
+def test_with_local_hooks_forbidden_and_no_server_nothing_is_opened_or_recorded(
+    repo: Path, home: Path
+) -> None:
+    env = env_for(home, MENTIS_HOOK_LOCAL="0")
+    for event, payload in (
+        ("post-tool-use", bash(repo)),
+        ("user-prompt-submit", {"cwd": str(repo), "prompt": "cart total"}),
+    ):
+        done = hook(env, "claude-code", event, payload, repo)
+        assert (done.returncode, done.stdout) == (0, "")
+    assert [e["event"] for e in errors(home)] == ["post-tool-use", "user-prompt-submit"]
+    assert all("MENTIS_HOOK_LOCAL=0" in e["error"] for e in errors(home))
+    assert not (home / "mentis.db").exists()

@@ -112,9 +112,17 @@ if TYPE_CHECKING:
 Backend = HttpBackend | LocalBackend
 
 
+def check_local_allowed() -> None:
+    """``MENTIS_HOOK_LOCAL=0``: a hook without a server must not open the store itself."""
+    if os.environ.get("MENTIS_HOOK_LOCAL", "1") == "0":
+        raise ConfigError(
+            "no hook server configured ([server] url in hooks.toml or MENTIS_HOOK_URL) and "
+            "MENTIS_HOOK_LOCAL=0 forbids opening the store in the hook"
+        )
+
+
 def open_backend(url: str | None, token_file: Path | None, agent_id: str) -> Backend:
     if url:
         return HttpBackend(url, token_file)
-    if os.environ.get("MENTIS_HOOK_LOCAL", "1") == "0":
-        raise ConfigError("no hook server configured ([server] url in hooks.toml or MENTIS_HOOK_URL)")
+    check_local_allowed()
     return LocalBackend(agent_id)

@@ -24,7 +24,7 @@ from mentis.errors import MentisError
 from mentis.integrations import git
 from mentis.integrations.hooks import config as hook_config
 from mentis.integrations.hooks import payload, recorder, state, surface
-from mentis.integrations.hooks.backend import open_backend
+from mentis.integrations.hooks.backend import check_local_allowed, open_backend
 
 MAX_FILES = 1000
 MAX_COMMAND_CHARS = 8192
@@ -131,6 +131,7 @@ def record(hook: payload.HookInput, cfg: hook_config.HookConfig, home: Path, top
     if hook.session_id:
         body["session_id"] = hook.session_id[:256]
     if cfg.url is None and os.environ.get("MENTIS_HOOK_DETACH", "1") != "0":
+        check_local_allowed()
         recorder.detach(home, hook.harness, body)  # no server: record in the background
         attempt_id = None
     else:
