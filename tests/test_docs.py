@@ -22,7 +22,7 @@ COMMANDS = sorted(get_command(app).commands)  # type: ignore[attr-defined]
 
 
 def test_the_public_api_is_exactly_the_exported_names() -> None:
-    public = {n for n, v in vars(mentis).items() if not n.startswith("_") and not inspect.ismodule(v)}
+    public = {n for n in dir(mentis) if not n.startswith("_") and not inspect.ismodule(getattr(mentis, n))}
     assert sorted(public | {"__version__"}) == sorted(mentis.__all__)
 
 

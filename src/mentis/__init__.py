@@ -1,9 +1,38 @@
-"""Mentis: a memory for coding agents — hash-chained, offline by default."""
+"""Mentis: a memory for coding agents — hash-chained, offline by default.
+
+The public names are imported on first use (PEP 562), so a light entry point such as
+``mentis hook`` does not pay for the store, the model and numpy when it needs none of them.
+"""
+
+import importlib as _importlib
+import typing as _typing
 
 __version__ = "0.1.0"
 
-from mentis.config import Settings
-from mentis.errors import MentisError
-from mentis.memory import Caller, Memory, open_memory
+if _typing.TYPE_CHECKING:
+    from mentis.config import Settings
+    from mentis.errors import MentisError
+    from mentis.memory import Caller, Memory, open_memory
+
+_WHERE = {
+    "Caller": "mentis.memory",
+    "Memory": "mentis.memory",
+    "open_memory": "mentis.memory",
+    "Settings": "mentis.config",
+    "MentisError": "mentis.errors",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'mentis' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(_WHERE[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = ["Caller", "Memory", "MentisError", "Settings", "__version__", "open_memory"]

@@ -1,3 +1,3 @@
-from mentis.cli import main
+from mentis.entry import main
 
 main()

@@ -598,6 +598,7 @@ def main() -> None:
 
 
 import mentis.cli_doctor  # noqa: E402  (registers `mentis doctor` and `mentis stats`)
+import mentis.cli_hooks  # noqa: E402  (registers hook, task, context and stale on `app`)
 import mentis.cli_install  # noqa: E402  (registers `mentis install`, `uninstall`, `instructions`)
 import mentis.cli_migrate  # noqa: E402  (registers `mentis migrate` on `app`)
 import mentis.cli_model  # noqa: E402, F401  (registers `mentis model install`)

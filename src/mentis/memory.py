@@ -45,6 +45,7 @@ from mentis.model import (
 from mentis.retrieval import graph
 from mentis.retrieval.rerank import RerankFailed, RerankItem, apply_rerank
 from mentis.service import Caller
+from mentis.staleness import StaleInput, StaleResult, stale_attempts
 from mentis.stats import StatsInput, StatsResult, collect_stats
 from mentis.store.base import StoredAttempt
 from mentis.texts import attempt_conclusion
@@ -297,6 +298,10 @@ class Memory(ThoughtOps, BrowseOps):
             truncated=truncated,
             truncation_reason=reason,
         )
+
+    def stale_attempts(self, caller: Caller, req: StaleInput) -> StaleResult:
+        """Passed attempts whose recorded files differ from ``req.current_file_hashes``."""
+        return stale_attempts(self, caller, req)
 
     # ------------------------------------------------------------ corrections and forgetting
 

@@ -1,0 +1,194 @@
+"""``mentis hook <harness> <event>``: read the harness's payload on stdin, act, exit 0.
+
+- ``post-tool-use``: a shell command that is a recognised check is recorded as an attempt of the
+  checkout's current task, with its exit status, the scrubbed tail of its output, the files
+  changed since the last recorded attempt and the git code context.
+- ``session-start`` / ``user-prompt-submit``: search with the prompt (or the current task) and
+  answer with the related attempts as additional context, or with nothing.
+
+A hook never breaks the harness: every error is appended as one JSON line to
+``Settings.hook_error_log`` and the exit status is still 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from mentis.config import Settings
+from mentis.errors import MentisError
+from mentis.integrations import git
+from mentis.integrations.hooks import config as hook_config
+from mentis.integrations.hooks import payload, recorder, state, surface
+from mentis.integrations.hooks.backend import check_local_allowed, open_backend
+
+MAX_FILES = 1000
+MAX_COMMAND_CHARS = 8192
+MAX_QUERY_CHARS = 8192
+
+
+class NothingToRecord(MentisError):
+    """The check ran where no task can be named (detached HEAD without `mentis task start`)."""
+
+
+def main(args: list[str]) -> int:
+    harness = args[0] if args else ""
+    event = args[1] if len(args) > 1 else ""
+    try:
+        if len(args) != 2:
+            raise MentisError("usage: mentis hook <harness> <event> (the payload JSON on stdin)")
+        payload.check_names(harness, event)
+        if sys.stdin is None or sys.stdin.isatty():
+            raise MentisError("mentis hook reads the harness's hook JSON on stdin; it is a terminal")
+        hook = payload.parse(harness, event, sys.stdin.buffer.read(payload.MAX_PAYLOAD_BYTES + 1))
+        answer = handle(hook)
+    except Exception as exc:  # a hook must never break the harness
+        log_error(harness, event, exc)
+        answer = payload.output(harness, _empty(harness, event), None) if harness in payload.SUPPORTED else ""
+    if answer:
+        sys.stdout.write(answer + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+def _empty(harness: str, event: str) -> payload.HookInput:
+    return payload.HookInput(harness, event if event in payload.EVENTS else "post-tool-use", None, None)
+
+
+def log_error(harness: str, event: str, exc: BaseException) -> None:
+    """Append ``{"at", "harness", "event", "error"}`` to the hook error log; never raises."""
+    from mentis.scrub import scrub_text
+
+    text = str(exc) if isinstance(exc, MentisError) else f"{type(exc).__name__}: {exc}"
+    line = {
+        "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "harness": harness,
+        "event": event,
+        "error": scrub_text(text)[:4000],
+    }
+    try:
+        path = Settings.from_env().hook_error_log
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "a") as fh:
+            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+    except Exception:  # nowhere left to report it; stay silent for the harness
+        pass
+
+
+def handle(hook: payload.HookInput) -> str | None:
+    settings = Settings.from_env()
+    cwd = Path(hook.cwd) if hook.cwd else Path.cwd()
+    top = git.toplevel(cwd)
+    cfg = hook_config.load(settings.home, top)
+    if hook.event == "post-tool-use":
+        record(hook, cfg, settings.home, top)
+        return payload.output(hook.harness, hook, None)
+    return payload.output(hook.harness, hook, related(hook, cfg, settings.home, top))
+
+
+def record(hook: payload.HookInput, cfg: hook_config.HookConfig, home: Path, top: Path) -> str | None:
+    """Record the check this shell command ran; None (and nothing written) for any other command."""
+    run = hook.run
+    if run is None or run.exit_code is None or cfg.check_in(run.command) is None:
+        return None
+    ctx = git.context(top)
+    st = state.load(home, top)
+    task_id, title = state.task_for(st, ctx)
+    if task_id is None:
+        raise NothingToRecord(
+            f"a check ran in {top} on a detached HEAD with no task; run `mentis task start <id>` there"
+        )
+    from mentis.scrub import scrub_text
+
+    since, since_hashes = state.changed_since_last(st, ctx)
+    since = [p for p in since if _storable_path(p)]
+    hashes = {p: h for p, h in {**ctx.file_hashes, **since_hashes}.items() if _storable_path(p)}
+    hashes = dict(list(hashes.items())[:MAX_FILES])
+    status = "passed" if run.exit_code == 0 else "failed"
+    command = scrub_text(_clean(run.command))[:MAX_COMMAND_CHARS]
+    tail = scrub_text(_clean(run.output))[-cfg.output_tail_chars :]
+    last_line = next((ln.strip() for ln in reversed(tail.splitlines()) if ln.strip()), "")
+    observation = f"`{_short(command)}` {status} (exit {run.exit_code})"
+    if last_line:
+        observation += f": {last_line[:300]}"
+    body: dict[str, Any] = {
+        "repository": git.repository_identity(top),
+        "task_id": task_id,
+        "code_context": {**ctx.code_context(), "file_hashes": hashes} if hashes else ctx.code_context(),
+        "action": f"ran `{_short(command)}`" + (f" after changing {len(since)} files" if since else ""),
+        "files": since[:MAX_FILES],
+        "observation": observation,
+        "check": {"command": command, "status": status, "exit_code": run.exit_code, "output": tail},
+        "tags": ["hook", hook.harness],
+    }
+    if title:
+        body["task_title"] = title
+    if hook.session_id:
+        body["session_id"] = hook.session_id[:256]
+    if cfg.url is None and os.environ.get("MENTIS_HOOK_DETACH", "1") != "0":
+        check_local_allowed()
+        recorder.detach(home, hook.harness, body)  # no server: record in the background
+        attempt_id = None
+    else:
+        backend = open_backend(cfg.url, cfg.token_file, hook.harness)
+        try:
+            attempt_id = str(backend.call("record_attempt", body).get("attempt_id"))
+        finally:
+            backend.close()
+    st.last_commit, st.last_hashes, st.recorded = ctx.commit, dict(ctx.file_hashes), True
+    state.save(home, st)
+    return attempt_id
+
+
+def _clean(text: str) -> str:
+    """Text the store accepts: no NUL characters, lone surrogates replaced."""
+    return text.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
+
+
+def _storable_path(path: str) -> bool:
+    return 0 < len(path) <= 4096 and path == path.strip() and not any(ord(c) < 32 for c in path)
+
+
+def _short(command: str) -> str:
+    one_line = " ".join(command.split())
+    return one_line if len(one_line) <= 200 else one_line[:199] + "…"
+
+
+def related(hook: payload.HookInput, cfg: hook_config.HookConfig, home: Path, top: Path) -> str | None:
+    """The related attempts as additional context, or None when nothing reaches the threshold."""
+    if hook.event == "user-prompt-submit":
+        query = hook.prompt or ""
+    else:
+        st = state.load(home, top)
+        if st.task_id:
+            query = f"{st.task_id}: {st.title}" if st.title else st.task_id
+        else:
+            branch = git.head(top)[1]
+            if branch is None or branch in state.DEFAULT_BRANCHES:
+                return None  # nothing says what this session is about yet
+            query = branch
+    query = _clean(query).strip()[:MAX_QUERY_CHARS]
+    if not query:
+        return None
+    repository = git.repository_identity(top)
+    request: dict[str, Any] = {"query": query, "repository": repository, "limit": cfg.limit}
+    tree = git.tree_hashes(top)
+    small = len(tree) <= MAX_FILES
+    if small:  # today's blob id of every file: one search names each attempt's stale files
+        request["current_file_hashes"] = {p: h for p, h in tree.items() if _storable_path(p)}
+    backend = open_backend(cfg.url, cfg.token_file, hook.harness)
+    try:
+        tasks = surface.relevant(backend.call("search", request)["tasks"], cfg.min_similarity)
+        paths = sorted({f for t in tasks for f in (t.get("attempt") or {}).get("files", [])})[:MAX_FILES]
+        current = {p: tree[p] for p in paths if p in tree and _storable_path(p)}
+        if current and not small:  # a large tree: ask again with the blob ids of the matches' files
+            request["current_file_hashes"] = current
+            tasks = surface.relevant(backend.call("search", request)["tasks"], cfg.min_similarity)
+    finally:
+        backend.close()
+    return surface.render(repository, query, tasks, cfg.budget_tokens)
