@@ -134,3 +134,46 @@ def test_forgotten_text_is_gone_from_the_files_the_export_and_later_reassertions
     finally:
         m.close()
     assert on_disk(path) == {"mentis.db": [], "mentis.db-wal": [], "mentis.db-shm": []}
+
+
+def test_a_forget_waits_boundedly_for_an_old_reader_and_erases_after_the_next_write(tmp_path: Path) -> None:
+    """A TRUNCATE checkpoint must wait for connections reading an older snapshot. A reader that
+    outlasts the wait must not hold the forget (and this process's store lock) for the 30 s busy
+    timeout: the forget returns, and the erasure is completed after the next write."""
+    import sqlite3
+    import time
+
+    from mentis.store import sqlite_base
+
+    path = tmp_path / "mentis.db"
+    memory = _open(path)
+    try:
+        first = memory.record_attempt(
+            CALLER,
+            parse(
+                RecordAttemptInput,
+                {"repository": REPO, "task_id": "T", "action": "ran it", "observation": OBSERVATION.decode()},
+            ),
+        )
+        reader = sqlite3.connect(path, isolation_level=None)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM entries").fetchone()  # holds the snapshot before the forget
+        started = time.monotonic()
+        memory.forget_attempt(
+            CALLER, parse(ForgetInput, {"repository": REPO, "attempt_id": first.attempt_id})
+        )
+        waited = time.monotonic() - started
+        assert waited < sqlite_base.BUSY_TIMEOUT_MS / 1000 / 2, "the forget waited out the whole busy timeout"
+        assert memory.store._erase_pending  # type: ignore[attr-defined]
+        reader.execute("COMMIT")
+        reader.close()
+        memory.record_attempt(
+            CALLER,
+            parse(
+                RecordAttemptInput, {"repository": REPO, "task_id": "T2", "action": "a", "observation": "b"}
+            ),
+        )
+        assert not memory.store._erase_pending  # type: ignore[attr-defined]
+        assert all(OBSERVATION not in found for found in on_disk(path).values())
+    finally:
+        memory.close()

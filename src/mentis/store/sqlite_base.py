@@ -3,6 +3,7 @@ translation, entry appends, hash-checked body loading and the in-process vector 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 import threading
@@ -24,6 +25,8 @@ from mentis.store.files import private_files
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 30_000
+ERASE_WAIT_MS = 2_000
+"""How long a forget's WAL checkpoint waits for other connections' older read snapshots."""
 LEXICAL_SELECT_MIN_DOCS = 1_000
 """Below this many documents every query term is used; above it, terms in most documents are not.
 
@@ -72,6 +75,7 @@ class SqliteBase:
         self._vec_epoch: str | None = None
         self._vocab: dict[str, int] = {}
         self._vocab_max = 0
+        self._erase_pending = False
         self._removed_seen: dict[str, int] = {}  # index table → newest removed_rows id applied
         self.reloads = 0
         """Full reloads of the in-process indexes (a rebuild, reindex or migration; not a forget)."""
@@ -122,6 +126,8 @@ class SqliteBase:
             conn.execute("COMMIT")
             self._stale.update(VECTOR_TABLES)
             self._writes += 1
+        if self._erase_pending:  # an earlier forget's checkpoint waited out its time
+            self.erase_on_disk()
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -136,18 +142,30 @@ class SqliteBase:
 
     def erase_on_disk(self) -> None:
         """After a forget commits: copy the WAL into the database and truncate it, so the erased
-        text survives neither in the WAL nor (``secure_delete`` zeroes freed space) in the file."""
+        text survives neither in the WAL nor (``secure_delete`` zeroes freed space) in the file.
+
+        A TRUNCATE checkpoint waits for every other connection reading an older snapshot; it waits
+        at most ``ERASE_WAIT_MS`` (it holds this process's store lock meanwhile), and when a reader
+        outlasts that, the erasure is retried after the next write and at close."""
         with self._lock, self._translate("checkpoint"):
-            busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            self._conn.execute(f"PRAGMA busy_timeout={ERASE_WAIT_MS}")
+            try:
+                busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            finally:
+                self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            self._erase_pending = bool(busy)
         if busy:
             log.warning(
                 "forgotten content may stay in %s-wal until the next checkpoint: another connection was "
-                "reading throughout the %d s wait",
+                "reading an older snapshot throughout the %.1f s wait; retried after the next write",
                 self.path,
-                BUSY_TIMEOUT_MS // 1000,
+                ERASE_WAIT_MS / 1000,
             )
 
     def close(self) -> None:
+        if self._erase_pending:
+            with contextlib.suppress(StoreError):
+                self.erase_on_disk()
         with self._lock:
             with self._lex_lock:
                 if self._lex is not None:
