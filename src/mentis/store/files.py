@@ -60,12 +60,17 @@ def warn_if_shared(path: str, existed: set[str]) -> None:
             mode = stat.S_IMODE(os.stat(target).st_mode)
         except FileNotFoundError:
             continue
-        if mode & 0o077:
-            log.warning(
-                "%s is open to group or others (mode %03o): anyone who can read it reads every repository "
-                "in the store; run `chmod %s %s` unless that is intended",
-                target,
-                mode,
-                "700" if os.path.isdir(target) else "600",
-                target,
-            )
+        if not mode & 0o077:
+            continue
+        if os.path.isdir(target):
+            risk = "others can see the store's files there, and replace them where they may write"
+        else:
+            risk = "anyone who can read it reads every repository in the store"
+        log.warning(
+            "%s is open to group or others (mode %03o): %s; run `chmod %s %s` unless that is intended",
+            target,
+            mode,
+            risk,
+            "700" if os.path.isdir(target) else "600",
+            target,
+        )
