@@ -31,19 +31,23 @@ def test_the_installed_claude_code_hooks_record_a_failed_check_and_surface_it(tm
     assert installed.returncode == 0, installed.stderr
     settings = json.loads((home / ".claude" / "settings.json").read_text())
 
+    def as_the_harness_runs_it(command: str, payload: dict[str, object]) -> str:
+        done = subprocess.run(
+            command,
+            shell=True,
+            input=json.dumps(payload),
+            env=env,
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
     payload = failed_bash(repo, "pytest tests/test_cart.py", 1, "FAILED test_total_rounds_half_up")
-    run = subprocess.run(
-        _command(settings, "PostToolUseFailure", "Bash"),
-        shell=True,
-        input=json.dumps(payload),
-        env=env,
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr
+    as_the_harness_runs_it(_command(settings, "PostToolUseFailure", "Bash"), payload)
     from mentis.integrations.hooks.recorder import wait_for_pending
 
     wait_for_pending(store)
@@ -59,17 +63,6 @@ def test_the_installed_claude_code_hooks_record_a_failed_check_and_surface_it(tm
         "hook_event_name": "UserPromptSubmit",
         "prompt": "test_total_rounds_half_up fails in the cart tests",
     }
-    surfaced = subprocess.run(
-        _command(settings, "UserPromptSubmit", None),
-        shell=True,
-        input=json.dumps(prompt),
-        env=env,
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert surfaced.returncode == 0, surfaced.stderr
-    context = json.loads(surfaced.stdout)["hookSpecificOutput"]["additionalContext"]
+    surfaced = as_the_harness_runs_it(_command(settings, "UserPromptSubmit", None), prompt)
+    context = json.loads(surfaced)["hookSpecificOutput"]["additionalContext"]
     assert "pytest tests/test_cart.py" in context and "failed" in context
