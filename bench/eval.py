@@ -969,7 +969,7 @@ def run_seamonkey(data: Path, variants: bool, embedder: LocalEmbedder | None = N
             qv = memory._embed([q])[0]
             match = retrieval.fts_match(q)
             lex = store.lexical(match, [REPO], retrieval.CANDIDATES) if match else []
-            vec = store.vector(qv, REPO, retrieval.CANDIDATES)
+            vec = store.vector(qv, [REPO], retrieval.CANDIDATES)
             return to_tasks(retrieval.fuse(lex, vec))
 
         search(queries[query_ids[0]])  # warm up: loads the vector index
@@ -991,7 +991,7 @@ def run_seamonkey(data: Path, variants: bool, embedder: LocalEmbedder | None = N
             qvecs[q] = embedder.embed([text])[0]
             match = retrieval.fts_match(text)
             lex_c = store.lexical(match, [REPO], retrieval.CANDIDATES) if match else []
-            vec_c = store.vector(qvecs[q], REPO, retrieval.CANDIDATES)
+            vec_c = store.vector(qvecs[q], [REPO], retrieval.CANDIDATES)
             seeds = [s.rowid for s in retrieval.fuse(lex_c, vec_c)[: graph.SEEDS]]
             edges_seen += len(store.attempt_edges(seeds, [REPO], graph.NEIGHBOURS_PER_SEED))
 
@@ -1000,7 +1000,7 @@ def run_seamonkey(data: Path, variants: bool, embedder: LocalEmbedder | None = N
                 return to_tasks(retrieval.fuse(lex, []))
 
             def vec_rank(qv: np.ndarray = qvecs[q]) -> list[str]:
-                return to_tasks(retrieval.fuse([], store.vector(qv, REPO, retrieval.CANDIDATES)))
+                return to_tasks(retrieval.fuse([], store.vector(qv, [REPO], retrieval.CANDIDATES)))
 
             lexical.rankings[q], ms = timed(lex_rank)
             lexical.latencies_ms.append(ms)

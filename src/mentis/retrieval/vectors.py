@@ -29,6 +29,8 @@ class RepositoryCodes(dict[str, int]):
         does (no filter, or the list names every repository the index holds), else a bool mask."""
         if repositories is None:
             return None
+        if isinstance(repositories, str):  # a str is a Sequence[str] of its letters
+            raise TypeError("repositories must be a list of names, not one string")
         wanted = {c for r in repositories if (c := self.get(r)) is not None}
         if len(wanted) == len(self):
             return None

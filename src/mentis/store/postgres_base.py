@@ -66,6 +66,8 @@ def scope_sql(repositories: Sequence[str] | None, idx: str) -> tuple[str, str, l
     neighbour ``b``, a join that counts a label's holders ``x`` only there, and their arguments."""
     if repositories is None:
         return "", "", []
+    if isinstance(repositories, str):  # a str is a Sequence[str] of its letters
+        raise TypeError("repositories must be a list of names, not one string")
     return (
         "AND b.repository = ANY(%s)",
         f"JOIN {idx} y ON y.rowid = x.rowid AND y.repository = ANY(%s) ",
