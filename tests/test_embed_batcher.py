@@ -1,4 +1,4 @@
-"""The model-call thread (embed/batcher.py): callers that arrive together share one model call,
+"""The model call queue (embed/batcher.py): callers that arrive together share one model call,
 the model never runs twice at once, one caller's failure stays its own, and processes sharing a
 store take turns through the lock file. Logic with the deterministic embedder behind a gate (real
 threads, events, bounded waits); the real model for what batching does to the vectors."""

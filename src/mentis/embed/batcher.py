@@ -1,20 +1,21 @@
-"""One model-call thread per process, batching the embeddings that arrive together.
+"""The model runs once at a time per process, on the embeddings that arrive together.
 
 Concurrent writers in one process (HTTP requests, threads) used to call the model at the same
 time: each onnxruntime run spread over the same two cores, so eight writers went barely faster
-than one. :class:`EmbedBatcher` gives the process one thread that calls the model. Callers queue
-their texts and wait; when the thread is free it takes everything queued (up to ``max_batch``
-texts) and embeds it in one call, so the model is never run twice at once and the writers that
-arrived together share one batch.
+than one. :class:`EmbedBatcher` lets one call run at a time. Callers queue their texts; the caller
+that finds the model free runs it for its own texts and everything queued behind it (up to
+``max_batch`` texts) in one call, then hands the model to the oldest caller still waiting. So
+writers that arrive together share one batch, and a lone writer runs the model in its own thread
+with nothing added but an uncontended lock.
 
-The collecting window is adaptive: a lone caller is embedded at once (it pays only the hand-off
-to the thread), and only after a batch that held more than one caller does the thread wait up to
-``window_s`` for the others to come back with their next texts. ``max_batch`` bounds the batch:
-on this CPU the model is fastest per text in batches of 4-8 and slower again at 16.
+The collecting window is adaptive: a lone caller is embedded at once, and only after a batch that
+held more than one caller does the next one wait up to ``window_s`` for the others to come back
+with their next texts. ``max_batch`` bounds the batch: on this CPU the model is fastest per text
+in batches of 4-8 and slower again at 16 (bench/writers.py).
 
-Several processes on one machine (stdio servers of several agents) each have their own thread;
-with ``lock_path`` every model call also holds an ``fcntl`` lock on that file, so they take
-turns on the cores instead of running side by side.
+Several processes on one machine (stdio servers of several agents) each batch their own callers;
+with ``lock_path`` every model call also holds an ``fcntl`` lock on that file, so they take turns
+on the cores instead of running side by side.
 
 Settings (environment): ``MENTIS_EMBED_BATCH_WINDOW_MS`` (default 2), ``MENTIS_EMBED_BATCH_MAX``
 (default 8), ``MENTIS_EMBED_LOCK`` (``1`` default, ``0`` turns the cross-process lock off).
@@ -87,7 +88,7 @@ class EmbedBatcher:
         self.lock_path = lock_path
         self._cond = threading.Condition()
         self._queue: deque[_Request] = deque()
-        self._thread: threading.Thread | None = None
+        self._busy = False  # a caller is running (or about to run) the model
         self._closed = False
         self._last_batch_callers = 0
         self._calls = self._requests = self._texts = self._largest = 0
@@ -109,18 +110,29 @@ class EmbedBatcher:
     # ------------------------------------------------------------ callers
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed ``texts`` in the model thread, batched with other callers' texts; returns what
-        the embedder returns for them (the caller checks the shape)."""
+        """Embed ``texts``, batched with other callers' texts; returns what the embedder returns
+        for them (the caller checks the shape).
+
+        The caller that finds the model free runs it, for its own texts and whatever queued
+        behind it; the others wait. When it is done it hands the model to the oldest waiting
+        caller, which runs the next batch. So the model runs once at a time, and a lone caller
+        runs it in its own thread, with no hand-off."""
         request = _Request(list(texts))
         with self._cond:
             if self._closed:
                 raise EmbeddingError("the embedder is closed; reopen the memory")
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="mentis-embed", daemon=True)
-                self._thread.start()
             self._queue.append(request)
             self._cond.notify_all()
-        request.done.wait()
+            if self._busy:
+                lead = False
+            else:
+                self._busy = lead = True
+        if not lead:
+            request.done.wait()
+            if request.vectors is None and request.error is None:
+                lead = True  # woken to run the next batch, which starts with this request
+        if lead:
+            self._lead(request)
         if request.error is not None:
             raise request.error
         assert request.vectors is not None
@@ -136,34 +148,37 @@ class EmbedBatcher:
             return BatchStats(self._calls, self._requests, self._texts, self._largest)
 
     def close(self) -> None:
-        """Finish what is queued, then stop the thread."""
+        """Refuse new callers; those already queued are still served."""
         with self._cond:
             self._closed = True
-            self._cond.notify_all()
-            thread = self._thread
-        if thread is not None:
-            thread.join()
 
-    # ------------------------------------------------------------ the model thread
+    # ------------------------------------------------------------ the caller running the model
 
-    def _run(self) -> None:
-        while True:
-            batch = self._next_batch()
-            if batch is None:
-                return
+    def _lead(self, own: _Request) -> None:
+        batch = self._next_batch()
+        assert batch[0] is own
+        try:
             self._serve(batch)
+        except BaseException as exc:  # interrupted: no caller of this batch may wait forever
+            for request in batch:
+                if not request.done.is_set():
+                    request.error = exc
+                    request.done.set()
+            raise
+        finally:
+            with self._cond:
+                if self._queue:
+                    self._queue[0].done.set()  # its vectors are unset: it runs the next batch
+                else:
+                    self._busy = False
 
-    def _next_batch(self) -> list[_Request] | None:
+    def _next_batch(self) -> list[_Request]:
         with self._cond:
-            while not self._queue and not self._closed:
-                self._cond.wait()
-            if not self._queue:
-                return None
             if self._last_batch_callers > 1 and self.window_s > 0:
                 # Others were embedding together a moment ago: give them a bounded moment to
-                # come back before running a batch of one.
+                # come back before running a smaller batch.
                 deadline = time.monotonic() + self.window_s
-                while self._queued_texts() < self.max_batch and not self._closed:
+                while self._queued_texts() < self.max_batch:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         break
@@ -194,20 +209,24 @@ class EmbedBatcher:
                     f"embedder returned {getattr(vectors, 'shape', type(vectors).__name__)} "
                     f"for {len(texts)} texts; nothing was written"
                 )
-        except BaseException as exc:  # handed to the waiting callers, never lost in the thread
+        except Exception as exc:  # handed to the callers it belongs to
             if len(batch) > 1:
                 # One caller's text must not fail the others: embed each on its own.
                 for request in batch:
                     self._serve([request])
                 return
             batch[0].error = exc
-            batch[0].done.set()
+            self._finish(batch[0])
             return
         start = 0
         for request in batch:
             request.vectors = vectors[start : start + len(request.texts)]
             start += len(request.texts)
-            request.done.set()
+            self._finish(request)
+
+    @staticmethod
+    def _finish(request: _Request) -> None:
+        request.done.set()
 
     @contextlib.contextmanager
     def _model_lock(self) -> Iterator[None]:
