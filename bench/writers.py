@@ -41,6 +41,7 @@ from typing import Any
 import anyio
 import httpx2
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 from core import SEED, Corpus, Workload, attempt_text_of
 from mentis.auth import TokenStore
@@ -59,6 +60,30 @@ def load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of these processes (all their threads), from /proc."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / TICK
+
+
+def child_pids() -> list[int]:
+    """This process's children (the stdio servers the MCP client started)."""
+    me = str(os.getpid())
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if (entry / "stat").read_text().rsplit(")", 1)[1].split()[1] == me:
+                    out.append(int(entry.name))
+    return out
+
+
 def workload(n: int, stream: int) -> list[RecordAttemptInput]:
     wl = Workload(Corpus(SEED, stream), 1000)
     return [wl.record_input() for _ in range(n)]
@@ -69,11 +94,16 @@ def model_alone(model: LocalEmbedder, texts: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for size in (1, *BATCHES):
         before = load()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for i in range(0, len(texts), size):
             model.embed(texts[i : i + size])
         rate = len(texts) / (time.perf_counter() - start)
-        out[f"batch_{size}"] = {"texts_per_s": round(rate, 1), "load": [before, load()]}
+        cpu_ms = (time.process_time() - cpu) * 1000 / len(texts)
+        out[f"batch_{size}"] = {
+            "texts_per_s": round(rate, 1),
+            "cpu_ms_per_text": round(cpu_ms, 2),
+            "load": [before, load()],
+        }
     return out
 
 
@@ -126,19 +156,26 @@ def shares(reqs: list[RecordAttemptInput], writers: int) -> list[list[RecordAtte
 
 
 async def timed_writers(
-    writers: int, warm: Callable[[int], Any], write: Callable[[int], Any], total: int
+    writers: int,
+    warm: Callable[[int], Any],
+    write: Callable[[int], Any],
+    total: int,
+    pids: Callable[[], list[int]],
 ) -> dict[str, Any]:
     async with anyio.create_task_group() as tg:
         for k in range(writers):
             tg.start_soon(warm, k)
+    servers = pids()
     before = load()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_seconds(servers)
     async with anyio.create_task_group() as tg:
         for k in range(writers):
             tg.start_soon(write, k)
     elapsed = time.perf_counter() - start
+    cpu_ms = (cpu_seconds(servers) - cpu) * 1000 / total
     return {
         "attempts_per_s": round(total / elapsed, 1),
+        "server_cpu_ms_per_attempt": round(cpu_ms, 2),
         "seconds": round(elapsed, 2),
         "load": [before, load()],
     }
@@ -182,7 +219,7 @@ def http_writers(
         async def go() -> dict[str, Any]:
             with anyio.fail_after(600):
                 try:
-                    return await timed_writers(writers, warm, write, len(reqs))
+                    return await timed_writers(writers, warm, write, len(reqs), lambda: [proc.pid])
                 finally:
                     for client in clients:
                         await client.aclose()
@@ -215,7 +252,10 @@ def stdio_writers(
                     params = StdioServerParameters(
                         command=sys.executable, args=["-m", "mentis", "serve"], env=child_env
                     )
-                    clients.append(await stack.enter_async_context(Client(params)))
+                    quiet = stack.enter_context(open(os.devnull, "w"))  # noqa: SIM115 - servers' banners
+                    clients.append(
+                        await stack.enter_async_context(Client(stdio_client(params, errlog=quiet)))
+                    )
 
                 async def call(k: int, req: RecordAttemptInput) -> None:
                     out = await clients[k].call_tool("record_attempt", body(req))
@@ -229,7 +269,7 @@ def stdio_writers(
                     for req in parts[k]:
                         await call(k, req)
 
-                return await timed_writers(writers, warm, write, len(reqs))
+                return await timed_writers(writers, warm, write, len(reqs), child_pids)
 
     return anyio.run(go)
 
@@ -265,6 +305,8 @@ def main() -> int:
             result["model"] = model_alone(model, texts)
             best = max(v["texts_per_s"] for v in result["model"].values())
             result["model_best_texts_per_s"] = best
+            best_cpu = min(v["cpu_ms_per_text"] for v in result["model"].values())
+            result["model_best_cpu_ms_per_text"] = best_cpu
             result["single"] = single_writer(model, reqs, tmp)
             result["http"] = http_writers(reqs, args.writers, tmp, {})
             if "http_nobatch" not in skip:
@@ -276,7 +318,9 @@ def main() -> int:
                 result["stdio_nolock"] = stdio_writers(reqs, args.writers, tmp, {"MENTIS_EMBED_LOCK": "0"})
             for key in ("http", "http_nobatch", "stdio", "stdio_nolock"):
                 if key in result:
-                    result[key]["ratio_to_best"] = round(result[key]["attempts_per_s"] / best, 3)
+                    part = result[key]
+                    part["ratio_to_best"] = round(part["attempts_per_s"] / best, 3)
+                    part["cpu_ratio_to_best"] = round(best_cpu / part["server_cpu_ms_per_attempt"], 3)
         print(json.dumps(result), file=sys.stderr, flush=True)
         runs.append(result)
 
@@ -286,7 +330,10 @@ def main() -> int:
     summary: dict[str, Any] = {
         f"model_batch_{s}": med(lambda r, s=s: r["model"][f"batch_{s}"]["texts_per_s"]) for s in (1, *BATCHES)
     }
+    for s in (1, *BATCHES):
+        summary[f"model_batch_{s}_cpu_ms"] = med(lambda r, s=s: r["model"][f"batch_{s}"]["cpu_ms_per_text"])
     summary["model_best"] = med(lambda r: r["model_best_texts_per_s"])
+    summary["model_best_cpu_ms"] = med(lambda r: r["model_best_cpu_ms_per_text"])
     summary["single_embed_p50_ms"] = med(lambda r: r["single"]["embed_p50_ms"])
     summary["single_record_p50_ms"] = med(lambda r: r["single"]["record_p50_ms"])
     summary["single_overhead_ms"] = med(lambda r: r["single"]["overhead_ms"])
@@ -294,6 +341,8 @@ def main() -> int:
         if key in runs[0]:
             summary[f"{key}_attempts_per_s"] = med(lambda r, k=key: r[k]["attempts_per_s"])
             summary[f"{key}_ratio"] = med(lambda r, k=key: r[k]["ratio_to_best"])
+            summary[f"{key}_cpu_ms"] = med(lambda r, k=key: r[k]["server_cpu_ms_per_attempt"])
+            summary[f"{key}_cpu_ratio"] = med(lambda r, k=key: r[k]["cpu_ratio_to_best"])
     loads = [v for r in runs for part in r.values() if isinstance(part, dict) for v in part.get("load", [])]
     report = {
         "texts": args.texts,

@@ -215,6 +215,7 @@ def test_the_lock_file_sits_beside_the_store_and_only_a_local_model_uses_it(
         ("MENTIS_EMBED_BATCH_MAX", "eight"),
         ("MENTIS_EMBED_BATCH_WINDOW_MS", "-1"),
         ("MENTIS_EMBED_BATCH_WINDOW_MS", "500"),
+        ("MENTIS_EMBED_BATCH_CHARS", "-5"),
     ],
 )
 def test_bad_batch_settings_are_a_config_error_naming_the_variable(
@@ -293,3 +294,37 @@ def test_real_model_vectors_batched_with_other_texts_match_one_at_a_time(real_em
     finally:
         batcher.close()
     np.testing.assert_allclose(together, alone, atol=2e-5)
+
+
+def test_a_batch_stays_within_its_padded_size_so_long_texts_go_alone(gated: GatedEmbedder) -> None:
+    batcher = EmbedBatcher(gated, window_s=0.0, max_batch=8, max_padded_chars=100)
+    long_a, long_b = "a" * 60, "b" * 60
+    short = [f"q{i}" * 5 for i in range(4)]  # 10 characters each
+    try:
+        with ThreadPoolExecutor(7) as pool:
+            first = _hold_model(batcher, gated, pool)
+            futures = []
+            for texts in ([long_a], [long_b], *[[q] for q in short]):
+                futures.append(pool.submit(batcher.embed, texts))
+                assert batcher.wait_queued(len(futures), WAIT)
+            gated.release.set()
+            for f in futures:
+                f.result(WAIT)
+            first.result(WAIT)  # type: ignore[attr-defined]
+    finally:
+        batcher.close()
+    # 2 x 60 > 100: each long text goes alone (a short one beside it would pad to 60 too);
+    # then the short ones share one batch (4 x 10 <= 100)
+    assert gated.calls[1:] == [[long_a], [long_b], short]
+
+
+def test_the_local_model_gets_a_padded_size_budget_and_remote_embedders_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Local(HashEmbedder):
+        runs_on_local_cores = True
+
+    assert EmbedBatcher.from_env(Local(), None).max_padded_chars == 1024
+    assert EmbedBatcher.from_env(HashEmbedder(), None).max_padded_chars is None
+    monkeypatch.setenv("MENTIS_EMBED_BATCH_CHARS", "0")
+    assert EmbedBatcher.from_env(Local(), None).max_padded_chars is None

@@ -8,17 +8,27 @@ that finds the model free runs it for its own texts and everything queued behind
 writers that arrive together share one batch, and a lone writer runs the model in its own thread
 with nothing added but an uncontended lock.
 
-The collecting window is adaptive: a lone caller is embedded at once, and only after a batch that
-held more than one caller does the next one wait up to ``window_s`` for the others to come back
-with their next texts. ``max_batch`` bounds the batch: on this CPU the model is fastest per text
-in batches of 4-8 and slower again at 16 (bench/writers.py).
+An optional collecting window is adaptive: a lone caller is embedded at once, and only after a
+batch that held more than one caller does the next one wait up to ``window_s`` for the others to
+come back. It is off by default: while the model is busy the other writers queue anyway, so the
+next batch already holds whatever arrived together, and a wait would only add latency.
 
 Several processes on one machine (stdio servers of several agents) each batch their own callers;
 with ``lock_path`` every model call also holds an ``fcntl`` lock on that file, so they take turns
 on the cores instead of running side by side.
 
-Settings (environment): ``MENTIS_EMBED_BATCH_WINDOW_MS`` (default 2), ``MENTIS_EMBED_BATCH_MAX``
-(default 8), ``MENTIS_EMBED_LOCK`` (``1`` default, ``0`` turns the cross-process lock off).
+For a model on this machine's cores a batch is also bounded by its padded size (texts x longest
+text, in characters): onnxruntime pads a batch to its longest text, and on this CPU padding and
+larger activations cost more than batching saves once texts reach attempt size (~180 tokens:
+one at a time 30 ms/text of CPU, in sorted batches of 8 36 ms, in mixed batches of 8 61 ms),
+while short texts gain (~15 tokens: 6.1 ms alone, 3.5 ms in batches of 4). So queries and short
+thoughts are batched and attempt-sized texts go one at a time, never two model calls at once.
+
+Settings (environment): ``MENTIS_EMBED_BATCH_MAX`` (texts per batch, default 8),
+``MENTIS_EMBED_BATCH_CHARS`` (padded-size budget, default 1024 for the local model, 0 = none;
+remote embedders default to none), ``MENTIS_EMBED_BATCH_WINDOW_MS`` (default 0: the batch is what
+queued while the previous call ran), ``MENTIS_EMBED_LOCK`` (``1`` default, ``0`` turns the
+cross-process lock off).
 """
 
 from __future__ import annotations
@@ -45,8 +55,12 @@ except ImportError:  # pragma: no cover - Windows: no cross-process lock
 
 log = logging.getLogger(__name__)
 
-DEFAULT_WINDOW_MS = 2.0
+DEFAULT_WINDOW_MS = 0.0
 DEFAULT_MAX_BATCH = 8
+# For a model on this machine's cores: a batch is padded to its longest text, and padding costs
+# more than batching saves for attempt-sized texts (bench/writers.py), so a batch's texts x its
+# longest text stay within this many characters: short queries batch by 8, attempts go alone.
+DEFAULT_LOCAL_PADDED_CHARS = 1024
 
 
 @dataclass
@@ -76,6 +90,7 @@ class EmbedBatcher:
         *,
         window_s: float = DEFAULT_WINDOW_MS / 1000,
         max_batch: int = DEFAULT_MAX_BATCH,
+        max_padded_chars: int | None = None,
         lock_path: Path | None = None,
     ) -> None:
         if window_s < 0 or window_s > 0.1:
@@ -85,6 +100,7 @@ class EmbedBatcher:
         self.embedder = embedder
         self.window_s = window_s
         self.max_batch = max_batch
+        self.max_padded_chars = max_padded_chars
         self.lock_path = lock_path
         self._cond = threading.Condition()
         self._queue: deque[_Request] = deque()
@@ -99,11 +115,14 @@ class EmbedBatcher:
         window_ms = _number("MENTIS_EMBED_BATCH_WINDOW_MS", DEFAULT_WINDOW_MS, 0, 100)
         max_batch = int(_number("MENTIS_EMBED_BATCH_MAX", DEFAULT_MAX_BATCH, 1, 1024))
         local = bool(getattr(embedder, "runs_on_local_cores", False))
+        default_chars = DEFAULT_LOCAL_PADDED_CHARS if local else 0
+        padded = int(_number("MENTIS_EMBED_BATCH_CHARS", default_chars, 0, 10_000_000))
         use_lock = os.environ.get("MENTIS_EMBED_LOCK", "1") != "0"
         return cls(
             embedder,
             window_s=window_ms / 1000,
             max_batch=max_batch,
+            max_padded_chars=padded or None,
             lock_path=lock_path if local and use_lock else None,
         )
 
@@ -184,10 +203,11 @@ class EmbedBatcher:
                         break
                     self._cond.wait(remaining)
             batch = [self._queue.popleft()]
-            count = len(batch[0].texts)
-            while self._queue and count + len(self._queue[0].texts) <= self.max_batch:
+            count, longest = len(batch[0].texts), _longest(batch[0])
+            while self._queue and self._fits(count, longest, self._queue[0]):
                 request = self._queue.popleft()
                 count += len(request.texts)
+                longest = max(longest, _longest(request))
                 batch.append(request)
             self._last_batch_callers = len(batch)
             self._calls += 1
@@ -195,6 +215,13 @@ class EmbedBatcher:
             self._texts += count
             self._largest = max(self._largest, len(batch))
             return batch
+
+    def _fits(self, count: int, longest: int, request: _Request) -> bool:
+        count += len(request.texts)
+        if count > self.max_batch:
+            return False
+        padded = count * max(longest, _longest(request))
+        return self.max_padded_chars is None or padded <= self.max_padded_chars
 
     def _queued_texts(self) -> int:
         return sum(len(request.texts) for request in self._queue)
@@ -242,6 +269,10 @@ class EmbedBatcher:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+
+
+def _longest(request: _Request) -> int:
+    return max((len(text) for text in request.texts), default=0)
 
 
 def _number(name: str, default: float, low: float, high: float) -> float:
