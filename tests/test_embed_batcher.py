@@ -328,3 +328,35 @@ def test_the_local_model_gets_a_padded_size_budget_and_remote_embedders_none(
     assert EmbedBatcher.from_env(HashEmbedder(), None).max_padded_chars is None
     monkeypatch.setenv("MENTIS_EMBED_BATCH_CHARS", "0")
     assert EmbedBatcher.from_env(Local(), None).max_padded_chars is None
+
+
+def test_a_record_waiting_for_the_model_holds_no_write_lock_on_the_store(
+    settings: Settings, caller: Caller
+) -> None:
+    embedder = GatedEmbedder(hold_first=True)
+    slow, other = Memory.open(settings, embedder), Memory.open(settings, HashEmbedder())
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            held = pool.submit(
+                slow.record_attempt,
+                caller,
+                RecordAttemptInput(
+                    repository="github.com/acme/shop", task_id="a", action="x", observation="y"
+                ),
+            )
+            assert embedder.entered.wait(WAIT)  # the first record is inside the model call
+            # another process-like writer on the same file commits meanwhile, on the same chain
+            done = other.record_attempt(
+                caller,
+                RecordAttemptInput(
+                    repository="github.com/acme/shop", task_id="b", action="x", observation="z"
+                ),
+            )
+            assert not held.done()
+            embedder.release.set()
+            late = held.result(WAIT)
+        assert (done.ledger.seq, late.ledger.seq) == (0, 1)
+    finally:
+        embedder.release.set()
+        slow.close()
+        other.close()
