@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
 import numpy as np
@@ -15,6 +16,7 @@ import numpy as np
 from mentis import scrub
 from mentis.config import Settings
 from mentis.embed import Embedder, check_vectors, load_embedder
+from mentis.embed.batcher import EmbedBatcher, lock_path_for
 from mentis.errors import ConfigError, Forbidden
 from mentis.retrieval.rerank import Reranker, load_reranker
 from mentis.store.base import Store
@@ -77,6 +79,9 @@ class ServiceBase:
         self.reranker = reranker
         # lexical search runs here while the query is embedded (SQLite and onnxruntime release the GIL)
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mentis-lexical")
+        # every embedding goes through one model thread, batched with the texts that arrive with it
+        lock = lock_path_for(Path(store.path)) if isinstance(store, SqliteStore) else None
+        self._batcher = EmbedBatcher.from_env(embedder, lock)
         if check_model:
             self._check_model()
 
@@ -109,6 +114,7 @@ class ServiceBase:
     def close(self) -> None:
         """Close the store and any provider's HTTP client."""
         self._pool.shutdown(wait=True)
+        self._batcher.close()
         self.store.close()
         for provider in (self.embedder, self.reranker):
             close = getattr(provider, "close", None)
@@ -137,7 +143,7 @@ class ServiceBase:
             raise Forbidden(f"this caller may not write to repository {repository!r}")
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
-        vectors = self.embedder.embed(texts)
+        vectors = self._batcher.embed(texts)
         return check_vectors(vectors, len(texts), self.embedder.dim)
 
     @staticmethod

@@ -238,6 +238,8 @@ class LocalEmbedder:
 
     model_id: str = MODEL_ID
     dim: int = DIM
+    # the model runs on this machine's cores: processes sharing a store take turns (embed/batcher.py)
+    runs_on_local_cores: bool = True
 
     def __init__(self, session: Any, tokenizer: Any) -> None:
         self._session = session
