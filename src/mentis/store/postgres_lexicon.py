@@ -105,11 +105,11 @@ class PgLexicon(PgBase):
         terms = sorted(tf)
         ids: dict[str, int] = dict(
             conn.execute(
-                "SELECT term, id FROM lex_vocab WHERE repository = %s AND term = ANY(%s)", (repository, terms)
+                "UPDATE lex_vocab SET df = df + 1 WHERE repository = %s AND term = ANY(%s) "
+                "RETURNING term, id",
+                (repository, terms),
             ).fetchall()
         )
-        if ids:
-            conn.execute("UPDATE lex_vocab SET df = df + 1 WHERE id = ANY(%s)", (list(ids.values()),))
         missing = [t for t in terms if t not in ids]
         if missing:
             ids.update(
