@@ -188,6 +188,7 @@ class LexicalIndex:
         self._tail: dict[int, tuple[list[int], list[float]]] = {}
         self._tail_rows: list[bytes] = []
         self.max_rowid = 0
+        self._sorted = True  # document indexes follow rowids (always so when loaded from SQLite)
         self._norm: np.ndarray | None = None
 
     def __len__(self) -> int:
@@ -201,9 +202,12 @@ class LexicalIndex:
         with self._lock:
             size = self._size
             wanted = np.unique(np.asarray(rowids, dtype=np.int64))
-            pos = np.searchsorted(self._rowids[:size], wanted)
-            pos = pos[pos < size]
-            pos = pos[np.isin(self._rowids[pos], wanted)]
+            if self._sorted:
+                pos = np.searchsorted(self._rowids[:size], wanted)
+                pos = pos[pos < size]
+                pos = pos[np.isin(self._rowids[pos], wanted)]
+            else:
+                pos = np.flatnonzero(np.isin(self._rowids[:size], wanted))
             pos = pos[~self._dead[pos]]
             if not len(pos):
                 return
@@ -213,7 +217,8 @@ class LexicalIndex:
             self._norm = None
 
     def add(self, rows: Sequence[DocRow]) -> None:
-        """Append documents with rowids above :attr:`max_rowid`, in rowid order."""
+        """Append documents, each batch in rowid order. A row below :attr:`max_rowid` (a writer
+        that committed late, on PostgreSQL) is taken too: ties still rank by rowid."""
         self.add_columns(
             [r.rowid for r in rows],
             [r.repository for r in rows],
@@ -241,7 +246,9 @@ class LexicalIndex:
             self._codes[start:end] = [self._repos.code(r) for r in repositories]
             self._size = end
             self._total_length += float(sum(lengths))
-            self.max_rowid = int(self._rowids[end - 1])
+            if start and int(self._rowids[start]) <= self.max_rowid:
+                self._sorted = False
+            self.max_rowid = max(self.max_rowid, int(self._rowids[end - 1]))
             self._norm = None
             if len(blobs) >= TAIL_MAX:
                 # the tail's documents come right before these: freeze them all in order
@@ -305,16 +312,23 @@ class LexicalIndex:
             return docs[0], weights[0]
         return np.concatenate(docs), np.concatenate(weights)
 
+    def _group(self, ids: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        if len(ids) == 1:
+            return self.postings(ids[0])
+        parts = [self.postings(i) for i in ids]
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
     def search(
         self,
-        terms: Iterable[int],
+        terms: Iterable[int | tuple[int, ...]],
         repositories: Sequence[str] | None,
         limit: int,
         select_min_docs: int | None = None,
     ) -> list[tuple[int, float]]:
         """The ``limit`` best (rowid, BM25) for the query ``terms`` among the documents of
         ``repositories`` (None: all), best first. A term given k times counts k times (FTS5 sums a
-        repeated phrase the same way).
+        repeated phrase the same way). A term may be a tuple of ids that are one stem (PostgreSQL
+        numbers stems per repository): their postings are scored as one list.
 
         The statistics (document count, document frequencies, average length) are those of the
         documents searched, so a score depends only on what its caller may read: documents in
@@ -347,7 +361,7 @@ class LexicalIndex:
             max_df = n // 2 if select_min_docs is not None and n >= select_min_docs else None
             scores = np.zeros(size, dtype=np.float64)
             for term, qtf in Counter(terms).items():
-                docs, tf = self.postings(term)
+                docs, tf = self.postings(term) if isinstance(term, int) else self._group(term)
                 # documents outside the scope are scored too (cheaper than dropping them from
                 # every posting list) and zeroed below; they count in no statistic
                 df = len(docs) if mask is None or not len(docs) else int(np.count_nonzero(mask[docs]))
@@ -361,8 +375,10 @@ class LexicalIndex:
             hits = np.flatnonzero(scores)
             if len(hits) > limit:
                 hits = hits[np.argpartition(-scores[hits], limit - 1)[:limit]]
-            # best first; equal scores in rowid order (document indexes follow rowids)
-            hits = hits[np.lexsort((hits, -scores[hits]))]
+            # best first; equal scores in rowid order (document indexes follow rowids unless a
+            # late row came in)
+            order = hits if self._sorted else self._rowids[hits]
+            hits = hits[np.lexsort((order, -scores[hits]))]
             return [(int(self._rowids[i]), float(scores[i])) for i in hits]
 
 

@@ -7,8 +7,9 @@ ledger rows, canonical bodies and derived tables as the SQLite store, so export,
 - Every append runs in one transaction that first takes
   ``pg_advisory_xact_lock(LOCK_CLASS, hashtext(chain))``: writers to one repository serialise
   on its head, writers to different repositories never wait on each other.
-- Full-text search: a ``tsvector`` per attempt (english, GIN), weighted like the SQLite bm25
-  weights; vectors: pgvector with an HNSW (cosine) index.
+- Lexical search: BM25 exactly as the SQLite store computes it, from the same analysed rows,
+  in an in-process index that follows every process's writes (``postgres_lexicon``); vectors:
+  pgvector with an HNSW (cosine) index.
 - Reads return content only from bodies checked against their entry's ``body_hash``; open
   verifies every chain (streamed through a server-side cursor) and refuses a store that fails.
 """
@@ -28,20 +29,15 @@ from mentis.store.base import Embed, StoredAttempt, forget_body, replay
 from mentis.store.browse import BrowseReads
 from mentis.store.ledger_scan import RECORD_ID
 from mentis.store.postgres_base import ENTRY_COLS, MIGRATION_LOCK, Conn, entry_of, scope_sql, vec
-from mentis.store.postgres_schema import DERIVED_TABLES, MIGRATIONS, SCHEMA_VERSION
+from mentis.store.postgres_lexicon import new_lex_epoch
+from mentis.store.postgres_schema import DERIVED_TABLES, LEXICON_VERSION, MIGRATIONS, SCHEMA_VERSION
 from mentis.store.postgres_sql import RecallSql
-from mentis.store.postgres_thoughts import ThoughtTables, fts_text, tsquery_words
+from mentis.store.postgres_thoughts import ThoughtTables
 from mentis.texts import attempt_conclusion, fingerprint
 
 log = logging.getLogger(__name__)
 
 LABEL_FANOUT = 200
-FTS_RANK_WEIGHTS = "{0.1667,0.3333,0.5,1.0}"
-"""ts_rank weights for D, C, B, A: inference 0.5, action/observation/tags 1, files 1.5, title 3 (÷3)."""
-_ATTEMPT_TSV = (
-    "setweight(to_tsvector('english', %s), 'A') || setweight(to_tsvector('english', %s), 'B') || "
-    "setweight(to_tsvector('english', %s), 'C') || setweight(to_tsvector('english', %s), 'D')"
-)
 _VERIFY_BATCH = 5_000
 
 
@@ -55,16 +51,6 @@ def _derived_mismatch(rowid: int) -> IntegrityError:
 def _status(body: dict[str, Any]) -> str:
     check = body.get("check")
     return str(check["status"]) if check else "unverified"
-
-
-def _attempt_tsv_args(body: dict[str, Any]) -> tuple[str, str, str, str]:
-    """(A title, B files, C action + observation + tags, D inference), split into words like FTS5."""
-    return (
-        fts_text(body.get("task_title") or ""),
-        fts_text(" ".join(body.get("files") or ())),
-        fts_text(" ".join([body["action"], body["observation"], *(body.get("tags") or ())])),
-        fts_text(body.get("inference") or ""),
-    )
 
 
 class PostgresStore(ThoughtTables, RecallSql, BrowseReads):
@@ -103,6 +89,8 @@ class PostgresStore(ThoughtTables, RecallSql, BrowseReads):
                         continue
                     log.info("applying schema migration %d to %s", version, self.path)
                     conn.execute(sql.replace("{dim}", str(self.dim)).replace("{schema}", schema[0]))
+                    if version == LEXICON_VERSION:
+                        log.info("indexed %d records for lexical search", self._index_existing(conn))
                     conn.execute(
                         "INSERT INTO meta(key, value) VALUES('schema_version', %s), ('vector_dim', %s) "
                         "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -223,10 +211,7 @@ class PostgresStore(ThoughtTables, RecallSql, BrowseReads):
             "INSERT INTO attempt_idx(rowid, attempt_id, repository, task_id, status) VALUES(%s,%s,%s,%s,%s)",
             (rowid, body["attempt_id"], repo, task, _status(body)),
         )
-        conn.execute(
-            f"INSERT INTO attempt_fts(rowid, repository, tsv) VALUES(%s, %s, {_ATTEMPT_TSV})",
-            (rowid, repo, *_attempt_tsv_args(body)),
-        )
+        self._index_attempt(conn, rowid, body)
         conn.execute(
             "INSERT INTO vectors(rowid, repository, vec) VALUES(%s,%s,%s)", (rowid, repo, vec(vector))
         )
@@ -295,7 +280,7 @@ class PostgresStore(ThoughtTables, RecallSql, BrowseReads):
             r for (r,) in conn.execute("SELECT rowid FROM correction_idx WHERE attempt_rowid=%s", (rowid,))
         ]
         conn.execute("DELETE FROM bodies WHERE rowid = ANY(%s)", ([rowid, *corr],))
-        conn.execute("DELETE FROM attempt_fts WHERE rowid=%s", (rowid,))
+        self._unindex_terms(conn, "attempt_terms", rowid)
         conn.execute("DELETE FROM correction_idx WHERE attempt_rowid=%s", (rowid,))
         conn.execute("DELETE FROM rejections WHERE target_kind='attempt' AND target_id=%s", (attempt_id,))
         conn.execute("DELETE FROM vectors WHERE rowid=%s", (rowid,))
@@ -373,26 +358,7 @@ class PostgresStore(ThoughtTables, RecallSql, BrowseReads):
         return edges
 
     def lexical(self, match: str, repositories: Sequence[str] | None, limit: int) -> list[tuple[int, float]]:
-        return self._lexical("attempt_fts", FTS_RANK_WEIGHTS, match, repositories, limit)
-
-    def _lexical(
-        self, table: str, weights: str, match: str, repositories: Sequence[str] | None, limit: int
-    ) -> list[tuple[int, float]]:
-        """``ts_rank`` candidates among the rows of ``repositories`` (None: all): ts_rank reads
-        only the row it scores, so rows elsewhere change no score and take no rank."""
-        words = tsquery_words(match)
-        if not words:
-            return []
-        repo_sql = " AND f.repository = ANY(%s)" if repositories is not None else ""
-        args: list[Any] = [words, weights, *([list(repositories)] if repositories is not None else []), limit]
-        sql = (
-            "WITH q AS (SELECT string_agg('(' || t || ')', ' | ')::tsquery AS q FROM "
-            "(SELECT plainto_tsquery('english', w)::text AS t FROM unnest(%s::text[]) w) s WHERE t <> '') "
-            f"SELECT f.rowid, ts_rank(%s::float4[], f.tsv, q.q, 1) AS s FROM {table} f, q "
-            f"WHERE f.tsv @@ q.q{repo_sql} ORDER BY s DESC, f.rowid LIMIT %s"
-        )
-        with self._read() as conn:
-            return [(int(r), float(s)) for r, s in conn.execute(sql, args)]
+        return self.lexical_search("attempt_terms", match, repositories, limit)
 
     def vector(
         self, query: np.ndarray, repositories: Sequence[str] | None, limit: int
@@ -542,6 +508,7 @@ class PostgresStore(ThoughtTables, RecallSql, BrowseReads):
         with self._write() as conn:
             conn.execute("LOCK TABLE entries IN SHARE ROW EXCLUSIVE MODE")
             conn.execute(f"TRUNCATE {', '.join(DERIVED_TABLES)} RESTART IDENTITY")
+            new_lex_epoch(conn)
             self._resize_vectors(conn)
             rows = conn.execute(
                 f"SELECT e.rowid, {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b "

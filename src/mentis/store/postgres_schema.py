@@ -2,9 +2,10 @@
 under an advisory lock so two processes opening a fresh database do not race).
 
 Tables mirror the SQLite store's (``store/sqlite.py``): the ledger (``entries``, ``bodies``,
-``heads``) and derived tables rebuilt from it. Full-text search is a ``tsvector`` per attempt or
-thought (english configuration, GIN index), weighted like the SQLite FTS5 bm25 weights; vectors
-are pgvector columns with HNSW (cosine) indexes.
+``heads``) and derived tables rebuilt from it. Schema 1 searched words with a ``tsvector`` per
+record (``ts_rank``); schema 2 replaces it with the analysed term rows of ``postgres_lexicon``
+(BM25 as on SQLite) and indexes every live record while migrating. Vectors are pgvector columns
+with HNSW (cosine) indexes.
 
 ``recall`` SQL reads the schema ``mentis_recall``: five views (the documented ones) that parse
 every value out of a body checked against its entry's ``body_hash`` and keep only rows whose
@@ -15,7 +16,11 @@ and nothing else; recall statements run under it.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+from mentis.store.postgres_lexicon import LEXICON_SQL
+
+SCHEMA_VERSION = 2
+LEXICON_VERSION = 2
+"""The migration that adds the lexical tables; the store indexes every live record after it."""
 RECALL_SCHEMA = "mentis_recall"
 RECALL_ROLE = "mentis_recall"
 VIEW_NAMES = frozenset({"attempts", "corrections", "tasks", "thoughts", "relations"})
@@ -25,13 +30,15 @@ DERIVED_TABLES = (
     "correction_idx",
     "task_idx",
     "forgotten",
-    "attempt_fts",
+    "attempt_terms",
     "attempt_label",
     "vectors",
     "thought_idx",
     "thought_label",
     "thought_edge",
-    "thought_fts",
+    "thought_terms",
+    "lex_vocab",
+    "lex_removed",
     "thought_vectors",
     "rejections",
 )
@@ -198,5 +205,5 @@ WHERE mentis_visible(t.repository);
 GRANT SELECT ON ALL TABLES IN SCHEMA mentis_recall TO mentis_recall;
 """
 
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1),)
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (LEXICON_VERSION, LEXICON_SQL))
 """(version, SQL with ``{dim}`` and ``{schema}`` placeholders), applied in order on open."""

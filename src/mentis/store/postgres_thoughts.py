@@ -1,4 +1,4 @@
-"""Thought tables of the PostgreSQL store: index, labels, edges, FTS, vectors, rejection fingerprints.
+"""Thought tables of the PostgreSQL store: index, labels, edges, lexical terms, vectors, fingerprints.
 
 A mixin of :class:`mentis.store.postgres.PostgresStore`, mirroring ``sqlite_thoughts.py`` method
 for method; like every derived table these are rebuilt from the ledger.
@@ -6,7 +6,6 @@ for method; like every derived table these are rebuilt from the ledger.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -17,29 +16,9 @@ from mentis.errors import Conflict, NotFound
 from mentis.ledger import Entry, canonical
 from mentis.model import INVALIDATING_KINDS, REJECTING_KINDS
 from mentis.store.base import RejectionRow, forget_body
-from mentis.store.postgres_base import Conn, PgBase, scope_sql, vec
+from mentis.store.postgres_base import Conn, scope_sql, vec
+from mentis.store.postgres_lexicon import PgLexicon
 from mentis.texts import fingerprint, thought_text
-
-THOUGHT_RANK_WEIGHTS = "{0.2,0.2,0.5,1.0}"
-"""ts_rank weights for D, C, B, A: type 0.2, tags and concepts 0.5, content 1 (as the FTS5 weights)."""
-_THOUGHT_TSV = (
-    "setweight(to_tsvector('english', %s), 'A') || setweight(to_tsvector('english', %s), 'B') || "
-    "setweight(to_tsvector('english', %s), 'D')"
-)
-_NON_WORD = re.compile(r"[^\w]+", re.UNICODE)
-_QUOTED = re.compile(r'"((?:[^"]|"")*)"')
-
-
-def fts_text(text: str) -> str:
-    """Words only, split where FTS5's unicode61 tokenizer splits (``src/a.py`` → ``src a py``)."""
-    return _NON_WORD.sub(" ", text).strip()
-
-
-def tsquery_words(match: str) -> list[str]:
-    """The distinct words of an FTS5 MATCH expression as ``retrieval.fts_match`` builds it
-    ("a" OR "b"); ``ts_rank`` has no notion of query term frequency, so repeats are dropped."""
-    words = [fts_text(m.replace('""', '"')) for m in _QUOTED.findall(match)]
-    return list(dict.fromkeys(w for w in words if w))
 
 
 def _q(sql: str) -> str:
@@ -47,7 +26,7 @@ def _q(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
-class ThoughtTables(PgBase):
+class ThoughtTables(PgLexicon):
     """Thought reads and writes; mixed into PostgresStore (``self`` is the store)."""
 
     def append_thought(
@@ -94,16 +73,7 @@ class ThoughtTables(PgBase):
                     "created_at) VALUES(%s,%s,%s,%s,%s,%s,%s)",
                     edges,
                 )
-        conn.execute(
-            f"INSERT INTO thought_fts(rowid, repository, tsv) VALUES(%s, %s, {_THOUGHT_TSV})",
-            (
-                rowid,
-                repo,
-                fts_text(body["content"]),
-                fts_text(" ".join([*body.get("tags", []), *body.get("concepts", [])])),
-                fts_text(body["type"]),
-            ),
-        )
+        self._index_thought(conn, rowid, body)
         conn.execute(
             "INSERT INTO thought_vectors(rowid, repository, vec) VALUES(%s,%s,%s)", (rowid, repo, vec(vector))
         )
@@ -147,7 +117,8 @@ class ThoughtTables(PgBase):
         conn.execute("DELETE FROM bodies WHERE rowid=%s", (rowid,))
         conn.execute("DELETE FROM rejections WHERE by_rowid=%s OR (target_kind='thought' AND target_id=%s)",
                      (rowid, thought_id))  # fmt: skip
-        for table in ("thought_edge", "thought_label", "thought_fts", "thought_vectors", "thought_idx"):
+        self._unindex_terms(conn, "thought_terms", rowid)
+        for table in ("thought_edge", "thought_label", "thought_vectors", "thought_idx"):
             column = "from_rowid" if table == "thought_edge" else "rowid"
             conn.execute(f"DELETE FROM {table} WHERE {column}=%s", (rowid,))
 
@@ -198,11 +169,6 @@ class ThoughtTables(PgBase):
                 out[aid] = (repo, "attempt")
         return out
 
-    def _lexical(
-        self, table: str, weights: str, match: str, repositories: Sequence[str] | None, limit: int
-    ) -> list[tuple[int, float]]:
-        raise NotImplementedError  # defined by PostgresStore
-
     def _vector(
         self, table: str, query: np.ndarray, repositories: Sequence[str] | None, limit: int
     ) -> list[tuple[int, float]]:
@@ -211,7 +177,7 @@ class ThoughtTables(PgBase):
     def thought_lexical(
         self, match: str, repositories: Sequence[str] | None, limit: int
     ) -> list[tuple[int, float]]:
-        return self._lexical("thought_fts", THOUGHT_RANK_WEIGHTS, match, repositories, limit)
+        return self.lexical_search("thought_terms", match, repositories, limit)
 
     def thought_vector(
         self, query: np.ndarray, repositories: Sequence[str] | None, limit: int

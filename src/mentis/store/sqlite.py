@@ -39,9 +39,11 @@ from mentis.ledger import ChainReport, Entry, canonical
 from mentis.store.base import Embed, StoredAttempt, forget_body, replay
 from mentis.store.browse import BrowseReads
 from mentis.store.ledger_scan import RECORD_ID
+from mentis.store.lexicon import FTS_WEIGHTS, thought_fields
+from mentis.store.lexicon import attempt_fields as _fts_fields
 from mentis.store.sqlite_base import ENTRY_COLS, LEXICON_SCHEMA, TERM_TABLES, VECTOR_TABLES
 from mentis.store.sqlite_sql import RecallSql
-from mentis.store.sqlite_thoughts import THOUGHT_SCHEMA, THOUGHT_TABLES, ThoughtTables, thought_fields
+from mentis.store.sqlite_thoughts import THOUGHT_SCHEMA, THOUGHT_TABLES, ThoughtTables
 from mentis.store.sqlite_verify import one_pass, parallel_verify
 from mentis.texts import attempt_conclusion, fingerprint
 
@@ -49,10 +51,6 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
 LABEL_FANOUT = 200
-FTS_WEIGHTS = (3.0, 1.0, 1.0, 0.5, 1.5, 1.0)
-"""BM25 field weights for title, action, observation, inference, files, tags (applied when an
-attempt is indexed: changing them needs ``mentis rebuild``)."""
-
 _LEDGER_SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS entries(
@@ -118,17 +116,6 @@ def _new_epoch(conn: sqlite3.Connection) -> None:
 def _status(body: dict[str, Any]) -> str:
     check = body.get("check")
     return str(check["status"]) if check else "unverified"
-
-
-def _fts_fields(body: dict[str, Any]) -> tuple[str, str, str, str, str, str]:
-    return (
-        body.get("task_title") or "",
-        body["action"],
-        body["observation"],
-        body.get("inference") or "",
-        " ".join(body.get("files") or ()),
-        " ".join(body.get("tags") or ()),
-    )
 
 
 class SqliteStore(ThoughtTables, RecallSql, BrowseReads):

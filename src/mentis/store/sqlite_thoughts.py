@@ -19,6 +19,8 @@ from mentis.errors import Conflict, NotFound
 from mentis.ledger import Entry, canonical
 from mentis.model import INVALIDATING_KINDS, REJECTING_KINDS
 from mentis.store.base import RejectionRow, forget_body
+from mentis.store.lexicon import THOUGHT_FTS_WEIGHTS as THOUGHT_FTS_WEIGHTS
+from mentis.store.lexicon import thought_fields as thought_fields
 from mentis.store.sqlite_base import SqliteBase
 from mentis.texts import fingerprint, thought_text
 
@@ -54,18 +56,6 @@ THOUGHT_TABLES = (
     "thought_vectors",
     "rejections",
 )
-THOUGHT_FTS_WEIGHTS = (1.0, 0.5, 0.5, 0.2)
-
-
-def thought_fields(body: dict[str, Any]) -> tuple[tuple[str, str, str, str], tuple[float, ...]]:
-    """A thought's indexed fields (content, tags, concepts, type) and their BM25 weights."""
-    fields = (
-        body["content"],
-        " ".join(body.get("tags", [])),
-        " ".join(body.get("concepts", [])),
-        body["type"],
-    )
-    return fields, THOUGHT_FTS_WEIGHTS
 
 
 THOUGHT_VIEWS = """
