@@ -182,7 +182,7 @@ def test_documents_added_one_at_a_time_rank_as_a_bulk_load(monkeypatch: pytest.M
     for words in (["w1"], ["w3", "w17", "error"], ["database", "locked", "w59"]):
         terms = _query(vocab, words)
         assert single.search(terms, None, 200) == bulk.search(terms, None, 200)
-        assert mixed.search(terms, "r", 200) == bulk.search(terms, "r", 200)
+        assert mixed.search(terms, ["r"], 200) == bulk.search(terms, ["r"], 200)
 
 
 # ---------------------------------------------------------------- in the SQLite store
