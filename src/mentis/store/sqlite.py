@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,9 +40,10 @@ from mentis.store.browse import BrowseReads
 from mentis.store.ledger_scan import RECORD_ID
 from mentis.store.lexicon import FTS_WEIGHTS, thought_fields
 from mentis.store.lexicon import attempt_fields as _fts_fields
-from mentis.store.sqlite_base import ENTRY_COLS, LEXICON_SCHEMA, TERM_TABLES, VECTOR_TABLES
+from mentis.store.sqlite_base import ENTRY_COLS, LEXICON_SCHEMA, VECTOR_TABLES
+from mentis.store.sqlite_schema import _DERIVED_SCHEMA, _DERIVED_TABLES, _LEDGER_SCHEMA, _new_epoch
 from mentis.store.sqlite_sql import RecallSql
-from mentis.store.sqlite_thoughts import THOUGHT_SCHEMA, THOUGHT_TABLES, ThoughtTables
+from mentis.store.sqlite_thoughts import THOUGHT_SCHEMA, ThoughtTables
 from mentis.store.sqlite_verify import one_pass, parallel_verify
 from mentis.texts import attempt_conclusion, fingerprint
 
@@ -51,52 +51,6 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
 LABEL_FANOUT = 200
-_LEDGER_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS entries(
-    rowid INTEGER PRIMARY KEY,
-    v INTEGER NOT NULL, chain TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL,
-    id TEXT NOT NULL, at TEXT NOT NULL, agent TEXT NOT NULL, prev TEXT NOT NULL,
-    body_hash TEXT NOT NULL, key_id TEXT, sig TEXT, hash TEXT NOT NULL,
-    UNIQUE(chain, seq));
-CREATE TABLE IF NOT EXISTS bodies(rowid INTEGER PRIMARY KEY, body BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS heads(chain TEXT PRIMARY KEY, seq INTEGER NOT NULL, hash TEXT NOT NULL);
-"""
-
-_DERIVED_SCHEMA = """
-CREATE TABLE IF NOT EXISTS attempt_idx(
-    rowid INTEGER PRIMARY KEY, attempt_id TEXT NOT NULL UNIQUE, repository TEXT NOT NULL,
-    task_id TEXT NOT NULL, status TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS attempt_task ON attempt_idx(repository, task_id);
-CREATE INDEX IF NOT EXISTS attempt_status ON attempt_idx(repository, status, task_id);
-CREATE INDEX IF NOT EXISTS entries_agent ON entries(chain, kind, agent);
-CREATE TABLE IF NOT EXISTS correction_idx(rowid INTEGER PRIMARY KEY, attempt_rowid INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS correction_attempt ON correction_idx(attempt_rowid);
-CREATE TABLE IF NOT EXISTS task_idx(
-    repository TEXT NOT NULL, task_id TEXT NOT NULL, title_rowid INTEGER,
-    PRIMARY KEY(repository, task_id));
-CREATE TABLE IF NOT EXISTS forgotten(
-    attempt_id TEXT PRIMARY KEY, repository TEXT NOT NULL, tomb_rowid INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS attempt_label(rowid INTEGER NOT NULL, kind TEXT NOT NULL, label TEXT NOT NULL);
-DROP INDEX IF EXISTS attempt_label_idx;
-CREATE INDEX IF NOT EXISTS attempt_label_cover ON attempt_label(kind, label, rowid);
-CREATE INDEX IF NOT EXISTS attempt_label_row ON attempt_label(rowid);
-CREATE TABLE IF NOT EXISTS vectors(
-    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, vec BLOB NOT NULL);
-CREATE INDEX IF NOT EXISTS vectors_repository ON vectors(repository);
-"""
-_DERIVED_TABLES = (
-    "attempt_idx",
-    "correction_idx",
-    "task_idx",
-    "forgotten",
-    "vectors",
-    "attempt_label",
-    *THOUGHT_TABLES,
-    *TERM_TABLES,
-    "lex_vocab",
-    "removed_rows",
-)
 
 
 def _derived_mismatch(rowid: int) -> IntegrityError:
@@ -104,13 +58,6 @@ def _derived_mismatch(rowid: int) -> IntegrityError:
         f"a derived index row (entry rowid {rowid}) disagrees with the ledger; run `mentis verify`, "
         "then `mentis rebuild` to regenerate the indexes from the ledger"
     )
-
-
-def _new_epoch(conn: sqlite3.Connection) -> None:
-    """Mark derived rows as renumbered (rebuild, reindex, migration), so every process reloads
-    its in-process indexes instead of only reading the rows added since (a forget instead logs
-    the rows it removed in ``removed_rows``)."""
-    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('derived_epoch', ?)", (uuid.uuid4().hex,))
 
 
 def _status(body: dict[str, Any]) -> str:

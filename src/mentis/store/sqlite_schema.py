@@ -1,0 +1,68 @@
+"""The SQLite file's ledger and derived attempt tables (thought and lexicon tables sit with their
+code in ``sqlite_thoughts`` and ``sqlite_base``). Rebuild clears every table in ``_DERIVED_TABLES``
+and derives them again from the ledger."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+
+from mentis.store.sqlite_base import TERM_TABLES
+from mentis.store.sqlite_thoughts import THOUGHT_TABLES
+
+_LEDGER_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS entries(
+    rowid INTEGER PRIMARY KEY,
+    v INTEGER NOT NULL, chain TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL,
+    id TEXT NOT NULL, at TEXT NOT NULL, agent TEXT NOT NULL, prev TEXT NOT NULL,
+    body_hash TEXT NOT NULL, key_id TEXT, sig TEXT, hash TEXT NOT NULL,
+    UNIQUE(chain, seq));
+CREATE TABLE IF NOT EXISTS bodies(rowid INTEGER PRIMARY KEY, body BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS heads(chain TEXT PRIMARY KEY, seq INTEGER NOT NULL, hash TEXT NOT NULL);
+"""
+
+_DERIVED_SCHEMA = """
+CREATE TABLE IF NOT EXISTS attempt_idx(
+    rowid INTEGER PRIMARY KEY, attempt_id TEXT NOT NULL UNIQUE, repository TEXT NOT NULL,
+    task_id TEXT NOT NULL, status TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS attempt_task ON attempt_idx(repository, task_id);
+CREATE INDEX IF NOT EXISTS attempt_status ON attempt_idx(repository, status, task_id);
+CREATE INDEX IF NOT EXISTS entries_agent ON entries(chain, kind, agent);
+CREATE TABLE IF NOT EXISTS correction_idx(rowid INTEGER PRIMARY KEY, attempt_rowid INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS correction_attempt ON correction_idx(attempt_rowid);
+CREATE TABLE IF NOT EXISTS task_idx(
+    repository TEXT NOT NULL, task_id TEXT NOT NULL, title_rowid INTEGER,
+    PRIMARY KEY(repository, task_id));
+CREATE TABLE IF NOT EXISTS forgotten(
+    attempt_id TEXT PRIMARY KEY, repository TEXT NOT NULL, tomb_rowid INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS attempt_label(rowid INTEGER NOT NULL, kind TEXT NOT NULL, label TEXT NOT NULL);
+DROP INDEX IF EXISTS attempt_label_idx;
+CREATE INDEX IF NOT EXISTS attempt_label_cover ON attempt_label(kind, label, rowid);
+CREATE INDEX IF NOT EXISTS attempt_label_row ON attempt_label(rowid);
+CREATE TABLE IF NOT EXISTS vectors(
+    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, vec BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS vectors_repository ON vectors(repository);
+"""
+_DERIVED_TABLES = (
+    "attempt_idx",
+    "correction_idx",
+    "task_idx",
+    "forgotten",
+    "vectors",
+    "attempt_label",
+    *THOUGHT_TABLES,
+    *TERM_TABLES,
+    "lex_vocab",
+    "removed_rows",
+)
+
+
+def _new_epoch(conn: sqlite3.Connection) -> None:
+    """Mark derived rows as renumbered (rebuild, reindex, migration), so every process reloads
+    its in-process indexes instead of only reading the rows added since (a forget instead logs
+    the rows it removed in ``removed_rows``)."""
+    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('derived_epoch', ?)", (uuid.uuid4().hex,))
+
+
+__all__ = ["_DERIVED_SCHEMA", "_DERIVED_TABLES", "_LEDGER_SCHEMA", "_new_epoch"]
