@@ -204,14 +204,14 @@ def test_forget_erases_the_stems_only_it_held(memory: Memory, caller: Caller, db
     assert _vocab(db_path)["zeppelin"] == 2 and "quixot" in _vocab(db_path)
     other = SqliteStore(db_path, memory.store.dim)  # another process's view of the file
     try:
-        assert len(other.lexical('"quixotically"', None, 10)) == 1
+        assert len(other.lexical(["quixotically"], None, 10)) == 1
         memory.forget_attempt(caller, parse(ForgetInput, {"repository": REPO, "attempt_id": gone}))
         vocab = _vocab(db_path)
         assert "quixot" not in vocab and "vanish" not in vocab and vocab["zeppelin"] == 1
-        assert other.lexical('"quixotically" OR "vanished"', None, 10) == []
+        assert other.lexical(["quixotically", "vanished"], None, 10) == []
         assert "quixot" not in other._vocab
-        assert len(other.lexical('"zeppelin"', None, 10)) == 1
-        assert memory.store.lexical('"quixotically"', None, 10) == []
+        assert len(other.lexical(["zeppelin"], None, 10)) == 1
+        assert memory.store.lexical(["quixotically"], None, 10) == []
     finally:
         other.close()
 
@@ -219,13 +219,13 @@ def test_forget_erases_the_stems_only_it_held(memory: Memory, caller: Caller, db
 def test_writes_from_another_store_on_the_file_are_found(
     memory: Memory, caller: Caller, db_path: Path
 ) -> None:
-    assert memory.store.lexical('"walrus"', None, 10) == []
+    assert memory.store.lexical(["walrus"], None, 10) == []
     other = Memory.open(Settings(home=db_path.parent, db_path=db_path, embedder="hash"), HashEmbedder())
     try:
         _record(other, caller, "T-w", "a walrus chewed the ethernet cable")
     finally:
         other.close()
-    assert len(memory.store.lexical('"walrus"', None, 10)) == 1
+    assert len(memory.store.lexical(["walrus"], None, 10)) == 1
     assert memory.search(caller, parse(SearchInput, {"query": "walrus cable"})).tasks[0].task_id == "T-w"
 
 
@@ -236,11 +236,11 @@ def test_rebuild_starts_a_new_vocabulary_and_other_stores_reload(
         _record(memory, caller, f"T-{i}", f"gearbox item{i} overheated")
     other = SqliteStore(db_path, memory.store.dim)
     try:
-        before = other.lexical('"gearbox" OR "item3"', None, 10)
+        before = other.lexical(["gearbox", "item3"], None, 10)
         epoch = other._lex_epoch
         assert len(before) == 5 and epoch
         memory.rebuild()
-        assert other.lexical('"gearbox" OR "item3"', None, 10) == before
+        assert other.lexical(["gearbox", "item3"], None, 10) == before
         assert other._lex_epoch not in (None, epoch)
     finally:
         other.close()
@@ -259,7 +259,7 @@ def test_a_schema_1_store_is_migrated_to_the_lexical_index(
         conn.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
     store = SqliteStore(db_path, 64)
     try:
-        assert len(store.lexical('"kraken"', None, 10)) == 1
+        assert len(store.lexical(["kraken"], None, 10)) == 1
         with sqlite3.connect(db_path) as conn:
             tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
             version = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
@@ -305,7 +305,7 @@ def test_a_forget_drops_rows_in_place_with_the_scores_of_a_fresh_load(
     ids = [_record(memory, caller, f"T-{i}", " ".join(rng.choices(words, k=12))) for i in range(60)]
     other = SqliteStore(db_path, memory.store.dim)  # another process's view, indexes loaded
     try:
-        query = '"w1" OR "w2" OR "w3" OR "w30"'
+        query = ["w1", "w2", "w3", "w30"]
         vec = memory.embedder.embed(["w1 w2 w3"])[0]
         assert other.lexical(query, None, 100) and other.vector(vec, None, 100)
         reloads = other.reloads

@@ -143,14 +143,14 @@ def test_rerank_requests_carry_no_secret_from_the_store(
 def test_lexical_search_skips_terms_in_most_documents_once_the_store_is_large(
     memory: Memory, caller: Caller, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("mentis.store.sqlite_base.LEXICAL_SELECT_MIN_DOCS", 10)
+    monkeypatch.setattr("mentis.store.sqlite_index.LEXICAL_SELECT_MIN_DOCS", 10)
     for i in range(30):
         record(memory, caller, f"T-{i}", f"common words everywhere item{i}")
     record(memory, caller, "T-rare", "common words everywhere with a zeppelin")
     # "common" is in every document: skipped, so only the zeppelin attempt is a candidate
-    lexical = memory.store.lexical('"common" OR "zeppelin" OR "absent"', None, 10)
+    lexical = memory.store.lexical(["common", "zeppelin", "absent"], None, 10)
     assert len(lexical) == 1
-    assert memory.store.lexical('"common" OR "words"', None, 10) == []
+    assert memory.store.lexical(["common", "words"], None, 10) == []
     assert (
         memory.search(caller, parse(SearchInput, {"query": "common zeppelin"})).tasks[0].task_id == "T-rare"
     )
@@ -159,4 +159,4 @@ def test_lexical_search_skips_terms_in_most_documents_once_the_store_is_large(
 def test_below_the_size_threshold_every_term_is_used(memory: Memory, caller: Caller) -> None:
     for i in range(5):
         record(memory, caller, f"T-{i}", "common words")
-    assert len(memory.store.lexical('"common" OR "absent"', None, 10)) == 5
+    assert len(memory.store.lexical(["common", "absent"], None, 10)) == 5

@@ -125,10 +125,10 @@ class Memory(ThoughtOps, BrowseOps):
         if req.repository is not None and not caller.sees(req.repository):
             raise Forbidden(f"this caller may not read repository {req.repository!r}")
         scope = caller.search_scope(req.repository, self.store.repositories)
-        match = retrieval.fts_match(req.query)
+        terms = retrieval.query_terms(req.query)
         pending = (
-            self._pool.submit(self.store.lexical, match, scope, retrieval.CANDIDATES)
-            if match and scope != []
+            self._pool.submit(self.store.lexical, terms, scope, retrieval.CANDIDATES)
+            if terms and scope != []
             else None
         )
         query_vec = self._embed([req.query])[0]
@@ -141,7 +141,7 @@ class Memory(ThoughtOps, BrowseOps):
         hits = retrieval.group_tasks(ranked, {r: (k[0], k[1]) for r, k in keys.items()}, req.limit)
         previews = self.store.load_attempts([h.attempts[0].rowid for h in hits])
         info = self.store.task_info([(h.repository, h.task_id) for h in hits])
-        base = "fused (bm25 + vector, reciprocal rank) + graph" if match else "vector + graph (no bm25 terms)"
+        base = "fused (bm25 + vector, reciprocal rank) + graph" if terms else "vector + graph (no bm25 terms)"
         hits, usefulness, ranking = self._rerank(req.query, hits, previews, info, base)
         current = dict(req.current_file_hashes or {})
         tasks = []

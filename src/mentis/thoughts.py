@@ -58,6 +58,7 @@ from mentis.model import (
 )
 from mentis.retrieval import graph
 from mentis.service import Caller, ServiceBase
+from mentis.store.base import ThoughtQuery
 from mentis.texts import fingerprint
 
 if TYPE_CHECKING:
@@ -254,10 +255,10 @@ class ThoughtOps(ServiceBase):
         scored: dict[int, retrieval.Scored] = {}
         if req.query is not None:
             scope = caller.search_scope(req.repository, self.store.repositories)
-            match = retrieval.fts_match(req.query)
+            terms = retrieval.query_terms(req.query)
             pending = (
-                self._pool.submit(self.store.thought_lexical, match, scope, retrieval.CANDIDATES)
-                if match and scope != []
+                self._pool.submit(self.store.thought_lexical, terms, scope, retrieval.CANDIDATES)
+                if terms and scope != []
                 else None
             )
             qvec = self._embed([req.query])[0]
@@ -271,14 +272,14 @@ class ThoughtOps(ServiceBase):
             candidates: list[int] | None = [s.rowid for s in fused]
             ranking = (
                 "fused (bm25 + vector, reciprocal rank) + graph"
-                if match
+                if terms
                 else "vector + graph (no bm25 terms)"
             )
         else:
             candidates = None
             ranking = "newest first (no query)"
-        where = self._thought_filters(caller, req, as_of)
-        rowids = self.store.filter_thoughts(candidates, where, FILTER_POOL)
+        query = self._thought_filters(caller, req, as_of)
+        rowids = self.store.filter_thoughts(candidates, query, FILTER_POOL)
         results = self._materialise(rowids, as_of, req.include_invalidated, req.filters.text, req.limit)
         thoughts = [
             ScoredThought(
@@ -290,44 +291,27 @@ class ThoughtOps(ServiceBase):
         ]
         return SearchThoughtsResult(thoughts=thoughts, ranking=ranking, as_of=as_of)
 
-    def _thought_filters(
-        self, caller: Caller, req: SearchThoughtsInput, as_of: str
-    ) -> list[tuple[str, Sequence[Any]]]:
+    def _thought_filters(self, caller: Caller, req: SearchThoughtsInput, as_of: str) -> ThoughtQuery:
         f = req.filters
-        where: list[tuple[str, Sequence[Any]]] = [("t.created_at <= ?", [as_of])]
-
-        def any_of(column: str, values: Sequence[Any] | None) -> None:
-            if values:
-                where.append((f"{column} IN ({','.join('?' * len(values))})", list(values)))
-
+        repositories: tuple[str, ...] | None = None
         if req.repository is not None:
-            where.append(("t.repository = ?", [req.repository]))
+            repositories = (req.repository,)
         elif caller.repositories is not None:
-            visible = self.store.repositories()
-            any_of("t.repository", [r for r in visible if caller.sees(r)] or [""])
-        any_of("t.type", f.types)
-        any_of("t.role", f.roles)
-        any_of("t.agent_id", f.agents)
-        for kind, labels in (("tag", f.tags), ("concept", f.concepts)):
-            if labels:
-                marks = ",".join("?" * len(labels))
-                where.append(
-                    (
-                        f"t.rowid IN (SELECT rowid FROM thought_label WHERE kind = ? AND label IN ({marks}))",
-                        [kind, *labels],
-                    )
-                )
-        if f.since is not None:
-            where.append(("t.created_at >= ?", [f.since]))
-        if f.until is not None:
-            where.append(("t.created_at <= ?", [f.until]))
-        if f.min_importance is not None:
-            where.append(("t.importance >= ?", [float(f.min_importance)]))
-        if f.min_confidence is not None:
-            where.append(("t.confidence >= ?", [float(f.min_confidence)]))
-        if f.task_id is not None:
-            where.append(("t.task_id = ?", [f.task_id]))
-        return where
+            repositories = tuple(r for r in self.store.repositories() if caller.sees(r))
+        return ThoughtQuery(
+            as_of=as_of,
+            repositories=repositories,
+            types=f.types or (),
+            roles=f.roles or (),
+            agents=f.agents or (),
+            tags=f.tags or (),
+            concepts=f.concepts or (),
+            since=f.since,
+            until=f.until,
+            min_importance=None if f.min_importance is None else float(f.min_importance),
+            min_confidence=None if f.min_confidence is None else float(f.min_confidence),
+            task_id=f.task_id,
+        )
 
     def _materialise(
         self,
@@ -468,7 +452,7 @@ class ThoughtOps(ServiceBase):
     def export_memory_md(self, caller: Caller, req: MemoryMdExportInput) -> MemoryMdExportResult:
         if not caller.sees(req.repository):
             raise Forbidden(f"this caller may not read repository {req.repository!r}")
-        rowids = self.store.filter_thoughts(None, [("t.repository = ?", [req.repository])], 1_000_000)
+        rowids = self.store.filter_thoughts(None, ThoughtQuery(repositories=(req.repository,)), 1_000_000)
         live = self._materialise(list(reversed(rowids)), now_iso(), False, None, len(rowids) or 1)
         by_type: dict[str, list[ThoughtOut]] = {}
         for _, t in live:

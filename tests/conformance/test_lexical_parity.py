@@ -128,9 +128,9 @@ def _fill(memory: Memory) -> list[str]:
 
 
 def _lexical(memory: Memory, ids: list[str], query: str, scope: list[str] | None) -> list[tuple[int, float]]:
-    from mentis.retrieval import fts_match
+    from mentis.retrieval import query_terms
 
-    hits = memory.store.lexical(fts_match(query), scope, 200)
+    hits = memory.store.lexical(query_terms(query), scope, 200)
     keys = memory.store.attempt_keys([r for r, _ in hits])
     order = {a: i for i, a in enumerate(ids)}
     return [(order[keys[r][2]], s) for r, s in hits]
@@ -170,13 +170,13 @@ def test_bm25_scores_are_equal_on_both_backends_for_every_scope(pair: tuple[Memo
 
 
 def test_thought_bm25_is_equal_on_both_backends(pair: tuple[Memory, Memory]) -> None:
-    from mentis.retrieval import fts_match
+    from mentis.retrieval import query_terms
 
     views = []
     for memory in pair:
         _fill(memory)
         for scope in (None, ["github.com/acme/r1"]):
-            hits = memory.store.thought_lexical(fts_match("cache stampede under load") or "", scope, 200)
+            hits = memory.store.thought_lexical(query_terms("cache stampede under load"), scope, 200)
             bodies = memory.store.load_thoughts([r for r, _ in hits])
             views.append([(bodies[r][1]["content"], s) for r, s in hits])
     lite, pg = views[:2], views[2:]

@@ -15,7 +15,7 @@ import pytest
 from mentis.embed import HashEmbedder
 from mentis.errors import StoreError
 from mentis.ledger import canonical
-from mentis.retrieval import fts_match
+from mentis.retrieval import query_terms
 from mentis.store.postgres import PostgresStore
 from tests.pg_server import Cluster
 
@@ -63,7 +63,7 @@ def _append(store: PostgresStore, repo: str, attempt_id: str, observation: str) 
 
 
 def _found(store: PostgresStore, query: str, scope: list[str] | None = None) -> list[str]:
-    hits = store.lexical(fts_match(query) or "", scope, 50)
+    hits = store.lexical(query_terms(query), scope, 50)
     keys = store.attempt_keys([r for r, _ in hits])
     return [keys[r][2] for r, _ in hits]
 
@@ -166,9 +166,9 @@ def test_rebuild_reloads_every_process_and_keeps_the_answers(
     writer, reader = stores
     for i in range(5):
         _append(writer, f"r{i % 2}", f"a-{i}", f"heron {'heron ' * i}flew")
-    before = reader.lexical(fts_match("heron flew") or "", None, 50)
+    before = reader.lexical(query_terms("heron flew"), None, 50)
     writer.rebuild(lambda texts: HashEmbedder().embed(texts))
-    assert reader.lexical(fts_match("heron flew") or "", None, 50) == before
+    assert reader.lexical(query_terms("heron flew"), None, 50) == before
     assert reader.reloads == 2
 
 
@@ -176,4 +176,4 @@ def test_lexical_search_on_a_closed_store_is_a_store_error(url: str) -> None:
     store = PostgresStore(url, DIM)
     store.close()
     with pytest.raises(StoreError):
-        store.lexical(fts_match("anything") or "", None, 10)
+        store.lexical(query_terms("anything"), None, 10)

@@ -1,6 +1,6 @@
 """Candidate generation, fusion and grouping for ``search`` (DESIGN §5).
 
-The store supplies lexical (BM25 over FTS5) and vector (cosine) candidates; this package
+The store supplies lexical (BM25 over the query's terms) and vector (cosine) candidates; this package
 fuses them with reciprocal-rank fusion and groups attempts into tasks. Everything here is
 pure: given candidates it returns a ranking, so it is tested without a store.
 """
@@ -36,8 +36,8 @@ STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
 MAX_QUERY_TERMS = 64
 
 
-def fts_match(text: str) -> str | None:
-    """An FTS5 MATCH expression: the query's words, quoted, OR-ed (None if none).
+def query_terms(text: str) -> list[str]:
+    """The query's words for lexical search (empty if none).
 
     A word appears as often as the query repeats it, so BM25 weighs it by its query term
     frequency (each occurrence adds its term's score, as FTS5 and Lucene do for repeated terms);
@@ -52,9 +52,13 @@ def fts_match(text: str) -> str | None:
             counts[word] += 1
         elif len(counts) < MAX_QUERY_TERMS:
             counts[word] = 1
-    if not counts:
-        return None
-    return or_match([w for w, n in counts.items() for _ in range(n)])
+    return [w for w, n in counts.items() for _ in range(n)]
+
+
+def fts_match(text: str) -> str | None:
+    """An FTS5 MATCH expression: :func:`query_terms`, quoted, OR-ed (None if none)."""
+    terms = query_terms(text)
+    return or_match(terms) if terms else None
 
 
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"')

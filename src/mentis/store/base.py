@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 import orjson
@@ -48,6 +48,39 @@ class RejectionRow:
     vector: np.ndarray
 
 
+class AttemptRow(NamedTuple):
+    """One attempt for :meth:`Store.append_attempts`: the arguments of ``append_attempt``."""
+
+    repository: str
+    attempt_id: str
+    at: str
+    agent: str
+    body: dict[str, Any]
+    vector: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class ThoughtQuery:
+    """Which thoughts :meth:`Store.filter_thoughts` keeps: every given condition holds.
+
+    ``repositories`` None means every repository (an empty tuple: none); ``as_of`` keeps the
+    thoughts recorded by then; ``tags``/``concepts`` keep a thought holding any one of them.
+    """
+
+    as_of: str | None = None
+    repositories: Sequence[str] | None = None
+    types: Sequence[str] = ()
+    roles: Sequence[str] = ()
+    agents: Sequence[str] = ()
+    tags: Sequence[str] = ()
+    concepts: Sequence[str] = ()
+    since: str | None = None
+    until: str | None = None
+    min_importance: float | None = None
+    min_confidence: float | None = None
+    task_id: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class SqlResult:
     columns: list[str]
@@ -70,6 +103,7 @@ class Store(Protocol):
     def append_attempt(
         self, chain: str, attempt_id: str, at: str, agent: str, body: dict[str, Any], vector: np.ndarray
     ) -> Entry: ...
+    def append_attempts(self, rows: Sequence[AttemptRow]) -> list[Entry]: ...
     def append_correction(
         self,
         chain: str,
@@ -88,9 +122,7 @@ class Store(Protocol):
     ) -> list[tuple[int, int, float]]: ...
     def attempt_keys(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str]]: ...
     def close(self) -> None: ...
-    def filter_thoughts(
-        self, rowids: Sequence[int] | None, where: Sequence[tuple[str, Sequence[Any]]], limit: int
-    ) -> list[int]: ...
+    def filter_thoughts(self, rowids: Sequence[int] | None, query: ThoughtQuery, limit: int) -> list[int]: ...
     def find_attempt(self, attempt_id: str) -> tuple[str, bool] | None: ...
     def find_records(self, ids: Iterable[str]) -> dict[str, tuple[str, str]]: ...
     def forget_attempt(
@@ -105,7 +137,7 @@ class Store(Protocol):
     def invalidations(self, ids: Sequence[str], as_of: str) -> dict[str, list[str]]: ...
     def iter_ledger(self) -> Iterator[tuple[Entry, bytes | None]]: ...
     def lexical(
-        self, match: str, repositories: Sequence[str] | None, limit: int
+        self, terms: Sequence[str], repositories: Sequence[str] | None, limit: int
     ) -> list[tuple[int, float]]: ...
     def load_attempts(self, rowids: Sequence[int]) -> dict[int, StoredAttempt]: ...
     def load_thoughts(self, rowids: Sequence[int]) -> dict[int, tuple[Entry, dict[str, Any]]]: ...
@@ -134,7 +166,7 @@ class Store(Protocol):
         self, seeds: Sequence[int], repositories: Sequence[str] | None, per_seed: int, fanout: int = 200
     ) -> list[tuple[int, int, float]]: ...
     def thought_lexical(
-        self, match: str, repositories: Sequence[str] | None, limit: int
+        self, terms: Sequence[str], repositories: Sequence[str] | None, limit: int
     ) -> list[tuple[int, float]]: ...
     def thought_rowid_at(self, chain: str | None, seq: int | None, hash_: str | None) -> int | None: ...
     def thought_rowids(self, ids: Sequence[str]) -> dict[str, int]: ...

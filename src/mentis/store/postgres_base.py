@@ -1,19 +1,16 @@
-"""Plumbing shared by the PostgreSQL store's parts: the driver (imported here and nowhere else),
-the connection pool, transactions, the per-repository chain lock, error translation, entry
-appends and hash-checked body loading."""
+"""Plumbing of the PostgreSQL store: the driver (imported here and nowhere else), the connection
+pool, transactions, the per-repository chain lock and error translation (the shared SQL is
+:mod:`mentis.store.core`'s)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import numpy as np
-import orjson
-
 from mentis.errors import IntegrityError, MissingExtra, QueryError, StoreError
-from mentis.ledger import Entry, entry_hash, seal, sha256_hex
+from mentis.store.dialect import POSTGRES
 
 try:
     import psycopg
@@ -35,51 +32,11 @@ POOL_MAX = 8
 POOL_TIMEOUT_S = 30.0
 BODY_CHANGED = "MT001"
 """SQLSTATE raised by ``mentis_checked_body`` when a body no longer matches its hash."""
-ENTRY_COLS = "e.v, e.chain, e.seq, e.kind, e.id, e.at, e.agent, e.prev, e.body_hash, e.key_id, e.sig, e.hash"
 
 
 def redact(url: str) -> str:
     """The URL without its password, for messages."""
     return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
-
-
-def entry_of(row: Sequence[Any]) -> Entry:
-    """An Entry from the 12 ENTRY_COLS values."""
-    return Entry(
-        v=row[0],
-        chain=row[1],
-        seq=row[2],
-        kind=row[3],
-        id=row[4],
-        at=row[5],
-        agent=row[6],
-        prev=row[7],
-        body_hash=row[8],
-        key_id=row[9],
-        sig=row[10],
-        hash=row[11],
-    )
-
-
-def scope_sql(repositories: Sequence[str] | None, idx: str) -> tuple[str, str, list[Any]]:
-    """SQL that keeps graph links inside ``repositories`` (None: all): a condition on the
-    neighbour ``b``, a join that counts a label's holders ``x`` only there, and their arguments."""
-    if repositories is None:
-        return "", "", []
-    if isinstance(repositories, str):  # a str is a Sequence[str] of its letters
-        raise TypeError("repositories must be a list of names, not one string")
-    return (
-        "AND b.repository = ANY(%s)",
-        f"JOIN {idx} y ON y.rowid = x.rowid AND y.repository = ANY(%s) ",
-        [list(repositories)],
-    )
-
-
-def vec(vector: Any) -> np.ndarray:
-    """A float32 array from a numpy array or a pgvector ``Vector`` read back from the server."""
-    if hasattr(vector, "to_numpy"):
-        vector = vector.to_numpy()
-    return np.ascontiguousarray(vector, dtype=np.float32)
 
 
 def store_error(what: str, url: str, exc: BaseException) -> Exception:
@@ -147,6 +104,8 @@ def query_error(exc: BaseException, timeout_s: float) -> Exception:
 
 class PgBase:
     """A pool of connections to one database; each write holds its repository's lock."""
+
+    D = POSTGRES
 
     def __init__(self, url: str, dim: int) -> None:
         self.url = url
@@ -216,68 +175,3 @@ class PgBase:
 
     def close(self) -> None:
         self._pool.close()
-
-    def warm(self) -> None:
-        """Nothing to preload: the server holds the indexes."""
-
-    def get_meta(self, key: str) -> str | None:
-        with self._read() as conn:
-            row = conn.execute("SELECT value FROM meta WHERE key=%s", (key,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def set_meta(self, key: str, value: str) -> None:
-        with self._write() as conn:
-            conn.execute(
-                "INSERT INTO meta(key, value) VALUES(%s, %s) "
-                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                (key, value),
-            )
-
-    def _append(
-        self, conn: Conn, chain: str, kind: str, id_: str, at: str, agent: str, body: bytes
-    ) -> tuple[int, Entry]:
-        """Append at the chain's head; the caller's transaction holds the chain's lock."""
-        head = conn.execute("SELECT seq, hash FROM heads WHERE chain=%s", (chain,)).fetchone()
-        seq, prev = (0, "") if head is None else (head[0] + 1, head[1])
-        entry = seal(chain=chain, seq=seq, prev=prev, kind=kind, id=id_, at=at, agent=agent, body=body)
-        return self._insert(conn, entry, body), entry
-
-    @staticmethod
-    def _insert(conn: Conn, e: Entry, body: bytes | None) -> int:
-        row = conn.execute(
-            "INSERT INTO entries(v, chain, seq, kind, id, at, agent, prev, body_hash, key_id, sig, hash) "
-            "VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING rowid",
-            (e.v, e.chain, e.seq, e.kind, e.id, e.at, e.agent, e.prev, e.body_hash, e.key_id, e.sig, e.hash),
-        ).fetchone()
-        assert row is not None
-        rowid = int(row[0])
-        if body is not None:
-            conn.execute("INSERT INTO bodies(rowid, body) VALUES(%s, %s)", (rowid, body))
-        conn.execute(
-            "INSERT INTO heads(chain, seq, hash) VALUES(%s,%s,%s) "
-            "ON CONFLICT(chain) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
-            (e.chain, e.seq, e.hash),
-        )
-        return rowid
-
-    def _load(self, conn: Conn, rowids: Sequence[int], kind: str) -> dict[int, tuple[Entry, dict[str, Any]]]:
-        """Entries and parsed bodies for ``rowids``, each body checked against its entry's hash."""
-        out: dict[int, tuple[Entry, dict[str, Any]]] = {}
-        if not rowids:
-            return out
-        for row in conn.execute(
-            f"SELECT e.rowid, {ENTRY_COLS}, b.body FROM entries e JOIN bodies b ON b.rowid = e.rowid "
-            "WHERE e.rowid = ANY(%s)",
-            (list(rowids),),
-        ):
-            rowid, raw = row[0], bytes(row[-1])
-            e = entry_of(row[1:13])
-            if entry_hash(e.document()) != e.hash or sha256_hex(raw) != e.body_hash or e.kind != kind:
-                raise IntegrityError(
-                    f"ledger does not verify: chain {e.chain!r} seq {e.seq}: entry or body changed "
-                    "while the store was open; run `mentis verify`",
-                    chain=e.chain,
-                    seq=e.seq,
-                )
-            out[int(rowid)] = (e, orjson.loads(raw))
-        return out

@@ -38,10 +38,10 @@ from typing import Any
 import numpy as np
 import orjson
 
-from mentis.retrieval import lexical, match_terms
+from mentis.retrieval import lexical
 from mentis.store.lexicon import FTS_WEIGHTS, attempt_fields, thought_fields
 from mentis.store.postgres_base import Conn, PgBase
-from mentis.store.sqlite_base import LEXICAL_SELECT_MIN_DOCS
+from mentis.store.sqlite_index import LEXICAL_SELECT_MIN_DOCS
 
 TERM_TABLES = {"attempt_terms": "attempt", "thought_terms": "thought"}
 """Each lexical table and the record kind its ``lex_removed`` entries name."""
@@ -167,12 +167,12 @@ class PgLexicon(PgBase):
             for table in TERM_TABLES:
                 self._refresh_lexicon(conn, table)
 
-    def lexical_search(
-        self, table: str, match: str, repositories: Sequence[str] | None, limit: int
+    def _lexical(
+        self, table: str, words: Sequence[str], repositories: Sequence[str] | None, limit: int
     ) -> list[tuple[int, float]]:
-        """BM25 candidates among the documents of ``repositories`` (None: all), as
-        ``SqliteBase.lexical_search`` computes them (same analyzer, index and term selection)."""
-        words = match_terms(match)
+        """BM25 candidates among the documents of ``repositories`` (None: all) for the query
+        ``words``, as ``SqliteIndexes._lexical`` computes them (same analyzer, index and term
+        selection)."""
         if not words:
             return []
         stems = [t for w in words for t in lexical.analyzer().terms(w)]

@@ -4,10 +4,8 @@ and derives them again from the ledger."""
 
 from __future__ import annotations
 
-import sqlite3
-import uuid
-
-from mentis.store.sqlite_base import TERM_TABLES
+from mentis.store.sqlite_index import TERM_TABLES
+from mentis.store.sqlite_index import new_epoch as _new_epoch
 from mentis.store.sqlite_thoughts import THOUGHT_TABLES
 
 _LEDGER_SCHEMA = """
@@ -56,13 +54,6 @@ _DERIVED_TABLES = (
     "lex_vocab",
     "removed_rows",
 )
-
-
-def _new_epoch(conn: sqlite3.Connection) -> None:
-    """Mark derived rows as renumbered (rebuild, reindex, migration), so every process reloads
-    its in-process indexes instead of only reading the rows added since (a forget instead logs
-    the rows it removed in ``removed_rows``)."""
-    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('derived_epoch', ?)", (uuid.uuid4().hex,))
 
 
 __all__ = ["_DERIVED_SCHEMA", "_DERIVED_TABLES", "_LEDGER_SCHEMA", "_new_epoch"]

@@ -32,7 +32,7 @@ from mentis.store.recall_limits import (
     ResultBudget,
     limit_connection,
 )
-from mentis.store.sqlite_base import SqliteBase
+from mentis.store.sqlite_index import SqliteIndexes
 from mentis.store.sqlite_thoughts import THOUGHT_VIEWS
 
 READ_BUSY_TIMEOUT_MS = 30_000
@@ -121,7 +121,7 @@ def _checked_body(body: bytes, body_hash: str) -> bytes:
     return body
 
 
-class RecallSql(SqliteBase):
+class RecallSql(SqliteIndexes):
     """``run_sql`` over the views; mixed into SqliteStore (``self`` is the store).
 
     Each statement runs on a connection of its own from a small pool, without the store's lock,

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 from mentis.errors import IntegrityError
 from mentis.ledger import KINDS, VERSION, ChainReport, erased_seqs, verify_rows
 from mentis.store import ledger_scan
-from mentis.store.sqlite_base import ENTRY_COLS
+from mentis.store.core import ENTRY_COLS
 
 if TYPE_CHECKING:
     from mentis.store.ledger_scan import BlockScan

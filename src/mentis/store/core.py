@@ -1,0 +1,487 @@
+"""The relational core both backends share: the ledger appends, the attempt tables derived from
+them, and the reads over both, written once against a :class:`~mentis.store.dialect.Dialect`.
+
+A backend mixes this in (with :class:`~mentis.store.core_thoughts.ThoughtCore`) and supplies
+its own transactions (``_read``, ``_write(*chains)``, ``_peek``), schema, verification, recall
+views and index hooks: ``_index_terms``/``_unindex_terms`` (the lexical rows), ``_lexical`` and
+``_vector`` (candidate search), ``_removing`` (tell in-process indexes a row went),
+``_after_forget``, ``_scan`` (stream a large SELECT), ``_task_rows``, and the import/rebuild hooks
+``_lock_ledger``, ``_verify_within``, ``_reset_derived`` and ``_after_rebuild``.
+
+Tables (the same names and columns on both backends): ``entries`` (the ledger, never updated),
+``bodies`` (canonical JSON of each entry's body; forgetting deletes one), ``heads`` (each
+chain's last seq and hash) and derived tables rebuilt from the ledger: ``attempt_idx`` (keys
+only), ``correction_idx``, ``task_idx``, ``forgotten``, ``attempt_label``, ``vectors`` and the
+lexical rows. Everything a read returns is parsed from a body whose hash is checked as it is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import orjson
+
+from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
+from mentis.ledger import Entry, canonical, entry_hash, seal, sha256_hex
+from mentis.store.base import AttemptRow, Embed, forget_body, replay
+from mentis.store.dialect import Dialect
+from mentis.store.ledger_scan import RECORD_ID
+from mentis.store.lexicon import FTS_WEIGHTS, attempt_fields
+from mentis.texts import attempt_conclusion, fingerprint
+
+ENTRY_COLS = "e.v, e.chain, e.seq, e.kind, e.id, e.at, e.agent, e.prev, e.body_hash, e.key_id, e.sig, e.hash"
+"""A ledger entry's columns, in :class:`~mentis.ledger.Entry` order (see :func:`entry_of`)."""
+LABEL_FANOUT = 200
+ATTEMPT_KEYS = ("attempt_id", "repository", "task_id", "action", "observation")
+"""Body keys every stored attempt has (the derived tables and the lexical index read them)."""
+
+
+def entry_of(row: Sequence[Any]) -> Entry:
+    """An Entry from the 12 ENTRY_COLS values."""
+    return Entry(
+        v=row[0],
+        chain=row[1],
+        seq=row[2],
+        kind=row[3],
+        id=row[4],
+        at=row[5],
+        agent=row[6],
+        prev=row[7],
+        body_hash=row[8],
+        key_id=row[9],
+        sig=row[10],
+        hash=row[11],
+    )
+
+
+def derived_mismatch(rowid: int) -> IntegrityError:
+    return IntegrityError(
+        f"a derived index row (entry rowid {rowid}) disagrees with the ledger; run `mentis verify`, "
+        "then `mentis rebuild` to regenerate the indexes from the ledger"
+    )
+
+
+def attempt_status(body: dict[str, Any]) -> str:
+    check = body.get("check")
+    return str(check["status"]) if check else "unverified"
+
+
+def check_terms(terms: Sequence[str]) -> None:
+    if isinstance(terms, str):  # a str is a Sequence[str] of its letters
+        raise TypeError("lexical search takes a list of query terms, not one string")
+
+
+class RelationalCore:
+    """Ledger appends, attempt derivation and attempt reads (``self`` is the store)."""
+
+    D: ClassVar[Dialect]
+    dim: int
+
+    if TYPE_CHECKING:  # each backend defines these (see the module docstring)
+
+        def _read(self) -> Any: ...
+        def _write(self, *chains: str) -> Any: ...
+        def _peek(self) -> Any: ...
+        def _scan(self, conn: Any, sql: str, name: str) -> Iterable[Sequence[Any]]: ...
+        def _index_terms(
+            self,
+            conn: Any,
+            table: str,
+            rowid: int,
+            repository: str,
+            fields: Sequence[str],
+            weights: Sequence[float],
+        ) -> None: ...
+        def _unindex_terms(self, conn: Any, table: str, rowid: int) -> None: ...
+        def _lexical(
+            self, table: str, terms: Sequence[str], repositories: Sequence[str] | None, limit: int
+        ) -> list[tuple[int, float]]: ...
+        def _vector(
+            self, table: str, query: np.ndarray, repositories: Sequence[str] | None, limit: int
+        ) -> list[tuple[int, float]]: ...
+        def _removing(self, conn: Any, kind: str, rowid: int | None) -> None: ...
+        def _after_forget(self) -> None: ...
+        def _task_rows(
+            self, conn: Any, keys: Sequence[tuple[str, str]]
+        ) -> Iterable[tuple[str, str, int | None, int]]: ...
+        def _lock_ledger(self, conn: Any) -> None: ...
+        def _verify_within(self, conn: Any) -> None: ...
+        def _reset_derived(self, conn: Any) -> None: ...
+        def _after_rebuild(self) -> None: ...
+        def _derive_thought(
+            self, conn: Any, rowid: int, body: dict[str, Any], vector: np.ndarray
+        ) -> None: ...
+        def _derive_forget_thought(self, conn: Any, tomb_rowid: int, tomb: dict[str, Any]) -> None: ...
+        def _add_rejection(
+            self, conn: Any, by_rowid: int, by_id: str, repo: str, target: str, kind: str, at: str,
+            norm_hash: str, blob: bytes,
+        ) -> None: ...  # fmt: skip
+
+    # ------------------------------------------------------------ ledger
+
+    def get_meta(self, key: str) -> str | None:
+        with self._peek() as conn:
+            row = conn.execute(self.D.q("SELECT value FROM meta WHERE key=?"), (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._write() as conn:
+            conn.execute(
+                self.D.q(
+                    "INSERT INTO meta(key, value) VALUES(?, ?) "
+                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+                ),
+                (key, value),
+            )
+
+    def _append(
+        self, conn: Any, chain: str, kind: str, id_: str, at: str, agent: str, body: bytes
+    ) -> tuple[int, Entry]:
+        """Append at the chain's head; the caller's write transaction holds the chain's lock."""
+        head = conn.execute(self.D.q("SELECT seq, hash FROM heads WHERE chain=?"), (chain,)).fetchone()
+        seq, prev = (0, "") if head is None else (head[0] + 1, head[1])
+        entry = seal(chain=chain, seq=seq, prev=prev, kind=kind, id=id_, at=at, agent=agent, body=body)
+        return self._insert(conn, entry, body), entry
+
+    def _insert(self, conn: Any, e: Entry, body: bytes | None) -> int:
+        ((rowid,),) = conn.execute(
+            self.D.q(
+                "INSERT INTO entries(v, chain, seq, kind, id, at, agent, prev, body_hash, key_id, sig, hash) "
+                "VALUES(?,?,?,?,?,?,?,?,?,?,?,?) RETURNING rowid"
+            ),
+            (e.v, e.chain, e.seq, e.kind, e.id, e.at, e.agent, e.prev, e.body_hash, e.key_id, e.sig, e.hash),
+        ).fetchall()
+        if body is not None:
+            conn.execute(self.D.q("INSERT INTO bodies(rowid, body) VALUES(?, ?)"), (rowid, body))
+        conn.execute(
+            self.D.q(
+                "INSERT INTO heads(chain, seq, hash) VALUES(?,?,?) "
+                "ON CONFLICT(chain) DO UPDATE SET seq = excluded.seq, hash = excluded.hash"
+            ),
+            (e.chain, e.seq, e.hash),
+        )
+        return int(rowid)
+
+    def _load(self, conn: Any, rowids: Sequence[int], kind: str) -> dict[int, tuple[Entry, dict[str, Any]]]:
+        """Entries and parsed bodies for ``rowids``, each body checked against its entry's hash."""
+        out: dict[int, tuple[Entry, dict[str, Any]]] = {}
+        for chunk in self.D.chunks(rowids):
+            cond, args = self.D.in_("e.rowid", chunk)
+            for row in conn.execute(
+                self.D.q(
+                    f"SELECT e.rowid, {ENTRY_COLS}, b.body FROM entries e JOIN bodies b ON b.rowid = e.rowid "
+                    f"WHERE {cond}"
+                ),
+                args,
+            ):
+                raw = bytes(row[-1])
+                e = entry_of(row[1:13])
+                if entry_hash(e.document()) != e.hash or sha256_hex(raw) != e.body_hash or e.kind != kind:
+                    raise IntegrityError(
+                        f"ledger does not verify: chain {e.chain!r} seq {e.seq}: entry or body changed "
+                        "while the store was open; run `mentis verify`",
+                        chain=e.chain,
+                        seq=e.seq,
+                    )
+                out[int(row[0])] = (e, orjson.loads(raw))
+        return out
+
+    def counts(self) -> dict[str, int]:
+        with self._read() as conn:
+            out = {}
+            for key, table in (("entries", "entries"), ("attempts", "attempt_idx"), ("chains", "heads")):
+                row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+                out[key] = int(row[0]) if row else 0
+            return out
+
+    def repositories(self) -> list[str]:
+        with self._peek() as conn:
+            return [str(c) for (c,) in conn.execute("SELECT chain FROM heads ORDER BY chain")]
+
+    # ------------------------------------------------------------ attempt writes
+
+    def _check_attempt(self, row: AttemptRow) -> None:
+        """What every appended attempt must be: its body names its own id and repository, has the
+        keys the derived tables read, and its vector is ``dim`` finite numbers."""
+        body = row.body
+        missing = [k for k in ATTEMPT_KEYS if k not in body]
+        if missing:
+            raise InvalidInput(f"attempt {row.attempt_id}: body lacks {', '.join(missing)}")
+        if body["attempt_id"] != row.attempt_id or body["repository"] != row.repository:
+            raise InvalidInput(
+                f"attempt {row.attempt_id}: body names attempt {body['attempt_id']!r} in "
+                f"{body['repository']!r}, not its own id and repository {row.repository!r}"
+            )
+        vector = np.asarray(row.vector)
+        if vector.shape != (self.dim,) or not np.isfinite(vector).all():
+            raise InvalidInput(
+                f"attempt {row.attempt_id}: its vector must be {self.dim} finite numbers "
+                f"(got shape {vector.shape})"
+            )
+
+    def append_attempt(
+        self, chain: str, attempt_id: str, at: str, agent: str, body: dict[str, Any], vector: np.ndarray
+    ) -> Entry:
+        return self.append_attempts([AttemptRow(chain, attempt_id, at, agent, body, vector)])[0]
+
+    def append_attempts(self, rows: Sequence[AttemptRow]) -> list[Entry]:
+        """Append attempts in order in one write transaction: every row is checked first, and a
+        failure at any row writes nothing."""
+        for row in rows:
+            self._check_attempt(row)
+        raws = [canonical(row.body) for row in rows]
+        entries: list[Entry] = []
+        if not rows:
+            return entries
+        with self._write(*{row.repository for row in rows}) as conn:
+            for row, raw in zip(rows, raws, strict=True):
+                rowid, entry = self._append(
+                    conn, row.repository, "attempt", row.attempt_id, row.at, row.agent, raw
+                )
+                self._derive_attempt(conn, rowid, row.body, row.vector)
+                entries.append(entry)
+        return entries
+
+    def append_correction(
+        self,
+        chain: str,
+        correction_id: str,
+        at: str,
+        agent: str,
+        body: dict[str, Any],
+        conclusion: np.ndarray,
+    ) -> tuple[Entry, int]:
+        """Append a correction; ``conclusion`` is the vector of the attempt's rejected conclusion."""
+        raw = canonical(body)
+        with self._write(chain) as conn:
+            attempt_rowid = self._live_attempt_rowid(conn, chain, body["attempt_id"])
+            rowid, entry = self._append(conn, chain, "correction", correction_id, at, agent, raw)
+            self._derive_correction(conn, rowid, attempt_rowid, body, conclusion)
+            row = conn.execute(
+                self.D.q("SELECT count(*) FROM correction_idx WHERE attempt_rowid=?"), (attempt_rowid,)
+            ).fetchone()
+        return entry, int(row[0]) if row else 0
+
+    def forget_attempt(
+        self, chain: str, tombstone_id: str, at: str, agent: str, attempt_id: str, reason: str | None
+    ) -> Entry:
+        q = self.D.q
+        with self._write(chain) as conn:
+            rowid = self._live_attempt_rowid(conn, chain, attempt_id)
+            erased = [rowid] + [
+                int(r)
+                for (r,) in conn.execute(
+                    q("SELECT rowid FROM correction_idx WHERE attempt_rowid=?"), (rowid,)
+                )
+            ]
+            cond, args = self.D.in_("rowid", erased)
+            seqs = sorted(int(s) for (s,) in conn.execute(q(f"SELECT seq FROM entries WHERE {cond}"), args))
+            found = conn.execute(q("SELECT task_id FROM attempt_idx WHERE rowid=?"), (rowid,)).fetchone()
+            task_id = found[0] if found is not None else None
+            body = forget_body("attempt_id", attempt_id, chain, seqs, reason, agent, at, task_id=task_id)
+            tomb_rowid, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(body))
+            self._derive_forget(conn, tomb_rowid, body)
+        self._after_forget()
+        return entry
+
+    def _live_attempt_rowid(self, conn: Any, chain: str, attempt_id: str) -> int:
+        q = self.D.q
+        row = conn.execute(
+            q("SELECT rowid FROM attempt_idx WHERE attempt_id=? AND repository=?"), (attempt_id, chain)
+        ).fetchone()
+        if row is not None:
+            return int(row[0])
+        gone = conn.execute(
+            q("SELECT 1 FROM forgotten WHERE attempt_id=? AND repository=?"), (attempt_id, chain)
+        ).fetchone()
+        if gone is not None:
+            raise Conflict(f"attempt {attempt_id} in {chain} was forgotten; its content is erased")
+        raise NotFound(f"no attempt {attempt_id} in repository {chain}; search or recall to find its id")
+
+    # ------------------------------------------------------------ derivation (live and rebuild)
+
+    def _derive_attempt(self, conn: Any, rowid: int, body: dict[str, Any], vector: np.ndarray) -> None:
+        q = self.D.q
+        repo, task = body["repository"], body["task_id"]
+        conn.execute(
+            q("INSERT INTO attempt_idx(rowid, attempt_id, repository, task_id, status) VALUES(?,?,?,?,?)"),
+            (rowid, body["attempt_id"], repo, task, attempt_status(body)),
+        )
+        self._index_terms(conn, "attempt_terms", rowid, repo, attempt_fields(body), FTS_WEIGHTS)
+        conn.execute(
+            q("INSERT INTO vectors(rowid, repository, vec) VALUES(?,?,?)"),
+            (rowid, repo, self.D.vector(vector)),
+        )
+        labels = [(rowid, "file", f) for f in body.get("files", [])]
+        labels += [(rowid, "tag", t) for t in body.get("tags", [])]
+        self.D.many(conn, "INSERT INTO attempt_label(rowid, kind, label) VALUES(?,?,?)", labels)
+        conn.execute(
+            q(
+                "INSERT INTO task_idx(repository, task_id, title_rowid) VALUES(?,?,?) "
+                "ON CONFLICT(repository, task_id) DO UPDATE SET "
+                "title_rowid = coalesce(excluded.title_rowid, task_idx.title_rowid)"
+            ),
+            (repo, task, rowid if body.get("task_title") else None),
+        )
+
+    def _derive_correction(
+        self, conn: Any, rowid: int, attempt_rowid: int, body: dict[str, Any], conclusion: np.ndarray
+    ) -> None:
+        q = self.D.q
+        conn.execute(
+            q("INSERT INTO correction_idx(rowid, attempt_rowid) VALUES(?,?)"), (rowid, attempt_rowid)
+        )
+        row = conn.execute(q("SELECT body FROM bodies WHERE rowid=?"), (attempt_rowid,)).fetchone()
+        norm = fingerprint(attempt_conclusion(orjson.loads(bytes(row[0]))))
+        blob = np.ascontiguousarray(conclusion, dtype=np.float32).tobytes()
+        aid, repo = body["attempt_id"], body["repository"]
+        self._add_rejection(conn, rowid, aid, repo, aid, "attempt", body["at"], norm, blob)
+
+    def _derive_forget(self, conn: Any, tomb_rowid: int, tomb: dict[str, Any]) -> None:
+        if "thought_id" in tomb:
+            self._removing(conn, "thought", None)
+            self._derive_forget_thought(conn, tomb_rowid, tomb)
+            return
+        q = self.D.q
+        attempt_id, repo = tomb["attempt_id"], tomb["repository"]
+        conn.execute(
+            q(
+                "INSERT INTO forgotten(attempt_id, repository, tomb_rowid) VALUES(?,?,?) "
+                "ON CONFLICT(attempt_id) DO UPDATE SET repository = excluded.repository, "
+                "tomb_rowid = excluded.tomb_rowid"
+            ),
+            (attempt_id, repo, tomb_rowid),
+        )
+        row = conn.execute(
+            q("SELECT rowid, task_id FROM attempt_idx WHERE attempt_id=? AND repository=?"),
+            (attempt_id, repo),
+        ).fetchone()
+        if row is None:
+            return
+        rowid, task_id = int(row[0]), str(row[1])
+        self._removing(conn, "attempt", rowid)
+        corr = [
+            int(r)
+            for (r,) in conn.execute(q("SELECT rowid FROM correction_idx WHERE attempt_rowid=?"), (rowid,))
+        ]
+        cond, args = self.D.in_("rowid", [rowid, *corr])
+        conn.execute(q(f"DELETE FROM bodies WHERE {cond}"), args)
+        self._unindex_terms(conn, "attempt_terms", rowid)
+        conn.execute(q("DELETE FROM correction_idx WHERE attempt_rowid=?"), (rowid,))
+        conn.execute(q("DELETE FROM rejections WHERE target_kind='attempt' AND target_id=?"), (attempt_id,))
+        for table in ("vectors", "attempt_label", "attempt_idx"):
+            conn.execute(q(f"DELETE FROM {table} WHERE rowid=?"), (rowid,))
+        self._retitle(conn, repo, task_id)
+
+    def _retitle(self, conn: Any, repo: str, task_id: str) -> None:
+        """After a forget: the task's title comes from its newest titled attempt left; a task
+        with no attempt left goes."""
+        q = self.D.q
+        titled = conn.execute(
+            q(
+                f"SELECT count(*), max(a.rowid) FILTER (WHERE {self.D.json_text('b.body', 'task_title')} "
+                "IS NOT NULL) FROM attempt_idx a JOIN bodies b ON b.rowid = a.rowid "
+                "WHERE a.repository=? AND a.task_id=?"
+            ),
+            (repo, task_id),
+        ).fetchone()
+        if not titled[0]:
+            conn.execute(q("DELETE FROM task_idx WHERE repository=? AND task_id=?"), (repo, task_id))
+            return
+        conn.execute(
+            q("UPDATE task_idx SET title_rowid=? WHERE repository=? AND task_id=?"),
+            (titled[1], repo, task_id),
+        )
+
+    # ------------------------------------------------------------ export, import, rebuild
+
+    def iter_ledger(self) -> Iterator[tuple[Entry, bytes | None]]:
+        with self._read() as conn:
+            sql = (
+                f"SELECT {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b ON b.rowid = e.rowid "
+                "ORDER BY e.rowid"
+            )
+            rows = [
+                (entry_of(r), None if r[12] is None else bytes(r[12]))
+                for r in self._scan(conn, sql, "export")
+            ]
+        yield from rows
+
+    def import_ledger(self, items: Sequence[tuple[Entry, bytes | None]], embed: Embed) -> int:
+        """Append chains that this store does not hold yet, in one transaction that commits only
+        once the whole ledger, old and new entries together, verifies (DESIGN §4)."""
+        q = self.D.q
+        chains = sorted({e.chain for e, _ in items})
+        with self._write(*chains) as conn:
+            self._lock_ledger(conn)
+            for chunk in self.D.chunks(chains):
+                cond, args = self.D.in_("chain", chunk)
+                held = conn.execute(q(f"SELECT chain FROM heads WHERE {cond} LIMIT 1"), args).fetchone()
+                if held is not None:
+                    raise Conflict(f"this store already holds chain {held[0]!r}; import into a fresh store")
+            for chunk in self.D.chunks([e.id for e, _ in items if e.kind in RECORD_ID]):
+                cond, args = self.D.in_("id", chunk)
+                taken = conn.execute(
+                    q(
+                        f"SELECT id, chain FROM entries WHERE {cond} "
+                        "AND kind IN ('attempt', 'thought') LIMIT 1"
+                    ),
+                    args,
+                ).fetchone()
+                if taken is not None:
+                    raise Conflict(
+                        f"record {taken[0]} already exists in chain {taken[1]!r}; nothing was imported"
+                    )
+            placed = [(self._insert(conn, e, body), e, body) for e, body in items]
+            self._replay(conn, placed, embed, None)
+            self._verify_within(conn)
+        return len(placed)
+
+    def rebuild(self, embed: Embed, progress: Callable[[int], None] | None = None) -> int:
+        """Empty every derived table and regenerate it from the ledger, in one transaction."""
+        with self._write() as conn:
+            self._reset_derived(conn)
+            rows = conn.execute(
+                f"SELECT e.rowid, {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b "
+                "ON b.rowid = e.rowid ORDER BY e.rowid"
+            ).fetchall()
+            placed = [(int(r[0]), entry_of(r[1:13]), None if r[13] is None else bytes(r[13])) for r in rows]
+            self._replay(conn, placed, embed, progress)
+        self._after_rebuild()
+        return len(placed)
+
+    def _replay(
+        self,
+        conn: Any,
+        placed: Sequence[tuple[int, Entry, bytes | None]],
+        embed: Embed,
+        progress: Callable[[int], None] | None,
+    ) -> None:
+        """Derive tables for entries in ledger order (see :func:`mentis.store.base.replay`)."""
+
+        def correction(rowid: int, body: dict[str, Any]) -> None:
+            arow = conn.execute(
+                self.D.q(
+                    "SELECT a.rowid, b.body FROM attempt_idx a JOIN bodies b ON b.rowid = a.rowid "
+                    "WHERE a.attempt_id=? AND a.repository=?"
+                ),
+                (body["attempt_id"], body["repository"]),
+            ).fetchone()
+            if arow is not None:
+                vec = embed([attempt_conclusion(orjson.loads(bytes(arow[1])))])[0]
+                self._derive_correction(conn, rowid, int(arow[0]), body, vec)
+
+        replay(
+            placed,
+            embed,
+            progress,
+            attempt=lambda rowid, body, vec: self._derive_attempt(conn, rowid, body, vec),
+            thought=lambda rowid, body, vec: self._derive_thought(conn, rowid, body, vec),
+            correction=correction,
+            forget=lambda rowid, body: self._derive_forget(conn, rowid, body),
+        )
+
+
+__all__ = ["ENTRY_COLS", "LABEL_FANOUT", "RelationalCore", "derived_mismatch", "entry_of"]

@@ -1,0 +1,403 @@
+"""Thought tables of the relational core: index, labels, edges, lexical rows, vectors and
+rejection fingerprints, written once for both backends (see :mod:`mentis.store.core`).
+
+Like every derived table these are rebuilt from the ledger. ``thought_edge`` holds refs (kind
+``ref``) and relations with their validity window; ``rejections`` holds a fingerprint
+(normalised-text hash and vector) of every conclusion that was rejected — an attempt marked
+outdated, a thought Corrected or Invalidated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import orjson
+
+from mentis.errors import Conflict, NotFound
+from mentis.ledger import Entry, canonical
+from mentis.model import INVALIDATING_KINDS, REJECTING_KINDS
+from mentis.store.base import RejectionRow, ThoughtQuery, forget_body
+from mentis.store.core import check_terms
+from mentis.store.core_reads import AttemptReads
+from mentis.store.lexicon import thought_fields
+from mentis.texts import fingerprint, thought_text
+
+
+class ThoughtCore(AttemptReads):
+    """Thought reads and writes (``self`` is the store)."""
+
+    def append_thought(
+        self, chain: str, thought_id: str, at: str, agent: str, body: dict[str, Any], vector: np.ndarray
+    ) -> Entry:
+        raw = canonical(body)
+        with self._write(chain) as conn:
+            rowid, entry = self._append(conn, chain, "thought", thought_id, at, agent, raw)
+            self._derive_thought(conn, rowid, body, vector)
+        return entry
+
+    def _derive_thought(self, conn: Any, rowid: int, body: dict[str, Any], vector: np.ndarray) -> None:
+        q = self.D.q
+        tid, repo, at = body["thought_id"], body["repository"], body["created_at"]
+        confidence = body.get("confidence")
+        conn.execute(
+            q(
+                "INSERT INTO thought_idx(rowid, thought_id, repository, type, role, agent_id, task_id, "
+                "created_at, importance, confidence) VALUES(?,?,?,?,?,?,?,?,?,?)"
+            ),
+            (
+                rowid,
+                tid,
+                repo,
+                body["type"],
+                body["role"],
+                body["agent_id"],
+                body.get("task_id"),
+                at,
+                float(body["importance"]),
+                None if confidence is None else float(confidence),
+            ),
+        )
+        labels = [(rowid, "tag", t) for t in body.get("tags", [])]
+        labels += [(rowid, "concept", c) for c in body.get("concepts", [])]
+        edges = [(rowid, tid, "ref", ref, None, None, at) for ref in body.get("refs", [])]
+        edges += [
+            (rowid, tid, r["kind"], r["target_id"], r.get("valid_at"), r.get("invalid_at"), at)
+            for r in body.get("relations", [])
+        ]
+        self.D.many(conn, "INSERT INTO thought_label(rowid, kind, label) VALUES(?,?,?)", labels)
+        self.D.many(
+            conn,
+            "INSERT INTO thought_edge(from_rowid, from_id, kind, to_id, valid_at, invalid_at, created_at) "
+            "VALUES(?,?,?,?,?,?,?)",
+            edges,
+        )
+        self._index_terms(conn, "thought_terms", rowid, repo, *thought_fields(body))
+        conn.execute(
+            q("INSERT INTO thought_vectors(rowid, repository, vec) VALUES(?,?,?)"),
+            (rowid, repo, self.D.vector(vector)),
+        )
+        for r in body.get("relations", []):
+            if r["kind"] in REJECTING_KINDS:
+                self._reject_thought(conn, rowid, tid, repo, at, r["target_id"])
+
+    def forget_thought(
+        self, chain: str, tombstone_id: str, at: str, agent: str, thought_id: str, reason: str | None
+    ) -> Entry:
+        """Erase a thought's body and derived rows; the chain keeps a tombstone listing its seq."""
+        q = self.D.q
+        with self._write(chain) as conn:
+            row = conn.execute(
+                q(
+                    "SELECT t.rowid, e.seq FROM thought_idx t JOIN entries e ON e.rowid = t.rowid "
+                    "WHERE t.thought_id=? AND t.repository=?"
+                ),
+                (thought_id, chain),
+            ).fetchone()
+            if row is None:
+                gone = conn.execute(
+                    q(
+                        "SELECT 1 FROM entries e JOIN bodies b ON b.rowid = e.rowid WHERE e.chain=? "
+                        f"AND e.kind='forget' AND {self.D.json_text('b.body', 'thought_id')} = ?"
+                    ),
+                    (chain, thought_id),
+                ).fetchone()
+                if gone is not None:
+                    raise Conflict(f"thought {thought_id} in {chain} was forgotten; its content is erased")
+                raise NotFound(f"no thought {thought_id} in repository {chain}; search_thoughts finds ids")
+            body = forget_body("thought_id", thought_id, chain, [int(row[1])], reason, agent, at)
+            tomb_rowid, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(body))
+            self._derive_forget_thought(conn, tomb_rowid, body)
+        self._after_forget()
+        return entry
+
+    def _derive_forget_thought(self, conn: Any, tomb_rowid: int, tomb: dict[str, Any]) -> None:
+        """Drop a forgotten thought's body, index rows, its own edges, its terms and vector, and every
+        rejection fingerprint it made or that was made of it. Edges other thoughts hold to it stay
+        (their bodies name it): reads report them as dangling."""
+        q = self.D.q
+        thought_id, repo = tomb["thought_id"], tomb["repository"]
+        row = conn.execute(
+            q("SELECT rowid FROM thought_idx WHERE thought_id=? AND repository=?"), (thought_id, repo)
+        ).fetchone()
+        if row is None:
+            return
+        rowid = int(row[0])
+        conn.execute(q("DELETE FROM bodies WHERE rowid=?"), (rowid,))
+        conn.execute(q("DELETE FROM rejections WHERE by_rowid=? OR (target_kind='thought' AND target_id=?)"),
+                     (rowid, thought_id))  # fmt: skip
+        self._unindex_terms(conn, "thought_terms", rowid)
+        for table in ("thought_edge", "thought_label", "thought_vectors", "thought_idx"):
+            column = "from_rowid" if table == "thought_edge" else "rowid"
+            conn.execute(q(f"DELETE FROM {table} WHERE {column}=?"), (rowid,))
+
+    def _reject_thought(self, conn: Any, by_rowid: int, by_id: str, repo: str, at: str, target: str) -> None:
+        row = conn.execute(
+            self.D.q(
+                "SELECT b.body, v.vec FROM thought_idx t JOIN bodies b ON b.rowid = t.rowid "
+                "JOIN thought_vectors v ON v.rowid = t.rowid WHERE t.thought_id = ? AND t.repository = ?"
+            ),
+            (target, repo),
+        ).fetchone()
+        if row is None:
+            return
+        text = thought_text(orjson.loads(bytes(row[0])))
+        blob = self.D.vector_bytes(row[1])
+        self._add_rejection(conn, by_rowid, by_id, repo, target, "thought", at, fingerprint(text), blob)
+
+    def _add_rejection(
+        self,
+        conn: Any,
+        by_rowid: int,
+        by_id: str,
+        repo: str,
+        target: str,
+        kind: str,
+        at: str,
+        norm_hash: str,
+        blob: bytes,
+    ) -> None:
+        conn.execute(
+            self.D.q(
+                "INSERT INTO rejections(by_rowid, by_id, repository, target_id, target_kind, at, "
+                "norm_hash, vec) VALUES(?,?,?,?,?,?,?,?)"
+            ),
+            (by_rowid, by_id, repo, target, kind, at, norm_hash, blob),
+        )
+
+    # ------------------------------------------------------------ reads
+
+    def find_records(self, ids: Iterable[str]) -> dict[str, tuple[str, str]]:
+        """id → (repository, 'thought' | 'attempt') for the live records among ``ids``."""
+        wanted = list(dict.fromkeys(ids))
+        out: dict[str, tuple[str, str]] = {}
+        with self._read() as conn:
+            for chunk in self.D.chunks(wanted):
+                for table, kind in (("thought_idx", "thought"), ("attempt_idx", "attempt")):
+                    cond, args = self.D.in_(f"{kind}_id", chunk)
+                    for id_, repo in conn.execute(
+                        self.D.q(f"SELECT {kind}_id, repository FROM {table} WHERE {cond}"), args
+                    ):
+                        out[id_] = (repo, kind)
+        return out
+
+    def thought_lexical(
+        self, terms: Sequence[str], repositories: Sequence[str] | None, limit: int
+    ) -> list[tuple[int, float]]:
+        """BM25 candidates among the thoughts of ``repositories`` (None: all) for ``terms``."""
+        check_terms(terms)
+        return self._lexical("thought_terms", terms, repositories, limit)
+
+    def thought_vector(
+        self, query: np.ndarray, repositories: Sequence[str] | None, limit: int
+    ) -> list[tuple[int, float]]:
+        return self._vector("thought_vectors", query, repositories, limit)
+
+    def thought_edges_between(
+        self, seeds: Sequence[int], repositories: Sequence[str] | None, per_seed: int, fanout: int = 200
+    ) -> list[tuple[int, int, float]]:
+        """Graph links from each seed thought to thoughts of ``repositories`` (None: all): refs and
+        relations either way (1.0), each shared concept (0.5) or tag (0.25); labels on more than
+        ``fanout`` of those thoughts link nothing."""
+        edges: list[tuple[int, int, float]] = []
+        repo_sql, repo_args = "", list[Any]()
+        if repositories is not None:
+            check_terms(repositories)
+            cond, repo_args = self.D.in_("b.repository", repositories)
+            repo_sql = f"AND {cond}"
+        sql = self.D.q(
+            "SELECT b.rowid FROM thought_idx a JOIN thought_edge e ON e.from_rowid = a.rowid "
+            f"JOIN thought_idx b ON b.thought_id = e.to_id WHERE a.rowid = ? {repo_sql} "
+            "UNION SELECT e.from_rowid FROM thought_idx a "
+            "JOIN thought_edge e ON e.to_id = a.thought_id "
+            f"JOIN thought_idx b ON b.rowid = e.from_rowid WHERE a.rowid = ? {repo_sql} LIMIT ?"
+        )
+        with self._read() as conn:
+            for seed in seeds:
+                for (other,) in conn.execute(sql, (seed, *repo_args, seed, *repo_args, per_seed)):
+                    edges.append((seed, int(other), 1.0))
+                for other, weight in self._label_links(
+                    conn, "thought_label", "thought_idx", "concept", seed, repositories, fanout, per_seed
+                ):
+                    edges.append((seed, other, weight))
+        return edges
+
+    def filter_thoughts(self, rowids: Sequence[int] | None, query: ThoughtQuery, limit: int) -> list[int]:
+        """Rowids passing every condition of ``query``; candidates in order, else newest first."""
+        if rowids is not None and not rowids:
+            return []
+        clauses: list[str] = []
+        args: list[Any] = []
+
+        def where(sql: str, *values: Any) -> None:
+            clauses.append(sql)
+            args.extend(values)
+
+        def any_of(column: str, values: Sequence[Any]) -> None:
+            if values:
+                cond, values_args = self.D.in_(column, values)
+                where(cond, *values_args)
+
+        if query.as_of is not None:
+            where("t.created_at <= ?", query.as_of)
+        if query.repositories is not None:
+            any_of("t.repository", list(query.repositories) or [""])
+        any_of("t.type", query.types)
+        any_of("t.role", query.roles)
+        any_of("t.agent_id", query.agents)
+        for kind, labels in (("tag", query.tags), ("concept", query.concepts)):
+            if labels:
+                cond, label_args = self.D.in_("label", labels)
+                where(
+                    f"t.rowid IN (SELECT rowid FROM thought_label WHERE kind = ? AND {cond})",
+                    kind,
+                    *label_args,
+                )
+        for sql, value in (
+            ("t.created_at >= ?", query.since),
+            ("t.created_at <= ?", query.until),
+            ("t.importance >= ?", query.min_importance),
+            ("t.confidence >= ?", query.min_confidence),
+            ("t.task_id = ?", query.task_id),
+        ):
+            if value is not None:
+                where(sql, float(value) if isinstance(value, int | float) else value)
+        if rowids is not None:
+            any_of("t.rowid", rowids)
+        sql = "SELECT t.rowid FROM thought_idx t" + (" WHERE " + " AND ".join(clauses) if clauses else "")
+        sql += " ORDER BY t.rowid DESC LIMIT ?" if rowids is None else " LIMIT ?"
+        with self._read() as conn:
+            found = [int(r) for (r,) in conn.execute(self.D.q(sql), [*args, limit])]
+        if rowids is None:
+            return found
+        keep = set(found)
+        return [r for r in rowids if r in keep]
+
+    def invalidations(self, ids: Sequence[str], as_of: str) -> dict[str, list[str]]:
+        """target id → ids of thoughts whose Supersedes/Corrects/Invalidates relation holds at ``as_of``.
+
+        A relation counts from the later of its thought's time and its ``valid_at``, and stops at
+        its ``invalid_at``; a thought recorded after ``as_of`` did not exist yet.
+        """
+        out: dict[str, list[str]] = {}
+        kind_sql, kinds = self.D.in_("kind", sorted(INVALIDATING_KINDS))
+        with self._read() as conn:
+            for chunk in self.D.chunks(ids):
+                cond, args = self.D.in_("to_id", chunk)
+                for to_id, from_id in conn.execute(
+                    self.D.q(
+                        f"SELECT to_id, from_id FROM thought_edge WHERE {cond} AND {kind_sql} "
+                        "AND created_at <= ? "
+                        "AND coalesce(valid_at, created_at) <= ? AND (invalid_at IS NULL OR invalid_at > ?) "
+                        "ORDER BY from_rowid"
+                    ),
+                    [*args, *kinds, as_of, as_of, as_of],
+                ):
+                    out.setdefault(to_id, []).append(from_id)
+        return out
+
+    def load_thoughts(self, rowids: Sequence[int]) -> dict[int, tuple[Entry, dict[str, Any]]]:
+        with self._read() as conn:
+            return self._load(conn, rowids, "thought")
+
+    def thought_rowids(self, ids: Sequence[str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        with self._read() as conn:
+            for chunk in self.D.chunks(ids):
+                cond, args = self.D.in_("thought_id", chunk)
+                for tid, r in conn.execute(
+                    self.D.q(f"SELECT thought_id, rowid FROM thought_idx WHERE {cond}"), args
+                ):
+                    out[tid] = int(r)
+        return out
+
+    def thought_rowid_at(self, chain: str | None, seq: int | None, hash_: str | None) -> int | None:
+        where, args = (
+            ("e.hash = ?", (hash_,)) if hash_ is not None else ("e.chain = ? AND e.seq = ?", (chain, seq))
+        )
+        with self._read() as conn:
+            row = conn.execute(
+                self.D.q(
+                    f"SELECT t.rowid FROM entries e JOIN thought_idx t ON t.rowid = e.rowid WHERE {where}"
+                ),
+                args,
+            ).fetchone()
+        return None if row is None else int(row[0])
+
+    def thought_edges(
+        self, ids: Sequence[str], direction: str, kinds: Sequence[str] | None
+    ) -> list[tuple[str, str, str]]:
+        """(from_id, kind, to_id) edges touching ``ids`` in the given direction."""
+        out: list[tuple[str, str, str]] = []
+        if not ids:
+            return out
+        kind_sql, kind_args = "", list[Any]()
+        if kinds:
+            cond, kind_args = self.D.in_("kind", kinds)
+            kind_sql = f" AND {cond}"
+        with self._read() as conn:
+            for column, wanted in (("from_id", ("out", "both")), ("to_id", ("in", "both"))):
+                if direction in wanted:
+                    cond, args = self.D.in_(column, ids)
+                    out += [
+                        (str(a), str(b), str(c))
+                        for a, b, c in conn.execute(
+                            self.D.q(
+                                f"SELECT from_id, kind, to_id FROM thought_edge WHERE {cond}{kind_sql} "
+                                "ORDER BY from_rowid"
+                            ),
+                            [*args, *kind_args],
+                        )
+                    ]
+        return out
+
+    def recent_thought_vectors(self, repository: str, n: int) -> tuple[list[str], np.ndarray]:
+        """The ``n`` newest thoughts of a repository: their ids and vectors."""
+        with self._read() as conn:
+            rows = conn.execute(
+                self.D.q(
+                    "SELECT t.thought_id, v.vec FROM thought_idx t JOIN thought_vectors v "
+                    "ON v.rowid = t.rowid WHERE t.repository = ? ORDER BY t.rowid DESC LIMIT ?"
+                ),
+                (repository, n),
+            ).fetchall()
+        if not rows:
+            return [], np.zeros((0, self.dim), dtype=np.float32)
+        matrix = np.frombuffer(b"".join(self.D.vector_bytes(r[1]) for r in rows), dtype=np.float32)
+        return [r[0] for r in rows], matrix.reshape(-1, self.dim)
+
+    def has_rejections(self, repository: str) -> bool:
+        with self._peek() as conn:
+            found = conn.execute(
+                self.D.q("SELECT 1 FROM rejections WHERE repository = ? LIMIT 1"), (repository,)
+            )
+            return found.fetchone() is not None
+
+    def rejections(self, repository: str) -> list[RejectionRow]:
+        with self._read() as conn:
+            rows = conn.execute(
+                self.D.q(
+                    "SELECT by_rowid, by_id, target_id, target_kind, at, norm_hash, vec FROM rejections "
+                    "WHERE repository = ? ORDER BY id"
+                ),
+                (repository,),
+            ).fetchall()
+        return [
+            RejectionRow(
+                int(r[0]), r[1], r[2], r[3], r[4], r[5], np.frombuffer(bytes(r[6]), dtype=np.float32)
+            )
+            for r in rows
+        ]
+
+    def rejection_reason(self, by_rowid: int) -> str:
+        """Why a rejection happened, read from the rejecting entry's verified body."""
+        with self._read() as conn:
+            kind = conn.execute(self.D.q("SELECT kind FROM entries WHERE rowid = ?"), (by_rowid,)).fetchone()
+            if kind is None:
+                return ""
+            loaded = self._load(conn, [by_rowid], kind[0])
+        if by_rowid not in loaded:
+            return ""
+        body = loaded[by_rowid][1]
+        return str(body.get("reason") or body.get("content") or "")
