@@ -334,9 +334,9 @@ class FixedEmbedder:
 def entry_cols() -> str:
     cols = getattr(sqlite_mod, "ENTRY_COLS", None) or getattr(sqlite_mod, "_ENTRY_COLS", None)
     if cols is None:
-        from mentis.store import sqlite_base
+        from mentis.store import core
 
-        cols = sqlite_base.ENTRY_COLS
+        cols = core.ENTRY_COLS
     return str(cols)
 
 
@@ -532,7 +532,7 @@ def measure_search(
     # and left out of the sum. Stages the current code does not have are skipped.
     stages = [
         (mem.embedder, "embed", "embed query"),
-        (retrieval_mod, "fts_match", "fts_match"),
+        (retrieval_mod, "query_terms", "query_terms"),
         (store, "lexical", "lexical (BM25)"),
         (store, "_refresh_lexicon", "  of which lexical index refresh check"),
         *(
@@ -575,7 +575,7 @@ def measure_search(
     # How many rows each lexical query touches (BM25 is computed for every matching row).
     total_rows = store.counts()["attempts"]
     for q in queries:
-        match = retrieval_mod.fts_match(q.query)
+        match = retrieval_mod.query_terms(q.query)
         if match:
             lex_matches.append(len(store.lexical(match, None, total_rows)))
     out["lexical_scored_rows_median"] = float(np.median(lex_matches)) if lex_matches else 0.0

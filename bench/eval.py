@@ -86,8 +86,8 @@ from mentis.model import (
 )
 from mentis.progress import stderr_progress
 from mentis.retrieval import graph, lexical
+from mentis.store import lexicon, sqlite_index
 from mentis.store import sqlite as sqlite_store
-from mentis.store import sqlite_base, sqlite_thoughts
 from mentis.store.sqlite import SqliteStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -590,7 +590,7 @@ class Lab:
         analyzer = lexical.analyzer()
         terms = [vocab[t] for w in retrieval.match_terms(match) for t in analyzer.terms(w) if t in vocab]
         # the store's cut: from LEXICAL_SELECT_MIN_DOCS documents on, terms in most of them are skipped
-        return index.search(terms, None, v.depth, sqlite_base.LEXICAL_SELECT_MIN_DOCS)
+        return index.search(terms, None, v.depth, sqlite_index.LEXICAL_SELECT_MIN_DOCS)
 
     def vector(self, qvec: np.ndarray, depth: int) -> list[tuple[int, float]]:
         return self.store.vector(qvec, [self.repository], depth)
@@ -622,10 +622,10 @@ class ThoughtLab(Lab):
     """
 
     idx = "thought_idx"
-    shipped_weights = sqlite_thoughts.THOUGHT_FTS_WEIGHTS
+    shipped_weights = lexicon.THOUGHT_FTS_WEIGHTS
 
     def fields(self, body: dict[str, Any]) -> Sequence[str]:
-        return sqlite_thoughts.thought_fields(body)[0]
+        return lexicon.thought_fields(body)[0]
 
     def __init__(self, store: SqliteStore, repository: str, row_keys: dict[int, TurnKey]) -> None:
         super().__init__(store, repository)
@@ -792,7 +792,7 @@ def variant_grid() -> list[Variant]:
 
 def locomo_variant_grid() -> list[Variant]:
     """Questions are short (≤ ~20 terms), so term caps only matter through df/length rules."""
-    W = sqlite_thoughts.THOUGHT_FTS_WEIGHTS
+    W = lexicon.THOUGHT_FTS_WEIGHTS
     grid = [
         Variant(f"shipped (first {MAXT} terms, k={retrieval.RRF_K}, depth {DEPTH})"),
         # term selection
@@ -891,7 +891,7 @@ def environment() -> dict[str, Any]:
 def shipped_parameters() -> dict[str, Any]:
     return {
         "fts_weights": list(sqlite_store.FTS_WEIGHTS),
-        "thought_fts_weights": list(sqlite_thoughts.THOUGHT_FTS_WEIGHTS),
+        "thought_fts_weights": list(lexicon.THOUGHT_FTS_WEIGHTS),
         "max_query_terms": retrieval.MAX_QUERY_TERMS,
         "rrf_k": retrieval.RRF_K,
         "candidates": retrieval.CANDIDATES,
@@ -967,7 +967,7 @@ def run_seamonkey(data: Path, variants: bool, embedder: LocalEmbedder | None = N
         def fused_rank(q: str) -> list[str]:
             """Memory.search's pieces without Memory._with_graph (query embedding included)."""
             qv = memory._embed([q])[0]
-            match = retrieval.fts_match(q)
+            match = retrieval.query_terms(q)
             lex = store.lexical(match, [REPO], retrieval.CANDIDATES) if match else []
             vec = store.vector(qv, [REPO], retrieval.CANDIDATES)
             return to_tasks(retrieval.fuse(lex, vec))
@@ -989,13 +989,13 @@ def run_seamonkey(data: Path, variants: bool, embedder: LocalEmbedder | None = N
             fused.rankings[q], ms = timed(lambda text=text: fused_rank(text))
             fused.latencies_ms.append(ms)
             qvecs[q] = embedder.embed([text])[0]
-            match = retrieval.fts_match(text)
+            match = retrieval.query_terms(text)
             lex_c = store.lexical(match, [REPO], retrieval.CANDIDATES) if match else []
             vec_c = store.vector(qvecs[q], [REPO], retrieval.CANDIDATES)
             seeds = [s.rowid for s in retrieval.fuse(lex_c, vec_c)[: graph.SEEDS]]
             edges_seen += len(store.attempt_edges(seeds, [REPO], graph.NEIGHBOURS_PER_SEED))
 
-            def lex_rank(match: str | None = match) -> list[str]:
+            def lex_rank(match: list[str] = match) -> list[str]:
                 lex = store.lexical(match, [REPO], retrieval.CANDIDATES) if match else []
                 return to_tasks(retrieval.fuse(lex, []))
 
@@ -1129,7 +1129,7 @@ def run_locomo(data: Path, variants: bool, embedder: LocalEmbedder | None = None
             searched.rankings[q.qid], ms = timed(lambda q=q: search(q.question))
             searched.latencies_ms.append(ms)
             qvecs[q.qid] = qv = embedder.embed([q.question])[0]
-            match = retrieval.fts_match(q.question)
+            match = retrieval.query_terms(q.question)
             lex, ms_l = timed(
                 lambda m=match: store.thought_lexical(m, [LOCOMO_REPO], retrieval.CANDIDATES) if m else []
             )

@@ -25,10 +25,11 @@ import orjson
 
 from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
 from mentis.ledger import Entry, canonical, entry_hash, seal, sha256_hex
-from mentis.store.base import AttemptRow, Embed, forget_body, replay
+from mentis.store.base import AttemptRow, Embed, SqlResult, forget_body, replay
 from mentis.store.dialect import Dialect
 from mentis.store.ledger_scan import RECORD_ID
 from mentis.store.lexicon import FTS_WEIGHTS, attempt_fields
+from mentis.store.recall_limits import RecallBounds
 from mentis.texts import attempt_conclusion, fingerprint
 
 ENTRY_COLS = "e.v, e.chain, e.seq, e.kind, e.id, e.at, e.agent, e.prev, e.body_hash, e.key_id, e.sig, e.hash"
@@ -110,6 +111,7 @@ class RelationalCore:
         def _verify_within(self, conn: Any) -> None: ...
         def _reset_derived(self, conn: Any) -> None: ...
         def _after_rebuild(self) -> None: ...
+        def _recall(self, sql: str, params: dict[str, Any] | None, bounds: RecallBounds) -> SqlResult: ...
         def _derive_thought(
             self, conn: Any, rowid: int, body: dict[str, Any], vector: np.ndarray
         ) -> None: ...
@@ -195,6 +197,29 @@ class RelationalCore:
                 row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
                 out[key] = int(row[0]) if row else 0
             return out
+
+    def ledger_summary(self) -> list[tuple[str, str, int, str]]:
+        """``(chain, kind, entries, newest at)`` for every chain and entry kind: keys only, no content."""
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT chain, kind, count(*), max({self.D.bytewise('at')}) FROM entries "
+                "GROUP BY chain, kind ORDER BY chain, kind"
+            ).fetchall()
+        return [(str(c), str(k), int(n), str(at)) for c, k, n, at in rows]
+
+    def run_sql(
+        self,
+        sql: str,
+        params: dict[str, Any] | None,
+        *,
+        visible: Callable[[str], bool],
+        max_rows: int,
+        max_bytes: int,
+        timeout_s: float,
+    ) -> SqlResult:
+        """Run one read-only ``recall`` statement over the documented views, as the caller sees
+        them (``visible``), within the row, byte and time limits."""
+        return self._recall(sql, params, RecallBounds(visible, max_rows, max_bytes, timeout_s))
 
     def repositories(self) -> list[str]:
         with self._peek() as conn:

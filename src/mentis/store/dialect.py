@@ -65,6 +65,10 @@ class Dialect:
             return f"convert_from({column}, 'UTF8')::json->>'{key}'"
         return f"json_extract({column}, '$.{key}')"
 
+    def bytewise(self, expr: str) -> str:
+        """``expr`` compared byte by byte (SQLite's default; PostgreSQL's "C" collation)."""
+        return f'{expr} COLLATE "C"' if self.postgres else expr
+
     def vector(self, vector: np.ndarray) -> Any:
         """A vector as this backend stores it (a float32 blob, or a pgvector value)."""
         array = as_array(vector)

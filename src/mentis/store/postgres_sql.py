@@ -17,7 +17,6 @@ import decimal
 import re
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -26,7 +25,7 @@ from mentis.errors import QueryError
 from mentis.store.base import SqlResult
 from mentis.store.postgres_base import PgBase, PgError, query_error
 from mentis.store.postgres_schema import RECALL_ROLE, RECALL_SCHEMA
-from mentis.store.recall_limits import ResultBudget
+from mentis.store.recall_limits import RecallBounds, ResultBudget
 
 _FETCH = 10
 WORK_MEM = "4MB"
@@ -113,16 +112,9 @@ class RecallSql(PgBase):
         conn.execute("RELEASE SAVEPOINT mentis_temp_limit")
         self._temp_limit_allowed = True
 
-    def run_sql(
-        self,
-        sql: str,
-        params: dict[str, Any] | None,
-        *,
-        visible: Callable[[str], bool],
-        max_rows: int,
-        max_bytes: int,
-        timeout_s: float,
-    ) -> SqlResult:
+    def _recall(self, sql: str, params: dict[str, Any] | None, bounds: RecallBounds) -> SqlResult:
+        """Run one ``recall`` statement over the views (the core's ``run_sql``)."""
+        visible, max_rows, max_bytes, timeout_s = bounds
         text = sql.strip().rstrip(";").strip()
         first = _LEADING.match(text)
         if first is None or first.group(1).lower() not in _READS:
@@ -181,15 +173,6 @@ class RecallSql(PgBase):
         return SqlResult(
             columns=columns, rows=budget.rows, truncated=budget.truncated, truncation_reason=budget.reason
         )
-
-    def ledger_summary(self) -> list[tuple[str, str, int, str]]:
-        """``(chain, kind, entries, newest at)`` for every chain and entry kind: keys only, no content."""
-        with self._read() as conn:
-            rows = conn.execute(
-                'SELECT chain, kind, count(*), max(at COLLATE "C") FROM entries '
-                "GROUP BY chain, kind ORDER BY chain, kind"
-            ).fetchall()
-        return [(str(c), str(k), int(n), str(at)) for c, k, n, at in rows]
 
     def size_bytes(self) -> int:
         """Bytes the database takes on the server (``pg_database_size``)."""

@@ -18,9 +18,19 @@ import base64
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
+
+
+class RecallBounds(NamedTuple):
+    """What one recall call may see and spend: the caller's scope (per repository) and its limits."""
+
+    visible: Callable[[str], bool]
+    max_rows: int
+    max_bytes: int
+    timeout_s: float
+
 
 VALUE_LIMIT_BYTES = 1_048_576
 """The largest string or blob a recall statement may hold (an attempt body written over HTTP fits)."""

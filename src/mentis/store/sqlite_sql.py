@@ -17,7 +17,6 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from mentis.store.recall_limits import (
     LIKE_PATTERN_LIMIT,
     VALUE_LIMIT_BYTES,
     Deadline,
+    RecallBounds,
     ResultBudget,
     limit_connection,
 )
@@ -133,16 +133,9 @@ class RecallSql(SqliteIndexes):
     _recall_open = 0
     _recall_threads: ThreadPoolExecutor | None = None
 
-    def run_sql(
-        self,
-        sql: str,
-        params: dict[str, Any] | None,
-        *,
-        visible: Callable[[str], bool],
-        max_rows: int,
-        max_bytes: int,
-        timeout_s: float,
-    ) -> SqlResult:
+    def _recall(self, sql: str, params: dict[str, Any] | None, bounds: RecallBounds) -> SqlResult:
+        """Run one ``recall`` statement over the views (the core's ``run_sql``)."""
+        visible, max_rows, max_bytes, timeout_s = bounds
         started = time.monotonic()
         conn = self._recall_connection(timeout_s)
         seen: dict[str, int] = {}
@@ -168,14 +161,6 @@ class RecallSql(SqliteIndexes):
         return SqlResult(
             columns=columns, rows=budget.rows, truncated=budget.truncated, truncation_reason=budget.reason
         )
-
-    def ledger_summary(self) -> list[tuple[str, str, int, str]]:
-        """``(chain, kind, entries, newest at)`` for every chain and entry kind: keys only, no content."""
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT chain, kind, count(*), max(at) FROM entries GROUP BY chain, kind ORDER BY chain, kind"
-            ).fetchall()
-        return [(str(c), str(k), int(n), str(at)) for c, k, n, at in rows]
 
     def size_bytes(self) -> int:
         """Bytes on disk: the SQLite file and its write-ahead log."""
