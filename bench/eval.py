@@ -87,7 +87,6 @@ from mentis.model import (
 from mentis.progress import stderr_progress
 from mentis.retrieval import graph, lexical
 from mentis.store import lexicon, sqlite_index
-from mentis.store import sqlite as sqlite_store
 from mentis.store.sqlite import SqliteStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -516,7 +515,7 @@ class Lab:
     """
 
     idx = "attempt_idx"
-    shipped_weights: tuple[float, ...] = sqlite_store.FTS_WEIGHTS
+    shipped_weights: tuple[float, ...] = lexicon.FTS_WEIGHTS
 
     def __init__(self, store: SqliteStore, repository: str) -> None:
         self.store = store
@@ -530,7 +529,7 @@ class Lab:
         ).fetchone()[0]
 
     def fields(self, body: dict[str, Any]) -> Sequence[str]:
-        return sqlite_store._fts_fields(body)
+        return lexicon.attempt_fields(body)
 
     def index(self, weights: tuple[float, ...]) -> tuple[lexical.LexicalIndex, dict[str, int]]:
         if weights not in self._indexes:
@@ -735,7 +734,7 @@ def minmax_fuse(
 
 
 def variant_grid() -> list[Variant]:
-    W = sqlite_store.FTS_WEIGHTS
+    W = lexicon.FTS_WEIGHTS
     grid = [
         Variant(f"shipped (first {MAXT} terms, weights 3/1/1, k={retrieval.RRF_K}, depth {DEPTH})"),
         # term selection
@@ -890,7 +889,7 @@ def environment() -> dict[str, Any]:
 
 def shipped_parameters() -> dict[str, Any]:
     return {
-        "fts_weights": list(sqlite_store.FTS_WEIGHTS),
+        "fts_weights": list(lexicon.FTS_WEIGHTS),
         "thought_fts_weights": list(lexicon.THOUGHT_FTS_WEIGHTS),
         "max_query_terms": retrieval.MAX_QUERY_TERMS,
         "rrf_k": retrieval.RRF_K,

@@ -28,7 +28,7 @@ from mentis.ledger import Entry, canonical, entry_hash, seal, sha256_hex
 from mentis.store.base import AttemptRow, Embed, SqlResult, forget_body, replay
 from mentis.store.dialect import Dialect
 from mentis.store.ledger_scan import RECORD_ID
-from mentis.store.lexicon import FTS_WEIGHTS, attempt_fields
+from mentis.store.lexicon import FTS_WEIGHTS, attempt_fields, thought_fields
 from mentis.store.recall_limits import RecallBounds
 from mentis.texts import attempt_conclusion, fingerprint
 
@@ -334,7 +334,7 @@ class RelationalCore:
             q("INSERT INTO attempt_idx(rowid, attempt_id, repository, task_id, status) VALUES(?,?,?,?,?)"),
             (rowid, body["attempt_id"], repo, task, attempt_status(body)),
         )
-        self._index_terms(conn, "attempt_terms", rowid, repo, attempt_fields(body), FTS_WEIGHTS)
+        self._index_record(conn, "attempt_terms", rowid, body)
         conn.execute(
             q("INSERT INTO vectors(rowid, repository, vec) VALUES(?,?,?)"),
             (rowid, repo, self.D.vector(vector)),
@@ -350,6 +350,25 @@ class RelationalCore:
             ),
             (repo, task, rowid if body.get("task_title") else None),
         )
+
+    def _index_record(self, conn: Any, table: str, rowid: int, body: dict[str, Any]) -> None:
+        """One attempt's (``attempt_terms``) or thought's (``thought_terms``) lexical row."""
+        fields, weights = (
+            (attempt_fields(body), FTS_WEIGHTS) if table == "attempt_terms" else thought_fields(body)
+        )
+        self._index_terms(conn, table, rowid, body["repository"], fields, weights)
+
+    def _index_all(self, conn: Any) -> int:
+        """Index every live attempt and thought (the migration to lexical rows); returns the count."""
+        done = 0
+        for table, idx in (("attempt_terms", "attempt_idx"), ("thought_terms", "thought_idx")):
+            rows = conn.execute(
+                f"SELECT i.rowid, b.body FROM {idx} i JOIN bodies b ON b.rowid = i.rowid ORDER BY i.rowid"
+            ).fetchall()
+            for rowid, raw in rows:
+                self._index_record(conn, table, int(rowid), orjson.loads(bytes(raw)))
+            done += len(rows)
+        return done
 
     def _derive_correction(
         self, conn: Any, rowid: int, attempt_rowid: int, body: dict[str, Any], conclusion: np.ndarray

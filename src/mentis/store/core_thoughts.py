@@ -21,7 +21,6 @@ from mentis.model import INVALIDATING_KINDS, REJECTING_KINDS
 from mentis.store.base import RejectionRow, ThoughtQuery, forget_body
 from mentis.store.core import check_terms
 from mentis.store.core_reads import AttemptReads
-from mentis.store.lexicon import thought_fields
 from mentis.texts import fingerprint, thought_text
 
 
@@ -73,7 +72,7 @@ class ThoughtCore(AttemptReads):
             "VALUES(?,?,?,?,?,?,?)",
             edges,
         )
-        self._index_terms(conn, "thought_terms", rowid, repo, *thought_fields(body))
+        self._index_record(conn, "thought_terms", rowid, body)
         conn.execute(
             q("INSERT INTO thought_vectors(rowid, repository, vec) VALUES(?,?,?)"),
             (rowid, repo, self.D.vector(vector)),

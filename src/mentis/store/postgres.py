@@ -78,7 +78,8 @@ class PostgresStore(RecallSql, PgLexicon, ThoughtCore, BrowseReads):
                     log.info("applying schema migration %d to %s", version, self.path)
                     conn.execute(sql.replace("{dim}", str(self.dim)).replace("{schema}", schema[0]))
                     if version == LEXICON_VERSION:
-                        log.info("indexed %d records for lexical search", self._index_existing(conn))
+                        log.info("indexed %d records for lexical search", self._index_all(conn))
+                        new_lex_epoch(conn)
                     conn.execute(
                         "INSERT INTO meta(key, value) VALUES('schema_version', %s), ('vector_dim', %s) "
                         "ON CONFLICT(key) DO UPDATE SET value = excluded.value",

@@ -36,10 +36,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import orjson
 
 from mentis.retrieval import lexical
-from mentis.store.lexicon import FTS_WEIGHTS, attempt_fields, thought_fields
 from mentis.store.postgres_base import Conn, PgBase
 from mentis.store.sqlite_index import LEXICAL_SELECT_MIN_DOCS
 
@@ -124,12 +122,6 @@ class PgLexicon(PgBase):
             (rowid, repository, length, lexical.pack(tf, ids)),
         )
 
-    def _index_attempt(self, conn: Conn, rowid: int, body: dict[str, Any]) -> None:
-        self._index_terms(conn, "attempt_terms", rowid, body["repository"], attempt_fields(body), FTS_WEIGHTS)
-
-    def _index_thought(self, conn: Conn, rowid: int, body: dict[str, Any]) -> None:
-        self._index_terms(conn, "thought_terms", rowid, body["repository"], *thought_fields(body))
-
     @staticmethod
     def _unindex_terms(conn: Conn, table: str, rowid: int) -> None:
         """Remove one document (a forget), drop its repository's stems no document holds any
@@ -141,23 +133,6 @@ class PgLexicon(PgBase):
         conn.execute("UPDATE lex_vocab SET df = df - 1 WHERE id = ANY(%s)", (ids,))
         conn.execute("DELETE FROM lex_vocab WHERE id = ANY(%s) AND df <= 0", (ids,))
         conn.execute("INSERT INTO lex_removed(kind, row) VALUES(%s, %s)", (TERM_TABLES[table], rowid))
-
-    def _index_existing(self, conn: Conn) -> int:
-        """Index every live attempt and thought (the schema 2 migration); returns the count."""
-        done = 0
-        for table, idx in (("attempt_terms", "attempt_idx"), ("thought_terms", "thought_idx")):
-            rows = conn.execute(
-                f"SELECT i.rowid, b.body FROM {idx} i JOIN bodies b ON b.rowid = i.rowid ORDER BY i.rowid"
-            ).fetchall()
-            for rowid, raw in rows:
-                body = orjson.loads(bytes(raw))
-                if table == "attempt_terms":
-                    self._index_attempt(conn, int(rowid), body)
-                else:
-                    self._index_thought(conn, int(rowid), body)
-            done += len(rows)
-        new_lex_epoch(conn)
-        return done
 
     # ------------------------------------------------------------ search
 

@@ -31,14 +31,10 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-import orjson
-
 from mentis.errors import StoreError
 from mentis.ledger import ChainReport
 from mentis.store.browse import BrowseReads
 from mentis.store.core_thoughts import ThoughtCore
-from mentis.store.lexicon import FTS_WEIGHTS, thought_fields
-from mentis.store.lexicon import attempt_fields as _fts_fields
 from mentis.store.sqlite_index import LEXICON_SCHEMA
 from mentis.store.sqlite_schema import _DERIVED_SCHEMA, _DERIVED_TABLES, _LEDGER_SCHEMA, _new_epoch
 from mentis.store.sqlite_sql import RecallSql
@@ -85,18 +81,7 @@ class SqliteStore(RecallSql, ThoughtCore, BrowseReads):
     def _migrate_lexicon(self, conn: sqlite3.Connection) -> None:
         """Schema 1 → 2: index every live attempt and thought in the lexical tables, drop FTS5."""
         log.info("migrating %s to schema 2 (lexical index)", self.path)
-        for rowid, raw in conn.execute(
-            "SELECT a.rowid, b.body FROM attempt_idx a JOIN bodies b ON b.rowid = a.rowid ORDER BY a.rowid"
-        ).fetchall():
-            body = orjson.loads(raw)
-            self._index_terms(
-                conn, "attempt_terms", rowid, body["repository"], _fts_fields(body), FTS_WEIGHTS
-            )
-        for rowid, raw in conn.execute(
-            "SELECT t.rowid, b.body FROM thought_idx t JOIN bodies b ON b.rowid = t.rowid ORDER BY t.rowid"
-        ).fetchall():
-            body = orjson.loads(raw)
-            self._index_terms(conn, "thought_terms", rowid, body["repository"], *thought_fields(body))
+        self._index_all(conn)
         conn.execute("DROP TABLE IF EXISTS attempt_fts")
         conn.execute("DROP TABLE IF EXISTS thought_fts")
         _new_epoch(conn)
