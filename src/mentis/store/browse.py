@@ -1,8 +1,8 @@
 """Reads for people browsing a store (the dashboard): repository summaries, a repository's tasks
 filtered and paginated, and a task's tombstones.
 
-A mixin of both backends: the SQL is written once with ``?`` placeholders and runs on SQLite as is
-and on PostgreSQL with ``%s`` (the tables and columns are the same). Like every store read it knows
+A mixin of both backends: the SQL is written once with ``?`` placeholders and the backend's
+dialect spells them (the tables and columns are the same). Like every store read it knows
 nothing of scopes; :mod:`mentis.browse` filters by the caller before anything is shown.
 """
 
@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from mentis.ledger import Entry
+
+if TYPE_CHECKING:
+    from mentis.store.dialect import Dialect
 
 TASK_STATUSES = ("passed", "failed", "unverified", "outdated")
 
@@ -49,9 +52,8 @@ _OUTDATED = (
 class BrowseReads:
     """Needs the backend's ``_read`` (a snapshot connection) and ``_load`` (hash-checked bodies)."""
 
-    _param: ClassVar[str] = "?"
-
     if TYPE_CHECKING:  # the backends define them
+        D: ClassVar[Dialect]
 
         def _read(self) -> AbstractContextManager[Any]: ...
         def _load(
@@ -59,7 +61,7 @@ class BrowseReads:
         ) -> dict[int, tuple[Entry, dict[str, Any]]]: ...
 
     def _sql(self, sql: str) -> str:
-        return sql if self._param == "?" else sql.replace("?", self._param)
+        return self.D.q(sql)
 
     def repository_rows(self) -> list[RepositoryRow]:
         """Every chain with its head, newest entry time and live counts, newest activity first."""

@@ -44,8 +44,6 @@ _VERIFY_BATCH = 5_000
 class PostgresStore(RecallSql, PgLexicon, ThoughtCore, BrowseReads):
     """One PostgreSQL database holding the ledger, bodies and derived tables."""
 
-    _param = "%s"
-
     def __init__(self, url: str, dim: int, *, verify: bool = True) -> None:
         super().__init__(url, dim)
         try:
