@@ -1,10 +1,13 @@
 """The Store protocol every backend implements, and the records it passes back.
 
 A store persists ledger entries, their bodies and the tables derived from them; it knows
-nothing of validation or scopes (those live in ``memory.py``). Conformance expectations:
+nothing of validation or scopes (those live in ``memory.py``). Its questions are asked in terms,
+not SQL: query words for lexical search, a :class:`ThoughtQuery` for filtering thoughts.
+Conformance expectations:
 
 - ``append_*`` runs in one transaction that includes the ledger entry; concurrent writers
-  (threads or processes) never lose, duplicate or fork an entry.
+  (threads or processes) never lose, duplicate or fork an entry. ``append_attempts`` appends its
+  rows in order in one transaction, after checking every row: a bad row writes nothing.
 - every read that returns content returns it from a body whose hash was checked;
 - ``verify`` checks every chain (DESIGN §3) and ``open`` refuses a store that fails it;
 - ``rebuild`` regenerates every derived table from the ledger alone.

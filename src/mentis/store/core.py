@@ -69,9 +69,10 @@ def attempt_status(body: dict[str, Any]) -> str:
     return str(check["status"]) if check else "unverified"
 
 
-def check_terms(terms: Sequence[str]) -> None:
-    if isinstance(terms, str):  # a str is a Sequence[str] of its letters
-        raise TypeError("lexical search takes a list of query terms, not one string")
+def check_list(values: Sequence[str], what: str) -> None:
+    """Refuse one string where a list of strings belongs (a str is a Sequence[str] of its letters)."""
+    if isinstance(values, str):
+        raise TypeError(f"{what} must be a list, not one string")
 
 
 class RelationalCore:

@@ -14,7 +14,7 @@ import numpy as np
 
 from mentis.errors import IntegrityError
 from mentis.store.base import StoredAttempt
-from mentis.store.core import LABEL_FANOUT, RelationalCore, check_terms, derived_mismatch
+from mentis.store.core import LABEL_FANOUT, RelationalCore, check_list, derived_mismatch
 from mentis.texts import attempt_conclusion
 
 
@@ -100,7 +100,7 @@ class AttemptReads(RelationalCore):
         join = count_join = where = count_where = ""
         scope: list[Any] = []
         if repositories is not None:
-            check_terms(repositories)
+            check_list(repositories, "repositories")
             cond, scope = self.D.in_("b.repository", repositories)
             join, where = f"JOIN {idx} b ON b.rowid = l2.rowid ", f"AND {cond} "
             count_join = f"JOIN {idx} y ON y.rowid = x.rowid "
@@ -122,7 +122,7 @@ class AttemptReads(RelationalCore):
     ) -> list[tuple[int, float]]:
         """BM25 candidates among the attempts of ``repositories`` (None: all) for the query
         ``terms`` (``retrieval.query_terms``: a word as often as the query repeats it)."""
-        check_terms(terms)
+        check_list(terms, "query terms")
         return self._lexical("attempt_terms", terms, repositories, limit)
 
     def vector(

@@ -19,7 +19,7 @@ from mentis.errors import Conflict, NotFound
 from mentis.ledger import Entry, canonical
 from mentis.model import INVALIDATING_KINDS, REJECTING_KINDS
 from mentis.store.base import RejectionRow, ThoughtQuery, forget_body
-from mentis.store.core import check_terms
+from mentis.store.core import check_list
 from mentis.store.core_reads import AttemptReads
 from mentis.texts import fingerprint, thought_text
 
@@ -185,7 +185,7 @@ class ThoughtCore(AttemptReads):
         self, terms: Sequence[str], repositories: Sequence[str] | None, limit: int
     ) -> list[tuple[int, float]]:
         """BM25 candidates among the thoughts of ``repositories`` (None: all) for ``terms``."""
-        check_terms(terms)
+        check_list(terms, "query terms")
         return self._lexical("thought_terms", terms, repositories, limit)
 
     def thought_vector(
@@ -202,7 +202,7 @@ class ThoughtCore(AttemptReads):
         edges: list[tuple[int, int, float]] = []
         repo_sql, repo_args = "", list[Any]()
         if repositories is not None:
-            check_terms(repositories)
+            check_list(repositories, "repositories")
             cond, repo_args = self.D.in_("b.repository", repositories)
             repo_sql = f"AND {cond}"
         sql = self.D.q(
