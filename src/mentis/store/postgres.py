@@ -21,11 +21,11 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
-import orjson
 
 from mentis.errors import Conflict, IntegrityError, NotFound, StoreError
 from mentis.ledger import ChainReport, Entry, canonical, verify_rows
-from mentis.store.base import Embed, StoredAttempt, forget_body, replay
+from mentis.records import AttemptBody, tombstone
+from mentis.store.base import Embed, StoredAttempt, replay
 from mentis.store.browse import BrowseReads
 from mentis.store.ledger_scan import RECORD_ID
 from mentis.store.postgres_base import ENTRY_COLS, MIGRATION_LOCK, Conn, entry_of, scope_sql, vec
@@ -33,7 +33,7 @@ from mentis.store.postgres_lexicon import new_lex_epoch
 from mentis.store.postgres_schema import DERIVED_TABLES, LEXICON_VERSION, MIGRATIONS, SCHEMA_VERSION
 from mentis.store.postgres_sql import RecallSql
 from mentis.store.postgres_thoughts import ThoughtTables
-from mentis.texts import attempt_conclusion, fingerprint
+from mentis.texts import fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +46,6 @@ def _derived_mismatch(rowid: int) -> IntegrityError:
         f"a derived index row (entry rowid {rowid}) disagrees with the ledger; run `mentis verify`, "
         "then `mentis rebuild` to regenerate the indexes from the ledger"
     )
-
-
-def _status(body: dict[str, Any]) -> str:
-    check = body.get("check")
-    return str(check["status"]) if check else "unverified"
 
 
 class PostgresStore(ThoughtTables, RecallSql, BrowseReads):
@@ -185,7 +180,7 @@ class PostgresStore(ThoughtTables, RecallSql, BrowseReads):
             )
             found = conn.execute("SELECT task_id FROM attempt_idx WHERE rowid=%s", (rowid,)).fetchone()
             task_id = found[0] if found is not None else None
-            body = forget_body("attempt_id", attempt_id, chain, seqs, reason, agent, at, task_id=task_id)
+            body = tombstone("attempt", attempt_id, chain, seqs, reason, agent, at, task_id).to_json()
             tomb_rowid, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(body))
             self._derive_forget(conn, tomb_rowid, body)
         return entry
@@ -206,17 +201,16 @@ class PostgresStore(ThoughtTables, RecallSql, BrowseReads):
     # ------------------------------------------------------------ derivation (live and rebuild)
 
     def _derive_attempt(self, conn: Conn, rowid: int, body: dict[str, Any], vector: np.ndarray) -> None:
-        repo, task = body["repository"], body["task_id"]
+        repo, task, attempt = body["repository"], body["task_id"], AttemptBody.from_json(body)
         conn.execute(
             "INSERT INTO attempt_idx(rowid, attempt_id, repository, task_id, status) VALUES(%s,%s,%s,%s,%s)",
-            (rowid, body["attempt_id"], repo, task, _status(body)),
+            (rowid, body["attempt_id"], repo, task, attempt.status),
         )
         self._index_attempt(conn, rowid, body)
         conn.execute(
             "INSERT INTO vectors(rowid, repository, vec) VALUES(%s,%s,%s)", (rowid, repo, vec(vector))
         )
-        labels = [(rowid, "file", f) for f in body.get("files", [])]
-        labels += [(rowid, "tag", t) for t in body.get("tags", [])]
+        labels = [(rowid, kind, label) for kind, label in attempt.labels]
         if labels:
             with conn.cursor() as cur:
                 cur.executemany("INSERT INTO attempt_label(rowid, kind, label) VALUES(%s,%s,%s)", labels)
@@ -234,7 +228,7 @@ class PostgresStore(ThoughtTables, RecallSql, BrowseReads):
         conn.execute("INSERT INTO correction_idx(rowid, attempt_rowid) VALUES(%s,%s)", (rowid, attempt_rowid))
         row = conn.execute("SELECT body FROM bodies WHERE rowid=%s", (attempt_rowid,)).fetchone()
         assert row is not None
-        norm = fingerprint(attempt_conclusion(orjson.loads(bytes(row[0]))))
+        norm = fingerprint(AttemptBody.parse(row[0]).conclusion)
         blob = vec(conclusion).tobytes()
         self._add_rejection(
             conn,
@@ -257,7 +251,7 @@ class PostgresStore(ThoughtTables, RecallSql, BrowseReads):
             if row is None:
                 return None
             loaded = self._load(conn, [int(row[0])], "attempt")
-        return attempt_conclusion(loaded[int(row[0])][1])
+        return AttemptBody.from_json(loaded[int(row[0])][1]).conclusion
 
     def _derive_forget(self, conn: Conn, tomb_rowid: int, tomb: dict[str, Any]) -> None:
         if "thought_id" in tomb:
@@ -549,7 +543,7 @@ class PostgresStore(ThoughtTables, RecallSql, BrowseReads):
                 (body["attempt_id"], body["repository"]),
             ).fetchone()
             if arow is not None:
-                vec = embed([attempt_conclusion(orjson.loads(bytes(arow[1])))])[0]
+                vec = embed([AttemptBody.parse(arow[1]).conclusion])[0]
                 self._derive_correction(conn, rowid, int(arow[0]), body, vec)
 
         replay(

@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 import orjson
 
+from mentis.records import AttemptBody, ThoughtBody
 from mentis.retrieval import lexical, match_terms
-from mentis.store.lexicon import FTS_WEIGHTS, attempt_fields, thought_fields
 from mentis.store.postgres_base import Conn, PgBase
 from mentis.store.sqlite_base import LEXICAL_SELECT_MIN_DOCS
 
@@ -125,10 +125,14 @@ class PgLexicon(PgBase):
         )
 
     def _index_attempt(self, conn: Conn, rowid: int, body: dict[str, Any]) -> None:
-        self._index_terms(conn, "attempt_terms", rowid, body["repository"], attempt_fields(body), FTS_WEIGHTS)
+        self._index_terms(
+            conn, "attempt_terms", rowid, body["repository"], *AttemptBody.from_json(body).index_fields
+        )
 
     def _index_thought(self, conn: Conn, rowid: int, body: dict[str, Any]) -> None:
-        self._index_terms(conn, "thought_terms", rowid, body["repository"], *thought_fields(body))
+        self._index_terms(
+            conn, "thought_terms", rowid, body["repository"], *ThoughtBody.from_json(body).index_fields
+        )
 
     @staticmethod
     def _unindex_terms(conn: Conn, table: str, rowid: int) -> None:

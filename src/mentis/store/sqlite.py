@@ -31,21 +31,20 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
 from mentis.errors import Conflict, IntegrityError, NotFound, StoreError
 from mentis.ledger import ChainReport, Entry, canonical
-from mentis.store.base import Embed, StoredAttempt, forget_body, replay
+from mentis.records import FTS_WEIGHTS as FTS_WEIGHTS
+from mentis.records import AttemptBody, ThoughtBody, tombstone
+from mentis.store.base import Embed, StoredAttempt, replay
 from mentis.store.browse import BrowseReads
 from mentis.store.ledger_scan import RECORD_ID
-from mentis.store.lexicon import FTS_WEIGHTS, thought_fields
-from mentis.store.lexicon import attempt_fields as _fts_fields
 from mentis.store.sqlite_base import ENTRY_COLS, LEXICON_SCHEMA, VECTOR_TABLES
 from mentis.store.sqlite_schema import _DERIVED_SCHEMA, _DERIVED_TABLES, _LEDGER_SCHEMA, _new_epoch
 from mentis.store.sqlite_sql import RecallSql
 from mentis.store.sqlite_thoughts import THOUGHT_SCHEMA, ThoughtTables
 from mentis.store.sqlite_verify import one_pass, parallel_verify
-from mentis.texts import attempt_conclusion, fingerprint
+from mentis.texts import fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -58,11 +57,6 @@ def _derived_mismatch(rowid: int) -> IntegrityError:
         f"a derived index row (entry rowid {rowid}) disagrees with the ledger; run `mentis verify`, "
         "then `mentis rebuild` to regenerate the indexes from the ledger"
     )
-
-
-def _status(body: dict[str, Any]) -> str:
-    check = body.get("check")
-    return str(check["status"]) if check else "unverified"
 
 
 class SqliteStore(ThoughtTables, RecallSql, BrowseReads):
@@ -103,15 +97,13 @@ class SqliteStore(ThoughtTables, RecallSql, BrowseReads):
         for rowid, raw in conn.execute(
             "SELECT a.rowid, b.body FROM attempt_idx a JOIN bodies b ON b.rowid = a.rowid ORDER BY a.rowid"
         ).fetchall():
-            body = orjson.loads(raw)
-            self._index_terms(
-                conn, "attempt_terms", rowid, body["repository"], _fts_fields(body), FTS_WEIGHTS
-            )
+            attempt = AttemptBody.parse(raw)
+            self._index_terms(conn, "attempt_terms", rowid, attempt.repository, *attempt.index_fields)
         for rowid, raw in conn.execute(
             "SELECT t.rowid, b.body FROM thought_idx t JOIN bodies b ON b.rowid = t.rowid ORDER BY t.rowid"
         ).fetchall():
-            body = orjson.loads(raw)
-            self._index_terms(conn, "thought_terms", rowid, body["repository"], *thought_fields(body))
+            thought = ThoughtBody.parse(raw)
+            self._index_terms(conn, "thought_terms", rowid, thought.repository, *thought.index_fields)
         conn.execute("DROP TABLE IF EXISTS attempt_fts")
         conn.execute("DROP TABLE IF EXISTS thought_fts")
         _new_epoch(conn)
@@ -193,7 +185,7 @@ class SqliteStore(ThoughtTables, RecallSql, BrowseReads):
                 s for (s,) in conn.execute(f"SELECT seq FROM entries WHERE rowid IN ({marks})", erased_rowids)
             )
             task_id = conn.execute("SELECT task_id FROM attempt_idx WHERE rowid=?", (rowid,)).fetchone()[0]
-            body = forget_body("attempt_id", attempt_id, chain, seqs, reason, agent, at, task_id=task_id)
+            body = tombstone("attempt", attempt_id, chain, seqs, reason, agent, at, task_id).to_json()
             tomb_rowid, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(body))
             self._derive_forget(conn, tomb_rowid, body)
         self.erase_on_disk()
@@ -217,18 +209,17 @@ class SqliteStore(ThoughtTables, RecallSql, BrowseReads):
     def _derive_attempt(
         self, conn: sqlite3.Connection, rowid: int, body: dict[str, Any], vector: np.ndarray
     ) -> None:
-        repo, task = body["repository"], body["task_id"]
+        repo, task, attempt = body["repository"], body["task_id"], AttemptBody.from_json(body)
         conn.execute(
             "INSERT INTO attempt_idx(rowid, attempt_id, repository, task_id, status) VALUES(?,?,?,?,?)",
-            (rowid, body["attempt_id"], repo, task, _status(body)),
+            (rowid, body["attempt_id"], repo, task, attempt.status),
         )
-        self._index_terms(conn, "attempt_terms", rowid, repo, _fts_fields(body), FTS_WEIGHTS)
+        self._index_terms(conn, "attempt_terms", rowid, repo, *attempt.index_fields)
         conn.execute(
             "INSERT INTO vectors(rowid, repository, vec) VALUES(?,?,?)",
             (rowid, repo, np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
         )
-        labels = [(rowid, "file", f) for f in body.get("files", [])]
-        labels += [(rowid, "tag", t) for t in body.get("tags", [])]
+        labels = [(rowid, kind, label) for kind, label in attempt.labels]
         conn.executemany("INSERT INTO attempt_label(rowid, kind, label) VALUES(?,?,?)", labels)
         title_rowid = rowid if body.get("task_title") else None
         conn.execute(
@@ -243,7 +234,7 @@ class SqliteStore(ThoughtTables, RecallSql, BrowseReads):
     ) -> None:
         conn.execute("INSERT INTO correction_idx(rowid, attempt_rowid) VALUES(?,?)", (rowid, attempt_rowid))
         raw = conn.execute("SELECT body FROM bodies WHERE rowid=?", (attempt_rowid,)).fetchone()[0]
-        norm = fingerprint(attempt_conclusion(orjson.loads(raw)))
+        norm = fingerprint(AttemptBody.parse(raw).conclusion)
         blob = np.ascontiguousarray(vec, dtype=np.float32).tobytes()
         self._add_rejection(
             conn,
@@ -266,7 +257,7 @@ class SqliteStore(ThoughtTables, RecallSql, BrowseReads):
             if row is None:
                 return None
             loaded = self._load(conn, [row[0]], "attempt")
-        return attempt_conclusion(loaded[row[0]][1])
+        return AttemptBody.from_json(loaded[row[0]][1]).conclusion
 
     def _derive_forget(self, conn: sqlite3.Connection, tomb_rowid: int, tomb: dict[str, Any]) -> None:
         if "thought_id" in tomb:
@@ -579,7 +570,7 @@ class SqliteStore(ThoughtTables, RecallSql, BrowseReads):
                 (body["attempt_id"], body["repository"]),
             ).fetchone()
             if arow is not None:
-                vec = embed([attempt_conclusion(orjson.loads(arow[1]))])[0]
+                vec = embed([AttemptBody.parse(arow[1]).conclusion])[0]
                 self._derive_correction(conn, rowid, int(arow[0]), body, vec)
 
         replay(

@@ -13,16 +13,15 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
-import orjson
 
 from mentis.errors import Conflict, NotFound
 from mentis.ledger import Entry, canonical
 from mentis.model import INVALIDATING_KINDS, REJECTING_KINDS
-from mentis.store.base import RejectionRow, forget_body
-from mentis.store.lexicon import THOUGHT_FTS_WEIGHTS as THOUGHT_FTS_WEIGHTS
-from mentis.store.lexicon import thought_fields as thought_fields
+from mentis.records import THOUGHT_FTS_WEIGHTS as THOUGHT_FTS_WEIGHTS
+from mentis.records import ThoughtBody, tombstone
+from mentis.store.base import RejectionRow
 from mentis.store.sqlite_base import SqliteBase
-from mentis.texts import fingerprint, thought_text
+from mentis.texts import fingerprint
 
 THOUGHT_SCHEMA = """
 CREATE TABLE IF NOT EXISTS thought_idx(
@@ -112,6 +111,7 @@ class ThoughtTables(SqliteBase):
         self, conn: sqlite3.Connection, rowid: int, body: dict[str, Any], vector: np.ndarray
     ) -> None:
         tid, repo, at = body["thought_id"], body["repository"], body["created_at"]
+        thought = ThoughtBody.from_json(body)
         conn.execute(
             "INSERT INTO thought_idx(rowid, thought_id, repository, type, role, agent_id, task_id, "
             "created_at, "
@@ -129,8 +129,7 @@ class ThoughtTables(SqliteBase):
                 _unit_real(body.get("confidence")),
             ),
         )
-        labels = [(rowid, "tag", t) for t in body.get("tags", [])]
-        labels += [(rowid, "concept", c) for c in body.get("concepts", [])]
+        labels = [(rowid, kind, label) for kind, label in thought.labels]
         conn.executemany("INSERT INTO thought_label(rowid, kind, label) VALUES(?,?,?)", labels)
         edges = [(rowid, tid, "ref", ref, None, None, at) for ref in body.get("refs", [])]
         edges += [
@@ -142,7 +141,7 @@ class ThoughtTables(SqliteBase):
             "VALUES(?,?,?,?,?,?,?)",
             edges,
         )
-        self._index_terms(conn, "thought_terms", rowid, repo, *thought_fields(body))
+        self._index_terms(conn, "thought_terms", rowid, repo, *thought.index_fields)
         conn.execute(
             "INSERT INTO thought_vectors(rowid, repository, vec) VALUES(?,?,?)",
             (rowid, repo, np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
@@ -170,7 +169,7 @@ class ThoughtTables(SqliteBase):
                 if gone is not None:
                     raise Conflict(f"thought {thought_id} in {chain} was forgotten; its content is erased")
                 raise NotFound(f"no thought {thought_id} in repository {chain}; search_thoughts finds ids")
-            body = forget_body("thought_id", thought_id, chain, [int(row[1])], reason, agent, at)
+            body = tombstone("thought", thought_id, chain, [int(row[1])], reason, agent, at).to_json()
             tomb_rowid, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(body))
             self._derive_forget_thought(conn, tomb_rowid, body)
         self.erase_on_disk()
@@ -212,7 +211,7 @@ class ThoughtTables(SqliteBase):
         ).fetchone()
         if row is None:
             return
-        text = thought_text(orjson.loads(row[0]))
+        text = ThoughtBody.parse(row[0]).conclusion
         self._add_rejection(conn, by_rowid, by_id, repo, target, "thought", at, fingerprint(text), row[1])
 
     @staticmethod
