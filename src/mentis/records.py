@@ -15,7 +15,7 @@ what the lexical index (``index_fields``) and label tables (``labels``) take.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Literal, NamedTuple, Self
 
 import orjson
@@ -79,6 +79,16 @@ class IndexFields(NamedTuple):
 # ---------------------------------------------------------------- the body types
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type[Body]) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Body:
     """A JSON object hashed into the ledger: None fields are absent, nested bodies nest."""
@@ -101,7 +111,8 @@ class Body:
         try:
             return cls(**values)
         except TypeError:
-            known = {k: v for k, v in values.items() if k in cls.__dataclass_fields__}
+            names = _field_names(cls)
+            known = {k: v for k, v in values.items() if k in names}
             try:
                 return cls(**known)
             except TypeError as exc:
@@ -110,7 +121,7 @@ class Body:
     def to_json(self) -> dict[str, Any]:
         """The object whose canonical bytes are hashed."""
         out: dict[str, Any] = {}
-        for name in self.__dataclass_fields__:
+        for name in _field_names(type(self)):
             value = getattr(self, name)
             if value is None:
                 if name in self.KEEP_NULL:
