@@ -85,6 +85,7 @@ from mentis.model import (
     SearchThoughtsInput,
 )
 from mentis.progress import stderr_progress
+from mentis.records import AttemptBody, ThoughtBody
 from mentis.retrieval import graph, lexical
 from mentis.store import sqlite as sqlite_store
 from mentis.store import sqlite_base, sqlite_thoughts
@@ -530,7 +531,7 @@ class Lab:
         ).fetchone()[0]
 
     def fields(self, body: dict[str, Any]) -> Sequence[str]:
-        return sqlite_store._fts_fields(body)
+        return AttemptBody.from_json(body).index_fields.texts
 
     def index(self, weights: tuple[float, ...]) -> tuple[lexical.LexicalIndex, dict[str, int]]:
         if weights not in self._indexes:
@@ -625,7 +626,7 @@ class ThoughtLab(Lab):
     shipped_weights = sqlite_thoughts.THOUGHT_FTS_WEIGHTS
 
     def fields(self, body: dict[str, Any]) -> Sequence[str]:
-        return sqlite_thoughts.thought_fields(body)[0]
+        return ThoughtBody.from_json(body).index_fields.texts
 
     def __init__(self, store: SqliteStore, repository: str, row_keys: dict[int, TurnKey]) -> None:
         super().__init__(store, repository)
