@@ -72,7 +72,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from mentis import retrieval
+from mentis import records, retrieval
 from mentis.embed.local import LocalEmbedder
 from mentis.memory import Caller, Memory, attempt_text
 from mentis.model import (
@@ -85,8 +85,9 @@ from mentis.model import (
     SearchThoughtsInput,
 )
 from mentis.progress import stderr_progress
+from mentis.records import AttemptBody, ThoughtBody
 from mentis.retrieval import graph, lexical
-from mentis.store import lexicon, sqlite_index
+from mentis.store import sqlite_index
 from mentis.store.sqlite import SqliteStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -515,7 +516,7 @@ class Lab:
     """
 
     idx = "attempt_idx"
-    shipped_weights: tuple[float, ...] = lexicon.FTS_WEIGHTS
+    shipped_weights: tuple[float, ...] = records.FTS_WEIGHTS
 
     def __init__(self, store: SqliteStore, repository: str) -> None:
         self.store = store
@@ -529,7 +530,7 @@ class Lab:
         ).fetchone()[0]
 
     def fields(self, body: dict[str, Any]) -> Sequence[str]:
-        return lexicon.attempt_fields(body)
+        return AttemptBody.from_json(body).index_fields.texts
 
     def index(self, weights: tuple[float, ...]) -> tuple[lexical.LexicalIndex, dict[str, int]]:
         if weights not in self._indexes:
@@ -621,10 +622,10 @@ class ThoughtLab(Lab):
     """
 
     idx = "thought_idx"
-    shipped_weights = lexicon.THOUGHT_FTS_WEIGHTS
+    shipped_weights = records.THOUGHT_FTS_WEIGHTS
 
     def fields(self, body: dict[str, Any]) -> Sequence[str]:
-        return lexicon.thought_fields(body)[0]
+        return ThoughtBody.from_json(body).index_fields.texts
 
     def __init__(self, store: SqliteStore, repository: str, row_keys: dict[int, TurnKey]) -> None:
         super().__init__(store, repository)
@@ -734,7 +735,7 @@ def minmax_fuse(
 
 
 def variant_grid() -> list[Variant]:
-    W = lexicon.FTS_WEIGHTS
+    W = records.FTS_WEIGHTS
     grid = [
         Variant(f"shipped (first {MAXT} terms, weights 3/1/1, k={retrieval.RRF_K}, depth {DEPTH})"),
         # term selection
@@ -791,7 +792,7 @@ def variant_grid() -> list[Variant]:
 
 def locomo_variant_grid() -> list[Variant]:
     """Questions are short (≤ ~20 terms), so term caps only matter through df/length rules."""
-    W = lexicon.THOUGHT_FTS_WEIGHTS
+    W = records.THOUGHT_FTS_WEIGHTS
     grid = [
         Variant(f"shipped (first {MAXT} terms, k={retrieval.RRF_K}, depth {DEPTH})"),
         # term selection
@@ -889,8 +890,8 @@ def environment() -> dict[str, Any]:
 
 def shipped_parameters() -> dict[str, Any]:
     return {
-        "fts_weights": list(lexicon.FTS_WEIGHTS),
-        "thought_fts_weights": list(lexicon.THOUGHT_FTS_WEIGHTS),
+        "fts_weights": list(records.FTS_WEIGHTS),
+        "thought_fts_weights": list(records.THOUGHT_FTS_WEIGHTS),
         "max_query_terms": retrieval.MAX_QUERY_TERMS,
         "rrf_k": retrieval.RRF_K,
         "candidates": retrieval.CANDIDATES,

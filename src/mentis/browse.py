@@ -13,6 +13,7 @@ from typing import Any
 from mentis.errors import Forbidden, InvalidInput, NotFound
 from mentis.ledger import Entry
 from mentis.model import MAX_ID_CHARS
+from mentis.records import AttemptBody, TombstoneBody
 from mentis.service import Caller, ServiceBase
 from mentis.store.base import StoredAttempt
 from mentis.store.browse import TASK_STATUSES, RepositoryRow, TaskRow
@@ -136,37 +137,25 @@ class BrowseOps(ServiceBase):
             _checked_id(current_commit, "commit")
         attempts = self.store.task_history(repository, task_id)
         tombs = [
-            Tombstone(
-                entry=e,
-                attempt_id=b["attempt_id"],
-                reason=b.get("reason"),
-                agent_id=b["agent_id"],
-                at=b["at"],
-                erased=list(b.get("erased", [])),
-            )
-            for e, b in self.store.tombstones(repository)
-            if b.get("task_id") == task_id
+            Tombstone(e, t.attempt_id, t.reason, t.agent_id, t.at, t.erased)
+            for e, t in ((e, TombstoneBody.from_json(b)) for e, b in self.store.tombstones(repository))
+            if t.task_id == task_id and t.attempt_id is not None
         ]
         if not attempts and not tombs:
             raise NotFound("no such task in this repository")
+        bodies = [AttemptBody.from_json(a.body) for a in attempts]
         current: dict[str, str] = {}
-        if current_commit is not None:
-            for a in attempts:
-                ctx = a.body.get("code_context") or {}
-                if ctx.get("commit") == current_commit:
-                    current.update(ctx.get("file_hashes") or {})
+        for b in bodies:
+            if current_commit is not None and b.code_context and b.commit == current_commit:
+                current.update(b.code_context.file_hashes or {})
         items: list[TimelineAttempt | Tombstone] = []
-        for a in attempts:
-            ctx = a.body.get("code_context") or {}
-            check = a.body.get("check") or {}
-            stale = None
-            if current_commit is not None and ctx.get("file_hashes"):
-                stale = sorted(p for p, h in ctx["file_hashes"].items() if p in current and current[p] != h)
-            other = current_commit is not None and ctx.get("commit") not in (None, current_commit)
-            items.append(TimelineAttempt(a, check.get("status", "unverified"), stale, other))
+        for a, b in zip(attempts, bodies, strict=True):
+            stale = None if current_commit is None else b.stale_files(current)
+            other = current_commit is not None and b.commit not in (None, current_commit)
+            items.append(TimelineAttempt(a, b.status, stale, other))
         items += tombs
         items.sort(key=lambda i: i.stored.entry.seq if isinstance(i, TimelineAttempt) else i.entry.seq)
-        title = next((a.body["task_title"] for a in reversed(attempts) if a.body.get("task_title")), None)
+        title = next((b.task_title for b in reversed(bodies) if b.task_title), None)
         return Timeline(repository, task_id, title, current_commit, items)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import IO, Any
 
 import numpy as np
@@ -42,14 +43,14 @@ from mentis.model import (
     VerifyResult,
     now_iso,
 )
+from mentis.records import AttemptBody, CheckBody, CodeContextBody, CorrectionBody
+from mentis.records import attempt_text as attempt_text
 from mentis.retrieval import graph
 from mentis.retrieval.rerank import RerankFailed, RerankItem, apply_rerank
 from mentis.service import Caller
 from mentis.staleness import StaleInput, StaleResult, stale_attempts
 from mentis.stats import StatsInput, StatsResult, collect_stats
 from mentis.store.base import StoredAttempt
-from mentis.texts import attempt_conclusion
-from mentis.texts import attempt_text as attempt_text
 from mentis.thoughts import ThoughtOps, rejection_out, stored_reasserts
 
 log = logging.getLogger(__name__)
@@ -76,35 +77,34 @@ class Memory(ThoughtOps, BrowseOps):
         self._may_write(caller, req.repository)
         attempt_id = str(uuid.uuid4())
         at = now_iso()
-        body: dict[str, Any] = {
-            "attempt_id": attempt_id,
-            "repository": req.repository,
-            "task_id": req.task_id,
-            "agent_id": caller.agent_id,
-            "action": req.action,
-            "files": list(req.files),
-            "observation": req.observation,
-            "tags": list(req.tags),
-            "created_at": at,
-        }
-        optional = {
-            "task_title": req.task_title,
-            "session_id": req.session_id or caller.session_id,
-            "inference": req.inference,
-            "code_context": req.code_context.model_dump(exclude_none=True) if req.code_context else None,
-            "check": req.check.model_dump(exclude_none=True) if req.check else None,
-        }
-        body.update({k: v for k, v in optional.items() if v is not None})
-        conclusion = attempt_conclusion(body)
+        ctx = None if req.code_context is None else CodeContextBody(**req.code_context.model_dump())
+        body = AttemptBody(
+            attempt_id=attempt_id,
+            repository=req.repository,
+            task_id=req.task_id,
+            agent_id=caller.agent_id,
+            created_at=at,
+            action=req.action,
+            observation=req.observation,
+            files=list(req.files),
+            tags=list(req.tags),
+            task_title=req.task_title,
+            session_id=req.session_id or caller.session_id,
+            inference=req.inference,
+            code_context=ctx,
+            check=None if req.check is None else CheckBody(**req.check.model_dump()),
+        )
+        conclusion = body.conclusion
         if self.store.has_rejections(req.repository):
-            vector, conclusion_vec = self._embed([attempt_text(body), conclusion])
+            vector, conclusion_vec = self._embed([body.embed_text, conclusion])
             reasserts = self.reassertions(req.repository, conclusion, conclusion_vec)
         else:
-            vector, reasserts = self._embed([attempt_text(body)])[0], []
+            vector, reasserts = self._embed([body.embed_text])[0], []
         if reasserts:
-            body["reasserts"] = stored_reasserts(reasserts)
-        entry = self.store.append_attempt(req.repository, attempt_id, at, caller.agent_id, body, vector)
-        status = req.check.status if req.check else "unverified"
+            body = replace(body, reasserts=stored_reasserts(reasserts))
+        entry = self.store.append_attempt(
+            req.repository, attempt_id, at, caller.agent_id, body.to_json(), vector
+        )
         texts = [
             req.action,
             req.observation,
@@ -113,7 +113,7 @@ class Memory(ThoughtOps, BrowseOps):
         ]
         return RecordAttemptResult(
             attempt_id=attempt_id,
-            status=status,
+            status=body.status,
             ledger=_ref(entry),
             warnings=self.reassertion_warnings(reasserts) + self.secret_warnings(*texts),
             reasserts=[rejection_out(r) for r in reasserts],
@@ -192,11 +192,11 @@ class Memory(ThoughtOps, BrowseOps):
             return hits, {}, ranking
         items = []
         for h in hits:
-            b = previews[h.attempts[0].rowid].body if h.attempts[0].rowid in previews else {}
+            stored = previews.get(h.attempts[0].rowid)
+            b = None if stored is None else AttemptBody.from_json(stored.body)
             title = info.get((h.repository, h.task_id), (None, 0))[0] or h.task_id
-            text = "\n".join(
-                p for p in (title, b.get("action"), b.get("observation"), b.get("inference")) if p
-            )
+            parts = (title,) if b is None else (title, b.action, b.observation, b.inference)
+            text = "\n".join(p for p in parts if p)
             items.append(RerankItem(key=f"{h.repository}\x00{h.task_id}", text=text))
         try:
             scores = self.reranker.rerank(query, items)
@@ -268,23 +268,23 @@ class Memory(ThoughtOps, BrowseOps):
         size = 2
         truncated, reason = False, None
         for a in attempts:
-            b = a.body
-            ctx, check = b.get("code_context") or {}, b.get("check") or {}
+            b = AttemptBody.from_json(a.body)
+            ctx, check = b.code_context or CodeContextBody(), b.check
             row = [
-                b["attempt_id"],
-                b["created_at"],
-                b["agent_id"],
-                check.get("status", "unverified"),
-                b["action"],
-                b["observation"],
-                b.get("inference"),
-                b.get("files", []),
-                ctx.get("commit"),
-                ctx.get("branch"),
-                check.get("command"),
-                check.get("exit_code"),
-                check.get("output"),
-                b.get("tags", []),
+                b.attempt_id,
+                b.created_at,
+                b.agent_id,
+                b.status,
+                b.action,
+                b.observation,
+                b.inference,
+                b.files,
+                ctx.commit,
+                ctx.branch,
+                check and check.command,
+                check and check.exit_code,
+                check and check.output,
+                b.tags,
                 [_correction(c).model_dump() for c in a.corrections],
             ]
             size += len(orjson.dumps(row)) + 1
@@ -309,21 +309,20 @@ class Memory(ThoughtOps, BrowseOps):
         self._may_write(caller, req.repository)
         self._owned_attempt(caller, req.repository, req.attempt_id)
         at = now_iso()
-        body: dict[str, Any] = {
-            "attempt_id": req.attempt_id,
-            "repository": req.repository,
-            "reason": req.reason,
-            "at": at,
-            "agent_id": caller.agent_id,
-        }
-        if req.latest_commit is not None:
-            body["latest_commit"] = req.latest_commit
+        body = CorrectionBody(
+            attempt_id=req.attempt_id,
+            repository=req.repository,
+            reason=req.reason,
+            at=at,
+            agent_id=caller.agent_id,
+            latest_commit=req.latest_commit,
+        )
         conclusion = self.store.attempt_conclusion_text(req.repository, req.attempt_id)
         if conclusion is None:
             raise NotFound(f"no attempt {req.attempt_id} in repository {req.repository}")
         vec = self._embed([conclusion])[0]
         entry, count = self.store.append_correction(
-            req.repository, str(uuid.uuid4()), at, caller.agent_id, body, vec
+            req.repository, str(uuid.uuid4()), at, caller.agent_id, body.to_json(), vec
         )
         return MarkOutdatedResult(
             attempt_id=req.attempt_id,
@@ -469,37 +468,28 @@ def _ref(entry: Entry) -> LedgerRef:
     return LedgerRef(seq=entry.seq, hash=entry.hash)
 
 
-def _correction(body: dict[str, Any]) -> CorrectionOut:
-    return CorrectionOut(
-        reason=body["reason"],
-        latest_commit=body.get("latest_commit"),
-        at=body["at"],
-        agent_id=body["agent_id"],
-    )
+def _correction(body: CorrectionBody | dict[str, Any]) -> CorrectionOut:
+    c = body if isinstance(body, CorrectionBody) else CorrectionBody.from_json(body)
+    return CorrectionOut(reason=c.reason, latest_commit=c.latest_commit, at=c.at, agent_id=c.agent_id)
 
 
 def _preview(
     stored: StoredAttempt, current: dict[str, str] | None, reasserts: list[Rejection]
 ) -> AttemptPreview:
-    b = stored.body
-    ctx = b.get("code_context") or {}
-    stale = None
-    if current is not None and ctx.get("file_hashes"):
-        stale = sorted(p for p, h in ctx["file_hashes"].items() if p in current and current[p] != h)
-    check = b.get("check")
+    b = AttemptBody.from_json(stored.body)
     return AttemptPreview(
-        attempt_id=b["attempt_id"],
-        action=b["action"],
-        observation=b["observation"],
-        inference=b.get("inference"),
-        status=check["status"] if check else "unverified",
-        files=b.get("files", []),
-        commit=ctx.get("commit"),
-        created_at=b["created_at"],
-        agent_id=b["agent_id"],
+        attempt_id=b.attempt_id,
+        action=b.action,
+        observation=b.observation,
+        inference=b.inference,
+        status=b.status,
+        files=b.files,
+        commit=b.commit,
+        created_at=b.created_at,
+        agent_id=b.agent_id,
         correction=_correction(stored.corrections[-1]) if stored.corrections else None,
         corrections_count=len(stored.corrections),
-        stale_files=stale,
+        stale_files=None if current is None else b.stale_files(current),
         reasserts=reasserts,
     )
 

@@ -15,6 +15,11 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from mentis.errors import InvalidInput
+from mentis.records import INVALIDATING_KINDS as INVALIDATING_KINDS
+from mentis.records import REJECTING_KINDS as REJECTING_KINDS
+from mentis.records import RELATION_KINDS, AttemptStatus
+from mentis.records import THOUGHT_ROLES as THOUGHT_ROLES
+from mentis.records import THOUGHT_TYPES as THOUGHT_TYPES
 
 # ---------------------------------------------------------------- limits (documented in README)
 
@@ -119,9 +124,6 @@ class Check(Strict):
     output: Text | None = None
 
 
-AttemptStatus = Literal["passed", "failed", "unverified"]
-
-
 def now_iso() -> str:
     """UTC timestamp with microseconds, the one time format of the ledger."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -186,67 +188,6 @@ M = TypeVar("M", bound=BaseModel)
 
 # ---------------------------------------------------------------- thoughts
 
-THOUGHT_TYPES = (
-    "Finding",
-    "Insight",
-    "FactLearned",
-    "PatternDetected",
-    "Hypothesis",
-    "Mistake",
-    "Correction",
-    "LessonLearned",
-    "AssumptionInvalidated",
-    "Constraint",
-    "Plan",
-    "Subgoal",
-    "Decision",
-    "StrategyShift",
-    "Wonder",
-    "Question",
-    "Idea",
-    "Experiment",
-    "ActionTaken",
-    "TaskComplete",
-    "Checkpoint",
-    "StateSnapshot",
-    "Handoff",
-    "Summary",
-    "Surprise",
-    "Reframe",
-    "Goal",
-    "PreferenceUpdate",
-    "UserTrait",
-    "RelationshipUpdate",
-    "LLMExtracted",
-)
-THOUGHT_ROLES = (
-    "Memory",
-    "WorkingMemory",
-    "Summary",
-    "Compression",
-    "Checkpoint",
-    "Handoff",
-    "Audit",
-    "Retrospective",
-)
-RELATION_KINDS = (
-    "References",
-    "Summarizes",
-    "Corrects",
-    "Invalidates",
-    "CausedBy",
-    "Supports",
-    "Contradicts",
-    "DerivedFrom",
-    "ContinuesFrom",
-    "BranchesFrom",
-    "RelatedTo",
-    "Supersedes",
-)
-INVALIDATING_KINDS = frozenset({"Supersedes", "Corrects", "Invalidates"})
-"""Relations whose target is left out of default reads."""
-REJECTING_KINDS = frozenset({"Corrects", "Invalidates"})
-"""Relations that reject the target's content (a fingerprint is kept; see memory.rejections)."""
 MAX_REFS = 64
 MAX_RELATIONS = 64
 MAX_CONCEPTS = 64

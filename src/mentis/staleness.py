@@ -15,6 +15,7 @@ from pydantic import Field
 
 from mentis.errors import Forbidden
 from mentis.model import FilePath, GitSha, Identifier, Out, Strict
+from mentis.records import AttemptBody
 
 if TYPE_CHECKING:
     from mentis.memory import Caller, Memory
@@ -70,10 +71,9 @@ def stale_attempts(memory: Memory, caller: Caller, req: StaleInput) -> StaleResu
     checked = 0
     for (task_id,) in found.rows:
         for stored in memory.store.task_history(req.repository, str(task_id)):
-            b = stored.body
-            check = b.get("check") or {}
-            hashes = (b.get("code_context") or {}).get("file_hashes") or {}
-            if check.get("status") != "passed" or not hashes:
+            b = AttemptBody.from_json(stored.body)
+            hashes = (b.code_context and b.code_context.file_hashes) or {}
+            if b.check is None or b.status != "passed" or not hashes:
                 continue
             checked += 1
             if stored.corrections and not req.include_outdated:
@@ -86,13 +86,13 @@ def stale_attempts(memory: Memory, caller: Caller, req: StaleInput) -> StaleResu
             if changed:
                 out.append(
                     StaleAttempt(
-                        attempt_id=b["attempt_id"],
-                        task_id=b["task_id"],
-                        title=b.get("task_title"),
-                        created_at=b["created_at"],
-                        agent_id=b["agent_id"],
-                        check_command=check["command"],
-                        commit=(b.get("code_context") or {}).get("commit"),
+                        attempt_id=b.attempt_id,
+                        task_id=b.task_id,
+                        title=b.task_title,
+                        created_at=b.created_at,
+                        agent_id=b.agent_id,
+                        check_command=b.check.command,
+                        commit=b.commit,
                         changed=changed,
                         outdated=bool(stored.corrections),
                     )

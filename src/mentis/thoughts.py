@@ -56,6 +56,7 @@ from mentis.model import (
     now_iso,
     parse,
 )
+from mentis.records import RelationBody, ThoughtBody
 from mentis.retrieval import graph
 from mentis.service import Caller, ServiceBase
 from mentis.store.base import ThoughtQuery
@@ -71,35 +72,32 @@ FILTER_POOL = 2_000
 """Thoughts considered when a search has filters but no query (newest first)."""
 
 
-def _float(value: str | None) -> float | None:
-    return None if value is None else float(value)
-
-
 def thought_out(
     entry: Entry,
     body: dict[str, Any],
     invalidated_by: Sequence[str] = (),
     reasserts: list[Rejection] | None = None,
 ) -> ThoughtOut:
+    t = ThoughtBody.from_json(body)
     return ThoughtOut(
-        thought_id=body["thought_id"],
-        repository=body["repository"],
-        type=body["type"],
-        role=body["role"],
-        content=body["content"],
-        confidence=_float(body.get("confidence")),
-        importance=float(body["importance"]),
-        tags=body.get("tags", []),
-        concepts=body.get("concepts", []),
-        refs=body.get("refs", []),
-        relations=[ThoughtRelationOut(**r) for r in body.get("relations", [])],
-        task_id=body.get("task_id"),
-        agent_id=body["agent_id"],
-        session_id=body.get("session_id"),
-        created_at=body["created_at"],
+        thought_id=t.thought_id,
+        repository=t.repository,
+        type=t.type,
+        role=t.role,
+        content=t.content,
+        confidence=None if t.confidence is None else float(t.confidence),
+        importance=float(t.importance),
+        tags=t.tags,
+        concepts=t.concepts,
+        refs=t.refs,
+        relations=[ThoughtRelationOut(**r.to_json()) for r in t.relations],
+        task_id=t.task_id,
+        agent_id=t.agent_id,
+        session_id=t.session_id,
+        created_at=t.created_at,
         ledger=LedgerRef(seq=entry.seq, hash=entry.hash),
         invalidated_by=list(invalidated_by),
-        reasserts=[rejection_out(r) for r in body.get("reasserts", [])] if reasserts is None else reasserts,
+        reasserts=[rejection_out(r) for r in t.reasserts or []] if reasserts is None else reasserts,
     )
 
 
@@ -186,33 +184,32 @@ class ThoughtOps(ServiceBase):
                         f"relations: {target} is an attempt; relations link thoughts", field=field
                     )
         vector = self._embed([req.content])[0]
-        relations = [r.model_dump(exclude_none=True) for r in req.relations]
+        relations = [RelationBody(**r.model_dump()) for r in req.relations]
         superseded = self._near_duplicates(req, vector, targets) if link_duplicates else []
-        relations += [{"kind": "Supersedes", "target_id": t} for t in superseded]
+        relations += [RelationBody(kind="Supersedes", target_id=t) for t in superseded]
         reasserts = self.reassertions(req.repository, req.content, vector)
         at = now_iso()
-        body: dict[str, Any] = {
-            "thought_id": thought_id,
-            "repository": req.repository,
-            "type": req.type,
-            "role": req.role,
-            "content": req.content,
-            "importance": req.importance,
-            "tags": list(req.tags),
-            "concepts": list(req.concepts),
-            "refs": list(req.refs),
-            "relations": relations,
-            "agent_id": caller.agent_id,
-            "created_at": at,
-        }
-        optional = {
-            "confidence": req.confidence,
-            "task_id": req.task_id,
-            "session_id": req.session_id or caller.session_id,
-            "reasserts": stored_reasserts(reasserts) or None,
-        }
-        body.update({k: v for k, v in optional.items() if v is not None})
-        entry = self.store.append_thought(req.repository, thought_id, at, caller.agent_id, body, vector)
+        body = ThoughtBody(
+            thought_id=thought_id,
+            repository=req.repository,
+            type=req.type,
+            role=req.role,
+            content=req.content,
+            importance=str(req.importance),
+            tags=list(req.tags),
+            concepts=list(req.concepts),
+            refs=list(req.refs),
+            relations=relations,
+            agent_id=caller.agent_id,
+            created_at=at,
+            confidence=None if req.confidence is None else str(req.confidence),
+            task_id=req.task_id,
+            session_id=req.session_id or caller.session_id,
+            reasserts=stored_reasserts(reasserts) or None,
+        )
+        entry = self.store.append_thought(
+            req.repository, thought_id, at, caller.agent_id, body.to_json(), vector
+        )
         warnings = self.reassertion_warnings(reasserts)
         warnings += [f"linked as Supersedes: near-duplicate of thought {t}" for t in superseded]
         return AppendThoughtResult(

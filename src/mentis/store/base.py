@@ -23,6 +23,7 @@ import numpy as np
 import orjson
 
 from mentis.ledger import ChainReport, Entry
+from mentis.records import AttemptBody, ThoughtBody
 
 if TYPE_CHECKING:
     from mentis.store.browse import RepositoryRow, TaskRow
@@ -192,31 +193,6 @@ class Store(Protocol):
     def tombstones(self, repository: str) -> list[tuple[Entry, dict[str, Any]]]: ...
 
 
-def forget_body(
-    key: str,
-    record_id: str,
-    chain: str,
-    erased: list[int],
-    reason: str | None,
-    agent: str,
-    at: str,
-    task_id: str | None = None,
-) -> dict[str, Any]:
-    """A forget tombstone's body: ``key`` is ``attempt_id`` or ``thought_id`` (what it erases);
-    an attempt's tombstone also names its task, so a task's timeline can show the gap."""
-    body: dict[str, Any] = {
-        key: record_id,
-        "repository": chain,
-        "erased": erased,
-        "reason": reason,
-        "agent_id": agent,
-        "at": at,
-    }
-    if task_id is not None:
-        body["task_id"] = task_id
-    return body
-
-
 REPLAY_BATCH = 128
 
 
@@ -235,13 +211,13 @@ def replay(
     Attempts and thoughts are embedded in batches; a correction or forget first flushes the batch
     so it sees every entry before it. Entries whose body was erased derive nothing.
     """
-    from mentis.texts import attempt_text, thought_text
-
     batch: list[tuple[int, str, dict[str, Any]]] = []
 
     def flush() -> None:
         if batch:
-            texts = [attempt_text(b) if k == "attempt" else thought_text(b) for _, k, b in batch]
+            texts = [
+                (AttemptBody if k == "attempt" else ThoughtBody).from_json(b).embed_text for _, k, b in batch
+            ]
             for (rowid, kind, body), vec in zip(batch, embed(texts), strict=True):
                 (attempt if kind == "attempt" else thought)(rowid, body, vec)
             if progress is not None:

@@ -25,12 +25,12 @@ import orjson
 
 from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
 from mentis.ledger import Entry, canonical, entry_hash, seal, sha256_hex
-from mentis.store.base import AttemptRow, Embed, SqlResult, forget_body, replay
+from mentis.records import AttemptBody, ThoughtBody, tombstone
+from mentis.store.base import AttemptRow, Embed, SqlResult, replay
 from mentis.store.dialect import Dialect
 from mentis.store.ledger_scan import RECORD_ID
-from mentis.store.lexicon import FTS_WEIGHTS, attempt_fields, thought_fields
 from mentis.store.recall_limits import RecallBounds
-from mentis.texts import attempt_conclusion, fingerprint
+from mentis.texts import fingerprint
 
 ENTRY_COLS = "e.v, e.chain, e.seq, e.kind, e.id, e.at, e.agent, e.prev, e.body_hash, e.key_id, e.sig, e.hash"
 """A ledger entry's columns, in :class:`~mentis.ledger.Entry` order (see :func:`entry_of`)."""
@@ -62,11 +62,6 @@ def derived_mismatch(rowid: int) -> IntegrityError:
         f"a derived index row (entry rowid {rowid}) disagrees with the ledger; run `mentis verify`, "
         "then `mentis rebuild` to regenerate the indexes from the ledger"
     )
-
-
-def attempt_status(body: dict[str, Any]) -> str:
-    check = body.get("check")
-    return str(check["status"]) if check else "unverified"
 
 
 def check_list(values: Sequence[str], what: str) -> None:
@@ -306,7 +301,7 @@ class RelationalCore:
             seqs = sorted(int(s) for (s,) in conn.execute(q(f"SELECT seq FROM entries WHERE {cond}"), args))
             found = conn.execute(q("SELECT task_id FROM attempt_idx WHERE rowid=?"), (rowid,)).fetchone()
             task_id = found[0] if found is not None else None
-            body = forget_body("attempt_id", attempt_id, chain, seqs, reason, agent, at, task_id=task_id)
+            body = tombstone("attempt", attempt_id, chain, seqs, reason, agent, at, task_id).to_json()
             tomb_rowid, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(body))
             self._derive_forget(conn, tomb_rowid, body)
         self._after_forget()
@@ -330,18 +325,17 @@ class RelationalCore:
 
     def _derive_attempt(self, conn: Any, rowid: int, body: dict[str, Any], vector: np.ndarray) -> None:
         q = self.D.q
-        repo, task = body["repository"], body["task_id"]
+        repo, task, attempt = body["repository"], body["task_id"], AttemptBody.from_json(body)
         conn.execute(
             q("INSERT INTO attempt_idx(rowid, attempt_id, repository, task_id, status) VALUES(?,?,?,?,?)"),
-            (rowid, body["attempt_id"], repo, task, attempt_status(body)),
+            (rowid, body["attempt_id"], repo, task, attempt.status),
         )
         self._index_record(conn, "attempt_terms", rowid, body)
         conn.execute(
             q("INSERT INTO vectors(rowid, repository, vec) VALUES(?,?,?)"),
             (rowid, repo, self.D.vector(vector)),
         )
-        labels = [(rowid, "file", f) for f in body.get("files", [])]
-        labels += [(rowid, "tag", t) for t in body.get("tags", [])]
+        labels = [(rowid, kind, label) for kind, label in attempt.labels]
         self.D.many(conn, "INSERT INTO attempt_label(rowid, kind, label) VALUES(?,?,?)", labels)
         conn.execute(
             q(
@@ -354,10 +348,8 @@ class RelationalCore:
 
     def _index_record(self, conn: Any, table: str, rowid: int, body: dict[str, Any]) -> None:
         """One attempt's (``attempt_terms``) or thought's (``thought_terms``) lexical row."""
-        fields, weights = (
-            (attempt_fields(body), FTS_WEIGHTS) if table == "attempt_terms" else thought_fields(body)
-        )
-        self._index_terms(conn, table, rowid, body["repository"], fields, weights)
+        record = (AttemptBody if table == "attempt_terms" else ThoughtBody).from_json(body)
+        self._index_terms(conn, table, rowid, body["repository"], *record.index_fields)
 
     def _index_all(self, conn: Any) -> int:
         """Index every live attempt and thought (the migration to lexical rows); returns the count."""
@@ -379,7 +371,7 @@ class RelationalCore:
             q("INSERT INTO correction_idx(rowid, attempt_rowid) VALUES(?,?)"), (rowid, attempt_rowid)
         )
         row = conn.execute(q("SELECT body FROM bodies WHERE rowid=?"), (attempt_rowid,)).fetchone()
-        norm = fingerprint(attempt_conclusion(orjson.loads(bytes(row[0]))))
+        norm = fingerprint(AttemptBody.parse(row[0]).conclusion)
         blob = np.ascontiguousarray(conclusion, dtype=np.float32).tobytes()
         aid, repo = body["attempt_id"], body["repository"]
         self._add_rejection(conn, rowid, aid, repo, aid, "attempt", body["at"], norm, blob)
@@ -515,7 +507,7 @@ class RelationalCore:
                 (body["attempt_id"], body["repository"]),
             ).fetchone()
             if arow is not None:
-                vec = embed([attempt_conclusion(orjson.loads(bytes(arow[1])))])[0]
+                vec = embed([AttemptBody.parse(arow[1]).conclusion])[0]
                 self._derive_correction(conn, rowid, int(arow[0]), body, vec)
 
         replay(

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from mentis.errors import IntegrityError
+from mentis.records import AttemptBody
 from mentis.store.base import StoredAttempt
 from mentis.store.core import LABEL_FANOUT, RelationalCore, check_list, derived_mismatch
-from mentis.texts import attempt_conclusion
 
 
 class AttemptReads(RelationalCore):
@@ -30,7 +30,7 @@ class AttemptReads(RelationalCore):
             if row is None:
                 return None
             loaded = self._load(conn, [int(row[0])], "attempt")
-        return attempt_conclusion(loaded[int(row[0])][1])
+        return AttemptBody.from_json(loaded[int(row[0])][1]).conclusion
 
     def attempt_keys(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
         """(repository, task_id, attempt_id) of live attempts among ``rowids``."""

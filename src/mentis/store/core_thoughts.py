@@ -13,15 +13,15 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
-import orjson
 
 from mentis.errors import Conflict, NotFound
 from mentis.ledger import Entry, canonical
 from mentis.model import INVALIDATING_KINDS, REJECTING_KINDS
-from mentis.store.base import RejectionRow, ThoughtQuery, forget_body
+from mentis.records import ThoughtBody, tombstone
+from mentis.store.base import RejectionRow, ThoughtQuery
 from mentis.store.core import check_list
 from mentis.store.core_reads import AttemptReads
-from mentis.texts import fingerprint, thought_text
+from mentis.texts import fingerprint
 
 
 class ThoughtCore(AttemptReads):
@@ -58,8 +58,7 @@ class ThoughtCore(AttemptReads):
                 None if confidence is None else float(confidence),
             ),
         )
-        labels = [(rowid, "tag", t) for t in body.get("tags", [])]
-        labels += [(rowid, "concept", c) for c in body.get("concepts", [])]
+        labels = [(rowid, kind, label) for kind, label in ThoughtBody.from_json(body).labels]
         edges = [(rowid, tid, "ref", ref, None, None, at) for ref in body.get("refs", [])]
         edges += [
             (rowid, tid, r["kind"], r["target_id"], r.get("valid_at"), r.get("invalid_at"), at)
@@ -105,7 +104,7 @@ class ThoughtCore(AttemptReads):
                 if gone is not None:
                     raise Conflict(f"thought {thought_id} in {chain} was forgotten; its content is erased")
                 raise NotFound(f"no thought {thought_id} in repository {chain}; search_thoughts finds ids")
-            body = forget_body("thought_id", thought_id, chain, [int(row[1])], reason, agent, at)
+            body = tombstone("thought", thought_id, chain, [int(row[1])], reason, agent, at).to_json()
             tomb_rowid, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(body))
             self._derive_forget_thought(conn, tomb_rowid, body)
         self._after_forget()
@@ -141,7 +140,7 @@ class ThoughtCore(AttemptReads):
         ).fetchone()
         if row is None:
             return
-        text = thought_text(orjson.loads(bytes(row[0])))
+        text = ThoughtBody.parse(row[0]).conclusion
         blob = self.D.vector_bytes(row[1])
         self._add_rejection(conn, by_rowid, by_id, repo, target, "thought", at, fingerprint(text), blob)
 

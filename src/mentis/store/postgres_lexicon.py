@@ -1,7 +1,7 @@
 """Lexical search on PostgreSQL, scored exactly as on SQLite (DESIGN §4: "the same lexical scoring").
 
 Each attempt and thought is analysed in Python with the SQLite store's analyzer (unicode61 words,
-Porter stems, the field weights of :mod:`mentis.store.lexicon`) and persisted as one row of packed
+Porter stems, the field weights of :mod:`mentis.records`) and persisted as one row of packed
 ``(term id, weighted tf)`` pairs in ``attempt_terms`` / ``thought_terms``. Every server process
 loads those rows into the same in-process :class:`~mentis.retrieval.lexical.LexicalIndex` the
 SQLite store uses, so BM25 (statistics over the repositories searched only) is the same code.

@@ -16,6 +16,7 @@ and nothing else; recall statements run under it.
 
 from __future__ import annotations
 
+from mentis.records import status_sql
 from mentis.store.postgres_lexicon import LEXICON_SQL
 
 SCHEMA_VERSION = 2
@@ -132,7 +133,7 @@ SELECT j->>'attempt_id' AS attempt_id,
        j->>'agent_id' AS agent_id,
        j->>'session_id' AS session_id,
        j->>'created_at' AS created_at,
-       coalesce(j->'check'->>'status', 'unverified') AS status,
+       {attempt_status} AS status,
        j->>'action' AS action,
        j->>'observation' AS observation,
        j->>'inference' AS inference,
@@ -203,7 +204,7 @@ FROM thought_idx t JOIN bodies b ON b.rowid = t.rowid JOIN entries e ON e.rowid 
 WHERE mentis_visible(t.repository);
 
 GRANT SELECT ON ALL TABLES IN SCHEMA mentis_recall TO mentis_recall;
-"""
+""".replace("{attempt_status}", status_sql("j->'check'->>'status'"))
 
 MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (LEXICON_VERSION, LEXICON_SQL))
 """(version, SQL with ``{dim}`` and ``{schema}`` placeholders), applied in order on open."""

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mentis.errors import IntegrityError, QueryError
+from mentis.records import status_sql
 from mentis.store.base import SqlResult
 from mentis.store.recall_limits import (
     COLUMN_LIMIT,
@@ -52,7 +53,7 @@ SELECT json_extract(b.body, '$.attempt_id') AS attempt_id,
        json_extract(b.body, '$.agent_id') AS agent_id,
        json_extract(b.body, '$.session_id') AS session_id,
        json_extract(b.body, '$.created_at') AS created_at,
-       coalesce(json_extract(b.body, '$.check.status'), 'unverified') AS status,
+       {attempt_status} AS status,
        json_extract(b.body, '$.action') AS action,
        json_extract(b.body, '$.observation') AS observation,
        json_extract(b.body, '$.inference') AS inference,
@@ -89,7 +90,7 @@ SELECT t.repository AS repository, t.task_id AS task_id,
          WHERE a.repository = t.repository AND a.task_id = t.task_id) AS attempt_count
 FROM main.task_idx t LEFT JOIN checked_bodies tb ON tb.rowid = t.title_rowid
 WHERE mentis_visible(t.repository) LIMIT -1;
-"""
+""".replace("{attempt_status}", status_sql("json_extract(b.body, '$.check.status')"))
 _INNER_VIEWS = frozenset({"checked_bodies"})
 """Views the documented ones read through; not queryable themselves."""
 VIEW_NAMES = frozenset({"attempts", "corrections", "tasks", "thoughts", "relations"})
