@@ -183,7 +183,6 @@ def _finish(
 def _result(
     harness: str, action: str, report: list[dict[str, Any]], note: str | None, *, dry_run: bool
 ) -> dict[str, Any]:
-
     return {
         "harness": harness,
         "action": action,

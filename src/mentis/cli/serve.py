@@ -72,7 +72,9 @@ def serve(
         memory = Memory.open(config)
     memory.warm_up()
     err.print(f"mentis: serving MCP on stdio; store {config.db_path} verified.", highlight=False)
-    err.print(f"harness config: mentis install HARNESS writes it {INSTALL_HINT}", highlight=False)
+    err.print(
+        f"harness config: mentis install HARNESS writes it {INSTALL_HINT}", highlight=False, soft_wrap=True
+    )
     try:
         anyio.run(run_stdio, build_server(memory))
     finally:
