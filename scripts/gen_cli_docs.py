@@ -64,12 +64,23 @@ def _section(cmd: Any, ctx: typer.Context, path: list[str], level: int) -> list[
     return out
 
 
+def _aliases(root: Any) -> str:
+    """One line naming each hidden command and the command it is another name of."""
+    named = {getattr(c.callback, "__wrapped__", None): n for n, c in root.commands.items() if not c.hidden}
+    pairs = [
+        f"`mentis {name}` for `mentis {named[cmd.callback.__wrapped__]}`"
+        for name, cmd in sorted(root.commands.items())
+        if cmd.hidden
+    ]
+    return f"\nOlder names kept as hidden aliases: {', '.join(pairs)}.\n" if pairs else ""
+
+
 def render() -> str:
     """docs/cli.md as the commands describe themselves now."""
     root = get_command(app)
     ctx = typer.Context(root, info_name="mentis", terminal_width=100, max_content_width=100)
     lines = _section(root, ctx, ["mentis"], 2)
-    return HEADER + "\n" + "\n".join(lines).rstrip() + "\n"
+    return HEADER + _aliases(root) + "\n" + "\n".join(lines).rstrip() + "\n"
 
 
 def main(argv: list[str]) -> int:

@@ -699,6 +699,19 @@ CLI_CASES: list[tuple[str, list[str], tuple[str, ...], int]] = [
     ("verify-unknown-repository", ["verify", "--repo", "github.com/acme/none"], ("repository",), 3),
 ]
 
+# The commands were renamed after their operations; the older names stay as aliases and reject the same.
+RENAMED = {
+    "record": "record-attempt",
+    "outdated": "mark-conclusion-outdated",
+    "forget": "forget-attempt",
+    "verify": "verify-integrity",
+}
+CLI_CASES += [
+    (f"{case}-as-{RENAMED[args[0]]}", [RENAMED[args[0]], *args[1:]], names, code)
+    for case, args, names, code in CLI_CASES
+    if args[0] in RENAMED
+]
+
 
 @pytest.mark.parametrize(
     ("args", "names", "exit_code"), [c[1:] for c in CLI_CASES], ids=[c[0] for c in CLI_CASES]

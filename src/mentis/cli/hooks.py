@@ -9,22 +9,24 @@ import typer
 from pydantic import TypeAdapter, ValidationError
 from rich.console import Console
 
-from mentis.cli import DbOpt, JsonOpt, RepoOpt, _emit, _errors, _run, _settings, app
+from mentis.cli.common import DbOpt, JsonOpt, RepoOpt, emit, errors, run, settings
 from mentis.errors import InvalidInput
 from mentis.integrations import git
 from mentis.integrations.hooks import payload, state
 from mentis.model import Identifier, Title, parse
 from mentis.staleness import StaleInput, StaleResult
 
+commands = typer.Typer()
+
 task_app = typer.Typer(help="The task the hooks record checks under, per checkout.", no_args_is_help=True)
-app.add_typer(task_app, name="task")
+commands.add_typer(task_app, name="task")
 
 CwdOpt = Annotated[
     Path | None, typer.Option("--cwd", help="A directory inside the checkout (default: the current one).")
 ]
 
 
-@app.command()
+@commands.command()
 def hook(
     harness: Annotated[str, typer.Argument(help=f"One of: {', '.join(payload.HARNESSES)}.")],
     event: Annotated[str, typer.Argument(help=f"One of: {', '.join(payload.EVENTS)}.")],
@@ -54,16 +56,16 @@ def task_start(
     as_json: JsonOpt = False,
 ) -> None:
     """Set the task that hooks record this checkout's checks under (else they use the branch name)."""
-    with _errors():
+    with errors():
         task_id = _checked(TypeAdapter(Identifier), task_id, "task_id")
         title = _checked(TypeAdapter(Title), title, "title") if title is not None else None
         top = git.toplevel(cwd or Path.cwd())
-        home = _settings(None).home
+        home = settings(None).home
         st = state.load(home, top)
         st.task_id, st.title = task_id, title
         st.recorded, st.last_commit, st.last_hashes = False, None, {}  # a new task starts its own diff
         state.save(home, st)
-    _emit(
+    emit(
         st.to_json(), as_json, lambda d: Console().print(f"task {task_id} started in {top}", highlight=False)
     )
 
@@ -71,25 +73,25 @@ def task_start(
 @task_app.command("show")
 def task_show(cwd: CwdOpt = None, as_json: JsonOpt = False) -> None:
     """Show the checkout's task (and the branch the hooks fall back to)."""
-    with _errors():
+    with errors():
         top = git.toplevel(cwd or Path.cwd())
-        st = state.load(_settings(None).home, top)
+        st = state.load(settings(None).home, top)
         data: dict[str, Any] = {**st.to_json(), "branch": git.head(top)[1]}
-    _emit(data, as_json, lambda d: Console().print(f"task: {d['task_id'] or '-'} (branch {d['branch']})"))
+    emit(data, as_json, lambda d: Console().print(f"task: {d['task_id'] or '-'} (branch {d['branch']})"))
 
 
 @task_app.command("stop")
 def task_stop(cwd: CwdOpt = None, as_json: JsonOpt = False) -> None:
     """Forget the checkout's task: hooks go back to the branch name."""
-    with _errors():
+    with errors():
         top = git.toplevel(cwd or Path.cwd())
-        home = _settings(None).home
+        home = settings(None).home
         st = state.CheckoutState(str(top))
         state.save(home, st)
-    _emit(st.to_json(), as_json, lambda d: Console().print(f"no task in {top}; hooks use the branch name"))
+    emit(st.to_json(), as_json, lambda d: Console().print(f"no task in {top}; hooks use the branch name"))
 
 
-@app.command()
+@commands.command()
 def context(
     paths: Annotated[
         list[str] | None, typer.Argument(help="Files (default: every file changed vs HEAD).")
@@ -99,14 +101,14 @@ def context(
 ) -> None:
     """HEAD commit, branch, dirty flag and git blob ids (as `git hash-object`) of files: what
     record_attempt takes as code_context and search as current_commit / current_file_hashes."""
-    with _errors():
+    with errors():
         ctx = git.context(cwd or Path.cwd(), paths or None)
         data = {
             **ctx.to_json(),
             "repository": git.repository_identity(ctx.toplevel),
             "code_context": ctx.code_context(),
         }
-    _emit(data, as_json, _print_context)
+    emit(data, as_json, _print_context)
 
 
 def _print_context(data: dict[str, Any]) -> None:
@@ -119,7 +121,7 @@ def _print_context(data: dict[str, Any]) -> None:
         out.print(f"{'(deleted)':40}  {path}", highlight=False)
 
 
-@app.command()
+@commands.command()
 def stale(
     repository: RepoOpt,
     cwd: CwdOpt = None,
@@ -131,13 +133,13 @@ def stale(
 ) -> None:
     """Attempts whose passed checks ran on files whose blob id differs in this checkout now: candidates
     to mark outdated (run inside the repository's checkout)."""
-    with _errors():
+    with errors():
         tree = git.tree_hashes(git.toplevel(cwd or Path.cwd()))
         req = parse(
             StaleInput,
             {"repository": repository, "current_file_hashes": tree, "include_outdated": include_outdated},
         )
-    _run(db, as_json, lambda m, c: m.stale_attempts(c, req), _print_stale)
+    run(db, as_json, lambda m, c: m.stale_attempts(c, req), _print_stale)
 
 
 def _print_stale(result: StaleResult) -> None:

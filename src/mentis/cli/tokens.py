@@ -12,23 +12,25 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from mentis.cli import DbOpt, JsonOpt, _emit, _errors, _settings, app, err
+from mentis.cli.common import DbOpt, JsonOpt, emit, err, errors, settings
+
+commands = typer.Typer()
 
 token_app = typer.Typer(
     name="token",
     help="Bearer tokens for `mentis serve --http`: create (printed once), list, revoke.",
     no_args_is_help=True,
 )
-app.add_typer(token_app)
+commands.add_typer(token_app)
 tls_app = typer.Typer(name="tls", help="TLS for `mentis serve --http`.", no_args_is_help=True)
-app.add_typer(tls_app)
+commands.add_typer(tls_app)
 
 
 @contextmanager
 def _tokens(db: Path | None) -> Iterator[Any]:
     from mentis.auth import TokenStore
 
-    with _errors(), closing(TokenStore(_settings(db).db_path)) as tokens:
+    with errors(), closing(TokenStore(settings(db).db_path)) as tokens:
         yield tokens
 
 
@@ -54,7 +56,7 @@ def token_create(
         token, info = tokens.create(
             scope=scope, repositories=tuple(repo or ()), agent=agent, expires_at=expires_at
         )
-    _emit({"token": token, **info.to_json()}, as_json, lambda _: Console().print(token, highlight=False))
+    emit({"token": token, **info.to_json()}, as_json, lambda _: Console().print(token, highlight=False))
     err.print(
         f"token {info.id} ({info.scope}, agent {info.agent}): shown once, store it now.", highlight=False
     )
@@ -65,7 +67,7 @@ def token_list(db: DbOpt = None, as_json: JsonOpt = False) -> None:
     """List tokens (id, agent, scope, repositories, expiry, status), never the tokens themselves."""
     with _tokens(db) as tokens:
         listed = [t.to_json() for t in tokens.list()]
-    _emit({"tokens": listed}, as_json, _print_tokens)
+    emit({"tokens": listed}, as_json, _print_tokens)
 
 
 @token_app.command("revoke")
@@ -77,7 +79,7 @@ def token_revoke(
     """Revoke a token: every request with it is refused from now on."""
     with _tokens(db) as tokens:
         info = tokens.revoke(token_id)
-    _emit(info.to_json(), as_json, lambda i: Console().print(f"revoked {i['id']}", highlight=False))
+    emit(info.to_json(), as_json, lambda i: Console().print(f"revoked {i['id']}", highlight=False))
 
 
 def _print_tokens(data: dict[str, Any]) -> None:
@@ -105,7 +107,7 @@ def tls_self_signed(
     """Write a self-signed certificate and key (0600) for localhost, 127.0.0.1 and ::1."""
     from mentis.tls import self_signed
 
-    with _errors():
-        cert, key = self_signed(out or _settings(db).db_path.parent / "tls", tuple(host or ()), force=force)
+    with errors():
+        cert, key = self_signed(out or settings(db).db_path.parent / "tls", tuple(host or ()), force=force)
     err.print(f"wrote {cert} and {key}; serve with:", highlight=False)
     err.print(f"  mentis serve --http --tls-cert {cert} --tls-key {key}", highlight=False, soft_wrap=True)

@@ -8,20 +8,10 @@ from typing import Annotated, Any
 
 import typer
 
-from mentis.cli import DbOpt, JsonOpt, RepoOpt, _errors, _run, app
+from mentis.cli.common import DbOpt, JsonOpt, RepoOpt, errors, run_op
 from mentis.errors import InvalidInput
-from mentis.model import (
-    AppendThoughtInput,
-    ContextBundleInput,
-    ForgetThoughtInput,
-    GetThoughtInput,
-    MemoryMdExportInput,
-    MemoryMdImportInput,
-    RecentContextInput,
-    SearchThoughtsInput,
-    TraverseInput,
-    parse,
-)
+
+commands = typer.Typer()
 
 Many = Annotated[list[str] | None, typer.Option(help="Repeatable.")]
 
@@ -42,7 +32,7 @@ def _clean(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if v is not None and v != []}
 
 
-@app.command("append-thought")
+@commands.command("append-thought")
 def append_thought(
     repository: RepoOpt,
     type_: Annotated[str, typer.Option("--type", help="Decision, Finding, Constraint, LessonLearned, ...")],
@@ -59,25 +49,25 @@ def append_thought(
     as_json: JsonOpt = False,
 ) -> None:
     """Store a typed thought (the append_thought tool)."""
-    with _errors():
-        data = {
-            "repository": repository,
-            "type": type_,
-            "content": content,
-            "role": role,
-            "tags": tag,
-            "importance": importance,
-            "confidence": confidence,
-            "concepts": concept,
-            "refs": ref,
-            "relations": _relations(relation),
-            "task_id": task_id,
-        }
-        req = parse(AppendThoughtInput, _clean(data))
-    _run(db, as_json, lambda m, c: m.append_thought(c, req))
+    with errors():
+        relations = _relations(relation)
+    data = {
+        "repository": repository,
+        "type": type_,
+        "content": content,
+        "role": role,
+        "tags": tag,
+        "importance": importance,
+        "confidence": confidence,
+        "concepts": concept,
+        "refs": ref,
+        "relations": relations,
+        "task_id": task_id,
+    }
+    run_op("append_thought", db, as_json, _clean(data))
 
 
-@app.command("search-thoughts")
+@commands.command("search-thoughts")
 def search_thoughts(
     query: Annotated[str | None, typer.Argument(help="What you are looking for (omit to list).")] = None,
     repository: Annotated[str | None, typer.Option("--repo", "-r", help="Only this repository.")] = None,
@@ -90,20 +80,18 @@ def search_thoughts(
     as_json: JsonOpt = False,
 ) -> None:
     """Search or list thoughts (the search_thoughts tool)."""
-    with _errors():
-        data = {
-            "query": query,
-            "repository": repository,
-            "filters": _clean({"types": type_, "tags": tag}),
-            "as_of": as_of,
-            "include_invalidated": include_invalidated,
-            "limit": limit,
-        }
-        req = parse(SearchThoughtsInput, _clean(data))
-    _run(db, as_json, lambda m, c: m.search_thoughts(c, req))
+    data = {
+        "query": query,
+        "repository": repository,
+        "filters": _clean({"types": type_, "tags": tag}),
+        "as_of": as_of,
+        "include_invalidated": include_invalidated,
+        "limit": limit,
+    }
+    run_op("search_thoughts", db, as_json, _clean(data))
 
 
-@app.command("get-thought")
+@commands.command("get-thought")
 def get_thought(
     thought_id: Annotated[str | None, typer.Argument(help="The thought's id.")] = None,
     hash_: Annotated[str | None, typer.Option("--hash", help="Or its ledger entry hash.")] = None,
@@ -113,15 +101,11 @@ def get_thought(
     as_json: JsonOpt = False,
 ) -> None:
     """Read one thought (the get_thought tool)."""
-    with _errors():
-        req = parse(
-            GetThoughtInput,
-            _clean({"thought_id": thought_id, "hash": hash_, "repository": repository, "seq": seq}),
-        )
-    _run(db, as_json, lambda m, c: m.get_thought(c, req))
+    data = {"thought_id": thought_id, "hash": hash_, "repository": repository, "seq": seq}
+    run_op("get_thought", db, as_json, _clean(data))
 
 
-@app.command("traverse-thoughts")
+@commands.command("traverse-thoughts")
 def traverse_thoughts(
     thought_id: Annotated[str, typer.Argument(help="Where to start.")],
     direction: Annotated[str, typer.Option(help="out, in or both.")] = "both",
@@ -131,14 +115,11 @@ def traverse_thoughts(
     as_json: JsonOpt = False,
 ) -> None:
     """Follow refs and relations from a thought (the traverse_thoughts tool)."""
-    with _errors():
-        req = parse(
-            TraverseInput, {"thought_id": thought_id, "direction": direction, "depth": depth, "limit": limit}
-        )
-    _run(db, as_json, lambda m, c: m.traverse_thoughts(c, req))
+    data = {"thought_id": thought_id, "direction": direction, "depth": depth, "limit": limit}
+    run_op("traverse_thoughts", db, as_json, data)
 
 
-@app.command("context-bundle")
+@commands.command("context-bundle")
 def context_bundle(
     query: Annotated[str, typer.Argument(help="What you are about to work on.")],
     repository: Annotated[str | None, typer.Option("--repo", "-r", help="Only this repository.")] = None,
@@ -147,12 +128,10 @@ def context_bundle(
     as_json: JsonOpt = False,
 ) -> None:
     """Seed thoughts with their related thoughts (the context_bundle tool)."""
-    with _errors():
-        req = parse(ContextBundleInput, _clean({"query": query, "repository": repository, "limit": limit}))
-    _run(db, as_json, lambda m, c: m.context_bundle(c, req))
+    run_op("context_bundle", db, as_json, _clean({"query": query, "repository": repository, "limit": limit}))
 
 
-@app.command("recent-context")
+@commands.command("recent-context")
 def recent_context(
     repository: RepoOpt,
     agent_id: Annotated[str | None, typer.Option("--agent", help="Only this agent's thoughts.")] = None,
@@ -161,22 +140,17 @@ def recent_context(
     as_json: JsonOpt = False,
 ) -> None:
     """The newest thoughts as a catch-up prompt (the recent_context tool)."""
-    with _errors():
-        req = parse(
-            RecentContextInput, _clean({"repository": repository, "agent_id": agent_id, "limit": limit})
-        )
-    _run(db, as_json, lambda m, c: m.recent_context(c, req), lambda r: print(r.prompt))
+    data = _clean({"repository": repository, "agent_id": agent_id, "limit": limit})
+    run_op("recent_context", db, as_json, data, lambda r: print(r.prompt))
 
 
-@app.command("export-memory-md")
+@commands.command("export-memory-md")
 def export_memory_md(
     repository: RepoOpt,
     output: Annotated[Path | None, typer.Argument(help="File to write (default: stdout).")] = None,
     db: DbOpt = None,
 ) -> None:
     """Write a repository's current thoughts as MEMORY.md (the export_memory_md tool)."""
-    with _errors():
-        req = parse(MemoryMdExportInput, {"repository": repository})
 
     def write(result: Any) -> None:
         if output is None:
@@ -184,10 +158,10 @@ def export_memory_md(
         else:
             output.write_text(result.markdown + "\n", encoding="utf-8")
 
-    _run(db, False, lambda m, c: m.export_memory_md(c, req), write, human_only=True)
+    run_op("export_memory_md", db, False, {"repository": repository}, write, human_only=True)
 
 
-@app.command("import-memory-md")
+@commands.command("import-memory-md")
 def import_memory_md(
     repository: RepoOpt,
     source: Annotated[Path, typer.Argument(help="A MEMORY.md file.", exists=True, dir_okay=False)],
@@ -195,18 +169,17 @@ def import_memory_md(
     as_json: JsonOpt = False,
 ) -> None:
     """Append the thoughts of a MEMORY.md to a repository (the import_memory_md tool)."""
-    with _errors():
+    with errors():
         try:
             text = source.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
             raise InvalidInput(
                 f"{source}: not valid UTF-8 ({exc.reason} at byte {exc.start})", "markdown"
             ) from None
-        req = parse(MemoryMdImportInput, {"repository": repository, "markdown": text})
-    _run(db, as_json, lambda m, c: m.import_memory_md(c, req))
+    run_op("import_memory_md", db, as_json, {"repository": repository, "markdown": text})
 
 
-@app.command("forget-thought")
+@commands.command("forget-thought")
 def forget_thought(
     repository: RepoOpt,
     thought_id: Annotated[str, typer.Argument(help="The thought to erase.")],
@@ -215,8 +188,5 @@ def forget_thought(
     as_json: JsonOpt = False,
 ) -> None:
     """Erase a thought's content; the ledger keeps a tombstone (the forget_thought tool)."""
-    with _errors():
-        req = parse(
-            ForgetThoughtInput, {"repository": repository, "thought_id": thought_id, "reason": reason}
-        )
-    _run(db, as_json, lambda m, c: m.forget_thought(c, req))
+    data = {"repository": repository, "thought_id": thought_id, "reason": reason}
+    run_op("forget_thought", db, as_json, data)

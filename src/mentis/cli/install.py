@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from mentis.cli import JsonOpt, _emit, _errors, app, err
+from mentis.cli.common import JsonOpt, emit, err, errors
 from mentis.errors import InvalidInput
 from mentis.integrations import instructions as agent_instructions
 from mentis.integrations.harnesses import HARNESSES, get
@@ -29,6 +29,8 @@ from mentis.integrations.harnesses.install import (
     status,
 )
 
+commands = typer.Typer()
+
 HarnessArg = Annotated[
     str | None,
     typer.Argument(help=f"One of: {', '.join(HARNESSES)}.", show_default=False),
@@ -42,7 +44,7 @@ ProjectOpt = Annotated[
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the unified diff; write nothing.")]
 
 
-@app.command()
+@commands.command()
 def install(
     harness: HarnessArg = None,
     stdio: Annotated[
@@ -77,13 +79,13 @@ def install(
     token file — never the token itself.
     """
     env, argv = Env.current(), mentis_argv()
-    with _errors():
+    with errors():
         if list_:
             if harness or stdio or http or token_file or hooks or dry_run:
                 raise InvalidInput("--list takes only --project and --json")
             if project is not None and not project.is_dir():
                 raise InvalidInput(f"--project {project}: not a directory", "project")
-            _emit(
+            emit(
                 {"harnesses": [status(h, env, project, argv) for h in HARNESSES.values()]},
                 as_json,
                 _print_list,
@@ -109,7 +111,7 @@ def _named(harness: str | None) -> str:
     return harness
 
 
-@app.command()
+@commands.command()
 def uninstall(
     harness: HarnessArg = None,
     project: ProjectOpt = None,
@@ -120,13 +122,13 @@ def uninstall(
 
     After `mentis install` on a file, `mentis uninstall` gives back its original bytes.
     """
-    with _errors():
+    with errors():
         chosen = get(_named(harness))
         changes = plan_uninstall(chosen, Env.current(), project, mentis_argv())
         _finish(chosen.name, "uninstall", changes, dry_run, as_json, None)
 
 
-@app.command()
+@commands.command()
 def instructions(
     harness: Annotated[
         str | None, typer.Option("--harness", help="Name the tools as this harness does.")
@@ -142,18 +144,18 @@ def instructions(
     With --write FILE the block is inserted, or the one already between the Mentis markers replaced;
     a second run changes nothing.
     """
-    with _errors():
+    with errors():
         if harness is not None:
             get(harness)
         block = agent_instructions.render(harness)
         if write is None:
             if as_json:
-                _emit({"block": block, "suggested_file": agent_instructions.suggested_file(harness)}, True)
+                emit({"block": block, "suggested_file": agent_instructions.suggested_file(harness)}, True)
             else:
                 sys.stdout.write(block)
             return
         changed = agent_instructions.write(write, block)
-    _emit(
+    emit(
         {"file": str(write), "changed": changed},
         as_json,
         lambda r: err.print(f"{'updated' if r['changed'] else 'unchanged'}: {r['file']}", highlight=False),
@@ -175,7 +177,7 @@ def _finish(
                 err.print(f"hooks: {note}", highlight=False)
         return
     report = apply(changes)
-    _emit(_result(harness, action, report, note, dry_run=False), as_json, _print_result)
+    emit(_result(harness, action, report, note, dry_run=False), as_json, _print_result)
 
 
 def _result(

@@ -1,0 +1,136 @@
+"""``mentis serve``: the MCP server over stdio, or MCP, REST and the dashboard over HTTP."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from contextlib import ExitStack, closing
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mentis.cli.common import DbOpt, err, errors, settings
+from mentis.config import Settings
+from mentis.memory import Memory
+
+commands = typer.Typer()
+
+INSTALL_HINT = "(`mentis install --help`; --dry-run prints the entry, --list names the harnesses)"
+
+
+@commands.command()
+def serve(
+    db: DbOpt = None,
+    http: Annotated[
+        bool, typer.Option("--http", help="Serve MCP (/mcp) and REST (/v1) over HTTP instead of stdio.")
+    ] = False,
+    bind: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[HOST:PORT]",
+            help="With --http: where to listen (default 127.0.0.1:9471).",
+            show_default=False,
+        ),
+    ] = None,
+    no_auth: Annotated[
+        bool, typer.Option("--no-auth", help="HTTP without tokens: only on a loopback address.")
+    ] = False,
+    tls_cert: Annotated[
+        Path | None, typer.Option(help="PEM certificate: serve HTTPS (with --tls-key).")
+    ] = None,
+    tls_key: Annotated[Path | None, typer.Option(help="PEM private key of --tls-cert.")] = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            help="Another NAME or NAME:PORT clients may reach the server by (repeatable; no port: this one).",
+        ),
+    ] = None,
+) -> None:
+    """Run the MCP server over stdio (what coding-agent harnesses launch), or over HTTP with --http.
+
+    The store is opened and verified first; a store that does not verify is refused. Over HTTP every
+    route but /health needs a bearer token (`mentis token create`); on a store without tokens a
+    first admin token is written to admin.token next to the store (mode 0600).
+    """
+    import anyio
+
+    from mentis.mcp_server import build_server, run_stdio
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    config = settings(db)
+    if http:
+        _serve_http(config, bind or "", no_auth, tls_cert, tls_key, tuple(allow_host or ()))
+        return
+    if bind or no_auth or tls_cert or tls_key or allow_host:
+        err.print(
+            "error: HOST:PORT, --no-auth, --tls-cert, --tls-key and --allow-host need --http", highlight=False
+        )
+        raise typer.Exit(2)
+    with errors():
+        memory = Memory.open(config)
+    memory.warm_up()
+    err.print(f"mentis: serving MCP on stdio; store {config.db_path} verified.", highlight=False)
+    err.print(
+        f"harness config: mentis install HARNESS writes it {INSTALL_HINT}", highlight=False, soft_wrap=True
+    )
+    try:
+        anyio.run(run_stdio, build_server(memory))
+    finally:
+        memory.close()
+
+
+def _serve_http(
+    config: Settings,
+    bind: str,
+    no_auth: bool,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    allow_hosts: tuple[str, ...],
+) -> None:
+    from mentis.auth import ADMIN_TOKEN_FILE, TokenStore, bootstrap_admin
+    from mentis.http import HttpConfig, build_app, listen, parse_bind, server
+
+    with ExitStack() as stack, errors():
+        host, port = parse_bind(bind)
+        http = HttpConfig(
+            host=host,
+            port=port,
+            auth=not no_auth,
+            allowed_hosts=allow_hosts,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+        )
+        tokens = None if no_auth else stack.enter_context(closing(TokenStore(config.db_path)))
+        admin_file = config.db_path.parent / ADMIN_TOKEN_FILE
+        created = tokens is not None and bootstrap_admin(tokens, admin_file)
+        memory = stack.enter_context(closing(Memory.open(config)))
+        memory.warm_up()
+        sock = stack.enter_context(closing(listen(http)))
+        name = sock.getsockname()
+        url = f"{http.scheme}://{'[' + name[0] + ']' if ':' in name[0] else name[0]}:{name[1]}"
+        for line in _http_banner(config, url, tokens is not None, admin_file, created):
+            err.print(line, highlight=False, soft_wrap=True, markup=False)
+        server(build_app(memory, tokens, http), http).run(sockets=[sock])
+
+
+def _http_banner(config: Settings, url: str, auth: bool, admin_file: Path, created: bool) -> list[str]:
+    lines = [
+        f"mentis: serving HTTP on {url} (MCP {url}/mcp, REST {url}/v1, OpenAPI {url}/v1/openapi.json, "
+        f"dashboard {url}/dashboard); "
+        f"store {config.db_path} verified."
+    ]
+    if not auth:
+        lines.append("warning: --no-auth: anyone on this machine can read and write this memory.")
+    else:
+        if admin_file.exists():
+            lines.append(f"admin token {'written to' if created else 'in'} {admin_file} (mode 0600); try:")
+            lines.append(
+                f'  curl -H "Authorization: Bearer $(cat {admin_file})" -H "Content-Type: application/json" '
+                f"-d '{{}}' {url}/v1/verify_integrity"
+            )
+        lines.append("more tokens: mentis token create --repo 'github.com/acme/*' --scope write --agent NAME")
+    token = " --token-file TOKEN_FILE" if auth else ""
+    lines.append(f"harness config: mentis install HARNESS --http {url}/mcp{token} {INSTALL_HINT}")
+    return lines
