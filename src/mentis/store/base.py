@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 import orjson
@@ -56,6 +56,17 @@ class SqlResult:
     truncation_reason: str | None
 
 
+class AttemptRow(NamedTuple):
+    """One attempt for :meth:`Store.append_attempts`: ``append_attempt``'s arguments as a row."""
+
+    repository: str
+    attempt_id: str
+    at: str
+    agent: str
+    body: dict[str, Any]
+    vector: np.ndarray
+
+
 Embed = Callable[[Sequence[str]], np.ndarray]
 """Embeds texts; checked for shape and finiteness by the service that passes it."""
 
@@ -70,6 +81,10 @@ class Store(Protocol):
     def append_attempt(
         self, chain: str, attempt_id: str, at: str, agent: str, body: dict[str, Any], vector: np.ndarray
     ) -> Entry: ...
+    def append_attempts(self, rows: Sequence[AttemptRow]) -> list[Entry]:
+        """``append_attempt`` for each row, in order, all in one write transaction (bulk loads)."""
+        ...
+
     def append_correction(
         self,
         chain: str,

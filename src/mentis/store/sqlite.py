@@ -35,7 +35,7 @@ import orjson
 
 from mentis.errors import Conflict, IntegrityError, NotFound, StoreError
 from mentis.ledger import ChainReport, Entry, canonical
-from mentis.store.base import Embed, StoredAttempt, forget_body, replay
+from mentis.store.base import AttemptRow, Embed, StoredAttempt, forget_body, replay
 from mentis.store.browse import BrowseReads
 from mentis.store.ledger_scan import RECORD_ID
 from mentis.store.lexicon import FTS_WEIGHTS, thought_fields
@@ -148,11 +148,17 @@ class SqliteStore(ThoughtTables, RecallSql, BrowseReads):
         body: dict[str, Any],
         vector: np.ndarray,
     ) -> Entry:
-        raw = canonical(body)
+        return self.append_attempts([AttemptRow(chain, attempt_id, at, agent, body, vector)])[0]
+
+    def append_attempts(self, rows: Sequence[AttemptRow]) -> list[Entry]:
+        entries = []
         with self._write() as conn:
-            rowid, entry = self._append(conn, chain, "attempt", attempt_id, at, agent, raw)
-            self._derive_attempt(conn, rowid, body, vector)
-        return entry
+            for r in rows:
+                raw = canonical(r.body)
+                rowid, entry = self._append(conn, r.repository, "attempt", r.attempt_id, r.at, r.agent, raw)
+                self._derive_attempt(conn, rowid, r.body, r.vector)
+                entries.append(entry)
+        return entries
 
     def append_correction(
         self,
