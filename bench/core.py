@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from corpus import DIM, MODEL_ID, SEED, Corpus, Workload
+from corpus import SEED, Corpus, Workload
 from fill import bulk_fill, pg_bulk_fill
 from measure import (
     measure_embed_variants,
@@ -35,11 +35,11 @@ from measure import (
     measure_search,
     measure_search_after_record,
 )
-from mentis.embed.local import LocalEmbedder
+from mentis.embed.local import DIM, MODEL_ID, LocalEmbedder
 from mentis.memory import Memory
 from mentis.service import Caller
 from mentis.store.sqlite import SqliteStore
-from pg_harness import WRITERS, measure_writers, pg_measure_open, print_compare, run_postgres
+from pg_harness import WRITERS, measure_writers, run_postgres
 from report import TARGETS, code_version, machine, print_report, write_report
 
 
@@ -98,10 +98,9 @@ def run_size(
     finally:
         store.close()
     print(f"{tag} open + verify ...", flush=True)
-    if backend == "sqlite":
-        opened = measure_open(path, args.open_runs, args.profile, profiles)
-    else:
-        opened = pg_measure_open(url, args.open_runs)
+    opened = measure_open(
+        open_store, args.open_runs, args.profile, profiles, path if backend == "sqlite" else None
+    )
     out = {
         "backend": backend,
         "size": n,
@@ -169,7 +168,7 @@ def main() -> None:
             real, Workload(Corpus(SEED, stream=7), 1000), max(1, args.repeats)
         )
     report["wall_seconds"] = time.perf_counter() - started
-    (print_compare if args.backend == "postgres" else print_report)(report)
+    print_report(report)
     write_report(report, Path(args.out), profiles)
 
 

@@ -155,7 +155,7 @@ class Workload:
         self.rng = corpus.rng
         self.n_tasks = max(8, n_target // 4)  # ~4 attempts per task
         self.task_repo = self.rng.choice(len(REPOS), self.n_tasks, p=REPO_WEIGHTS / REPO_WEIGHTS.sum())
-        self.titles = {}
+        self.titles: dict[int, str] = {}
         self.clock = datetime(2025, 1, 1, tzinfo=UTC)
 
     def _task(self) -> tuple[str, str, str]:

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from corpus import DIM, MODEL_ID, Corpus, Workload
+from corpus import Corpus, Workload
+from mentis.embed.local import DIM, MODEL_ID
 from mentis.progress import stderr_progress
 from mentis.store.base import AttemptRow, Store
 from mentis.store.sqlite import SqliteStore

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from corpus import DIM, SEED, Corpus, FixedEmbedder, Workload
+from corpus import SEED, Corpus, FixedEmbedder, Workload
 from fill import bulk_fill
-from mentis.embed.local import LocalEmbedder
+from mentis.embed.local import DIM, LocalEmbedder
 from mentis.memory import Caller, Memory
 from mentis.model import ForgetInput, parse
 from mentis.store.sqlite import SqliteStore

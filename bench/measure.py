@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 import mentis.retrieval as retrieval_mod
-from corpus import DIM, FixedEmbedder, Workload, attempt_text_of
-from mentis.embed.local import LocalEmbedder
+from corpus import FixedEmbedder, Workload, attempt_text_of
+from mentis.embed.local import DIM, LocalEmbedder
 from mentis.ledger import verify_rows
 from mentis.memory import Memory
 from mentis.model import SearchInput
@@ -316,23 +316,45 @@ def measure_search_after_record(
     return {"search_p50_ms": pct(samples, 50), "warm_p50_ms": pct(refresh, 50)}
 
 
-def measure_open(path: Path, runs: int, prof: bool, sink: list[str]) -> dict[str, Any]:
-    probe = SqliteStore(path, DIM, verify=False)
+def measure_open(
+    open_store: Callable[..., Store], runs: int, prof: bool, sink: list[str], path: Path | None = None
+) -> dict[str, Any]:
+    """Median time to open the closed store (verifying every chain) and to open it without
+    verifying, and ``verify()`` alone; with the SQLite file's ``path``, the one-pass verifier's parts."""
+    probe = open_store(verify=False)
     counts = probe.counts()
+    verify_only = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        probe.verify()
+        verify_only.append(time.perf_counter() - t0)
     probe.close()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        s = SqliteStore(path, DIM)
-        times.append(time.perf_counter() - t0)
-        s.close()
-    no_verify = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        s = SqliteStore(path, DIM, verify=False)
-        no_verify.append(time.perf_counter() - t0)
-        s.close()
-    # Split verify into its parts on a plain connection, with the store's own SQL.
+    times: list[float] = []
+    no_verify: list[float] = []
+    for verify, samples in ((True, times), (False, no_verify)):
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            store = open_store(verify=verify)
+            samples.append(time.perf_counter() - t0)
+            store.close()
+    with profiled(prof, "open + verify", sink):
+        if prof:
+            open_store(verify=True).close()
+    med = statistics.median(times)
+    parts = {"verify() alone": verify_only, **(verify_parts(path, runs) if path else {})}
+    return {
+        "entries": counts["entries"],
+        "chains": counts["chains"],
+        "median_s": med,
+        "runs_s": times,
+        "entries_per_s": counts["entries"] / med,
+        "open_without_verify_median_s": statistics.median(no_verify),
+        "verify_parts_median_s": {k: statistics.median(v) for k, v in parts.items()},
+    }
+
+
+def verify_parts(path: Path, runs: int) -> dict[str, list[float]]:
+    """The one-pass verifier's parts on a plain connection to the SQLite file, with the store's SQL."""
     conn = sqlite3.connect(str(path), isolation_level=None)
     sql = (
         f"SELECT {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b "
@@ -355,29 +377,17 @@ def measure_open(path: Path, runs: int, prof: bool, sink: list[str]) -> dict[str
         ).fetchone()
         orphan.append(time.perf_counter() - t0)
     conn.close()
-    with profiled(prof, "open + verify", sink):
-        if prof:
-            SqliteStore(path, DIM).close()
-    med = statistics.median(times)
     return {
-        "entries": counts["entries"],
-        "chains": counts["chains"],
-        "median_s": med,
-        "runs_s": times,
-        "entries_per_s": counts["entries"] / med,
-        "open_without_verify_median_s": statistics.median(no_verify),
-        "verify_parts_median_s": {
-            "fetch rows (SQL join + ORDER BY)": statistics.median(fetch),
-            "verify_rows (hash loop)": statistics.median(hashing),
-            "orphan-body check": statistics.median(orphan),
-        },
+        "fetch rows (SQL join + ORDER BY)": fetch,
+        "verify_rows (hash loop)": hashing,
+        "orphan-body check": orphan,
     }
 
 
 def measure_embed_variants(real: LocalEmbedder, wl: Workload, rounds: int) -> dict[str, Any]:
     """Embedding latency of one attempt text / one query with the shipped session and with
     alternative onnxruntime thread settings (same graph, same weights)."""
-    import onnxruntime as ort
+    import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
     from safetensors.numpy import load_file
 
     from mentis.embed import local

@@ -11,47 +11,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from corpus import DIM, REPOS, FixedEmbedder, Workload
+from corpus import REPOS, FixedEmbedder, Workload
 from measure import ms, pct
 from mentis.memory import Memory
 from mentis.service import Caller
 
 RunSize = Callable[[str, int, Any], dict[str, Any]]
 """``core.run_size`` bound to its run: (backend, size, cluster or None) -> that size's results."""
-
-
-def pg_measure_open(url: str, runs: int) -> dict[str, Any]:
-    from mentis.store.postgres import PostgresStore
-
-    probe = PostgresStore(url, DIM, verify=False)
-    counts = probe.counts()
-    times, no_verify, verify_only = [], [], []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        probe.verify()
-        verify_only.append(time.perf_counter() - t0)
-    probe.close()
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        s = PostgresStore(url, DIM)
-        times.append(time.perf_counter() - t0)
-        s.close()
-        t0 = time.perf_counter()
-        s = PostgresStore(url, DIM, verify=False)
-        no_verify.append(time.perf_counter() - t0)
-        s.close()
-    med = statistics.median(times)
-    return {
-        "entries": counts["entries"],
-        "chains": counts["chains"],
-        "median_s": med,
-        "runs_s": times,
-        "entries_per_s": counts["entries"] / med,
-        "open_without_verify_median_s": statistics.median(no_verify),
-        "verify_parts_median_s": {
-            "verify() alone (server cursor + verify_rows)": statistics.median(verify_only)
-        },
-    }
 
 
 WRITERS = 8
@@ -139,56 +105,3 @@ def run_postgres(
             if not args.no_sqlite:
                 report["sizes"].append(run_size("sqlite", n, None))
             report["sizes"].append(run_size("postgres", n, cluster))
-
-
-def print_compare(report: dict[str, Any]) -> None:
-    """The side-by-side table of ``--backend postgres``: each size, each backend."""
-    m = report["machine"]
-    print()
-    print(f"machine: {m['cpu']}, {m['cores']} cores; python {m['python']}, sqlite {m['sqlite']}")
-    print(f"postgres: {report.get('postgres_settings')}")
-    cols = report["sizes"]
-    w = 13
-    hdr = f"{'metric':<40}" + "".join(
-        f"{r['backend'][:6] + ' ' + format(r['size'] // 1000) + 'k':>{w}}" for r in cols
-    )
-    print(hdr)
-    print("-" * len(hdr))
-
-    def row(label: str, get: Callable[[dict[str, Any]], Any], fmt: str) -> None:
-        cells = ""
-        for r in cols:
-            try:
-                v = get(r)
-                cells += f"{format(v, fmt):>{w}}"
-            except (KeyError, TypeError):
-                cells += f"{'-':>{w}}"
-        print(f"{label:<40}{cells}")
-
-    row("load average 1m (before size)", lambda r: r["loadavg_1m_before"], ".2f")
-    row("fill s (bulk)", lambda r: r["fill"]["seconds"], ".1f")
-    row("record p50 ms (real model)", lambda r: r["record"]["real_model"]["p50_ms"], ".1f")
-    row("record p95 ms (real model)", lambda r: r["record"]["real_model"]["p95_ms"], ".1f")
-    row("record p50 ms (no embedding)", lambda r: r["record"]["no_embedding"]["p50_ms"], ".2f")
-    row("record p95 ms (no embedding)", lambda r: r["record"]["no_embedding"]["p95_ms"], ".2f")
-    row("search p50 ms (real model, incl. embed)", lambda r: r["search"]["p50_ms"], ".1f")
-    row("search p95 ms", lambda r: r["search"]["p95_ms"], ".1f")
-    row("search cold first ms", lambda r: r["search"]["cold_first_ms"], ".1f")
-    row("open+verify s", lambda r: r["open"]["median_s"], ".3f")
-    row("open+verify entries/s", lambda r: r["open"]["entries_per_s"], ",.0f")
-    for mode in ("1 repository", "8 repositories"):
-        row(f"8 writers, {mode}: writes/s", lambda r, mode=mode: r["writers"][mode]["writes_per_s"], ",.0f")
-        row(f"8 writers, {mode}: p50 ms", lambda r, mode=mode: r["writers"][mode]["p50_ms"], ".1f")
-    print("search breakdown, mean ms per query:")
-    stages: list[str] = []
-    for r in cols:
-        stages += [k for k in r["search"]["breakdown_mean_ms"] if k not in stages]
-    for st in stages:
-        row(f"  {st}"[:40], lambda r, st=st: r["search"]["breakdown_mean_ms"][st], ".2f")
-    print("record breakdown (real model), mean ms:")
-    stages = []
-    for r in cols:
-        stages += [k for k in r["record"]["breakdown_real_mean_ms"] if k not in stages]
-    for st in stages:
-        row(f"  {st}"[:40], lambda r, st=st: r["record"]["breakdown_real_mean_ms"][st], ".2f")
-    print(f"total wall time {report['wall_seconds']:.0f} s")
