@@ -3,7 +3,7 @@
     .venv/bin/python bench/dashboard.py [--size 100000] [--repeats 3] [--requests 15]
                                         [--out bench/results/dashboard.json]
 
-The store is filled in bulk by ``bench/core.py``'s ``bulk_fill`` (the store's own append and
+The store is filled in bulk by ``bench/fill.py``'s ``bulk_fill`` (the store's own append and
 derivation code, random unit vectors), then a few corrections, a forget and thoughts are added
 through ``Memory`` so every part of a page has something to show. The app is the one
 ``serve --http`` builds (token auth, middleware, sessions, templates), driven in process by
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from starlette.testclient import TestClient
 
-from core import bulk_fill
+from fill import bulk_fill
 from mentis.auth import TokenStore
 from mentis.config import Settings
 from mentis.embed.local import LocalEmbedder

@@ -1,6 +1,6 @@
 """Search latency right after a forget, against normal search latency (issue: "forget without a stall").
 
-A store of N attempts is bulk-filled (bench/core.py's fill: real chains, random unit vectors). One
+A store of N attempts is bulk-filled (bench/fill.py: real chains, random unit vectors). One
 ``Memory`` (the searcher, standing for an agent's process) has its indexes loaded; another store on
 the same file (the forgetter, another process) forgets an attempt before each measured search, so
 every measured search is the searcher's first after a forget. Both are compared with searches that
@@ -22,14 +22,13 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.core import DIM, SEED, Corpus, FixedEmbedder, Workload, bulk_fill, machine
-
-from mentis.embed.local import LocalEmbedder
+from corpus import SEED, Corpus, FixedEmbedder, Workload
+from fill import bulk_fill
+from mentis.embed.local import DIM, LocalEmbedder
 from mentis.memory import Caller, Memory
 from mentis.model import ForgetInput, parse
 from mentis.store.sqlite import SqliteStore
+from report import machine
 
 
 def pct(samples: list[float], q: float) -> float:

@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 PORT = 54331
 """Only names the socket file; the socket lives in the cluster's private directory."""
@@ -53,11 +54,11 @@ class Cluster:
     def url(self, dbname: str = "postgres") -> str:
         return f"postgresql://postgres@/{dbname}?host={self.sock}&port={PORT}"
 
-    def execute(self, sql: str, dbname: str = "postgres") -> list[tuple]:
+    def execute(self, sql: str, dbname: str = "postgres") -> list[tuple[Any, ...]]:
         import psycopg
 
         with psycopg.connect(self.url(dbname), autocommit=True) as conn:
-            cur = conn.execute(sql)  # type: ignore[arg-type]
+            cur = conn.execute(sql)  # type: ignore[arg-type, unused-ignore]
             return cur.fetchall() if cur.description else []
 
     def new_database(self, name: str) -> str:

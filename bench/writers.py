@@ -3,7 +3,7 @@
     .venv/bin/python bench/writers.py [--texts 96] [--runs 3] [--writers 8]
                                       [--out bench/results/writers.json]
 
-Each run measures, on one set of ~180-token attempt texts (bench/core.py's generator):
+Each run measures, on one set of ~180-token attempt texts (bench/corpus.py's generator):
 
 1. the model alone (``LocalEmbedder``, in this process): one text per call, then batches of 2, 4,
    8 and 16, in texts/s and CPU ms per text, once before the writers and once after (the mean
@@ -44,7 +44,7 @@ import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from core import SEED, Corpus, Workload, attempt_text_of
+from corpus import SEED, Corpus, Workload, attempt_text_of
 from mentis.auth import TokenStore
 from mentis.config import Settings
 from mentis.embed.batcher import DEFAULT_MAX_BATCH, DEFAULT_WINDOW_MS

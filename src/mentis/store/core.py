@@ -256,7 +256,7 @@ class RelationalCore:
         entries: list[Entry] = []
         if not rows:
             return entries
-        with self._write(*{row.repository for row in rows}) as conn:
+        with self._write(*{row.repository for row in rows}) as conn, self.D.pipelined(conn):
             for row, raw in zip(rows, raws, strict=True):
                 rowid, entry = self._append(
                     conn, row.repository, "attempt", row.attempt_id, row.at, row.agent, raw

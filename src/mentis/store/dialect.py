@@ -10,6 +10,7 @@ float32 blobs on SQLite and pgvector values on PostgreSQL.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -87,6 +88,11 @@ class Dialect:
                 cur.executemany(_pyformat(sql), rows)
         else:
             conn.executemany(sql, rows)
+
+    def pipelined(self, conn: Any) -> AbstractContextManager[Any]:
+        """A block whose statements need no round trip each (psycopg's pipeline mode on
+        PostgreSQL; nothing to do on SQLite, which runs in process)."""
+        return conn.pipeline() if self.postgres else nullcontext()
 
 
 SQLITE = Dialect(postgres=False)
