@@ -200,7 +200,7 @@ def _serve_http(
             tls_cert=tls_cert,
             tls_key=tls_key,
         )
-        tokens = None if no_auth else stack.enter_context(closing(TokenStore(settings.db_path)))
+        tokens = None if no_auth else stack.enter_context(closing(TokenStore.open(settings)))
         admin_file = settings.db_path.parent / ADMIN_TOKEN_FILE
         created = tokens is not None and bootstrap_admin(tokens, admin_file)
         memory = stack.enter_context(closing(Memory.open(settings)))

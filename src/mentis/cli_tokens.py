@@ -28,7 +28,7 @@ app.add_typer(tls_app)
 def _tokens(db: Path | None) -> Iterator[Any]:
     from mentis.auth import TokenStore
 
-    with _errors(), closing(TokenStore(_settings(db).db_path)) as tokens:
+    with _errors(), closing(TokenStore.open(_settings(db))) as tokens:
         yield tokens
 
 
