@@ -260,10 +260,14 @@ def bootstrap_admin(tokens: TokenStore, path: Path) -> bool:
 
     Returns whether it did. This is what lets ``make run`` start an authenticated server in one step.
     """
+    from mentis.store.files import private_dir
     from mentis.tls import write_private
 
+    if tokens.count():
+        return False
+    private_dir(path.parent)  # with PostgreSQL nothing else may have made the home directory yet
     token = tokens.create_first_admin()
-    if token is None:
+    if token is None:  # another server made it first
         return False
     write_private(path, (token + "\n").encode())
     return True

@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -19,6 +21,7 @@ import pytest
 from mentis.config import Settings
 from tests.conftest import MENTIS
 from tests.dashboard.conftest import csrf_of
+from tests.pg_server import Cluster
 from tests.test_http_cli import _serve_until_banner
 
 PROBE = "/v1/verify_integrity"
@@ -107,3 +110,18 @@ async def test_two_servers_on_one_store_share_tokens_and_refuse_a_revoked_one_at
             await anyio.to_thread.run_sync(_token_cli, env, "revoke", new.split("_")[1])
             refused = await _statuses(new, one, two)
     assert refused == [401, 401]
+
+
+@pytest.mark.anyio
+async def test_a_first_server_on_postgresql_writes_its_admin_token_into_a_new_home(
+    pg_cluster: Cluster, tmp_path: Path
+) -> None:
+    home = tmp_path / "not" / "yet"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MENTIS_")}
+    env.update(MENTIS_EMBEDDER="hash", MENTIS_HOME=str(home), MENTIS_DATABASE_URL=pg_cluster.new_database())
+    with anyio.fail_after(120):
+        async with _server(env) as url:
+            token = (home / "admin.token").read_text().strip()
+            assert await _statuses(token, url) == [200]
+    assert stat.S_IMODE((home / "admin.token").stat().st_mode) == 0o600
+    assert not (home / "mentis.db").exists()
