@@ -1,6 +1,7 @@
 """Token administration for callers of the service (the dashboard's admin page).
 
-The CLI manages tokens as the owner of the store file; over HTTP only an admin caller may: one with
+The CLI manages tokens as whoever may open the store (the file's owner, or a user of the PostgreSQL
+database); over HTTP only an admin caller may: one with
 write scope on every repository (an ``admin`` token, or ``--no-auth`` on loopback). The rule is
 here once; the dashboard only parses, calls and formats.
 """

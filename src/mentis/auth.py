@@ -5,9 +5,11 @@ A token reads ``mentis_<id>_<secret>``. The ``id`` (12 hex digits) is public and
 ``HMAC-SHA256(salt, secret)`` with a random per-token salt is stored, and it is compared with
 :func:`hmac.compare_digest`, so the token itself cannot be read back from the store.
 
-Tokens are credentials, not memory: they live in their own ``tokens`` table in the same SQLite file,
-opened through this module's own connection, and never enter the ledger (or an export). ``recall``
-SQL cannot read the table, because its authorizer allows only the documented views.
+Tokens are credentials, not memory: they live in the store's own database, in a ``tokens`` table
+outside the ledger (``mentis.store.tokens``): the SQLite store file, or the PostgreSQL database of
+``MENTIS_DATABASE_URL`` (:meth:`TokenStore.open`), so replicas on one database share them. They never
+enter an export, and ``recall`` SQL cannot read the table. Nothing is cached: a revocation holds
+on every server at its next request.
 
 A token maps to a :class:`~mentis.memory.Caller` (:meth:`TokenInfo.caller`): its agent name is the
 caller's ``agent_id``, its repository patterns the caller's ``repositories``; ``read`` cannot write;
@@ -20,8 +22,6 @@ import hashlib
 import hmac
 import re
 import secrets
-import sqlite3
-import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,9 +29,10 @@ from typing import Literal, cast
 
 import orjson
 
-from mentis.errors import Conflict, InvalidInput, NotFound, StoreError
+from mentis.config import Settings
+from mentis.errors import Conflict, InvalidInput, NotFound
 from mentis.memory import Caller
-from mentis.store.files import private_files
+from mentis.store.tokens import SqliteTokens, TokenTable
 
 Scope = Literal["read", "write", "admin"]
 SCOPES: tuple[Scope, ...] = ("read", "write", "admin")
@@ -44,12 +45,6 @@ MAX_PATTERN_CHARS = 256
 _TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS tokens(
-    id TEXT PRIMARY KEY, agent TEXT NOT NULL, scope TEXT NOT NULL, repositories TEXT NOT NULL,
-    salt BLOB NOT NULL, digest BLOB NOT NULL, created_at TEXT NOT NULL, expires_at TEXT,
-    revoked_at TEXT)
-"""
 
 
 def _iso(moment: datetime) -> str:
@@ -124,33 +119,25 @@ def _checked_name(value: str, what: str) -> str:
 
 
 class TokenStore:
-    """The ``tokens`` table of one SQLite file, behind its own small connection."""
+    """Tokens and their rules, over the ``tokens`` table of a store (a path: its SQLite file)."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = str(path)
-        self._lock = threading.Lock()
-        try:
-            with private_files(self.path):
-                self._conn = sqlite3.connect(
-                    self.path, isolation_level=None, check_same_thread=False, timeout=30
-                )
-                self._conn.execute("PRAGMA busy_timeout=30000")
-                self._conn.execute("PRAGMA journal_mode=WAL")
-                self._conn.execute("PRAGMA secure_delete=ON")
-                self._conn.execute(_SCHEMA)
-        except sqlite3.Error as exc:
-            raise StoreError(f"could not open the token table in {self.path}: {exc}") from None
+    def __init__(self, table: str | Path | TokenTable) -> None:
+        self.table = table if isinstance(table, TokenTable) else SqliteTokens(table)
+        self.path = self.table.path
+
+    @classmethod
+    def open(cls, settings: Settings) -> TokenStore:
+        """The tokens of the configured store: PostgreSQL with ``MENTIS_DATABASE_URL``, moving in
+        the tokens the local file ``settings.db_path`` held before (once), else the SQLite file."""
+        if settings.uses_postgres:
+            from mentis.store.postgres_tokens import PostgresTokens
+
+            assert settings.database_url is not None
+            return cls(PostgresTokens(settings.database_url, legacy=settings.db_path))
+        return cls(settings.db_path)
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-    def _run(self, sql: str, args: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
-        with self._lock:
-            try:
-                return self._conn.execute(sql, args).fetchall()
-            except sqlite3.Error as exc:
-                raise StoreError(f"token table of {self.path}: {exc}") from None
+        self.table.close()
 
     def create(
         self,
@@ -161,6 +148,24 @@ class TokenStore:
         expires_at: datetime | None = None,
     ) -> tuple[str, TokenInfo]:
         """A new token; returns the token (shown once, never stored) and what is stored about it."""
+        made = self._create(scope, repositories, agent, expires_at)
+        assert made is not None
+        return made
+
+    def create_first_admin(self) -> str | None:
+        """An admin token (agent ``admin``), only on a store holding no token at all, else None."""
+        made = self._create("admin", (), "admin", None, only_if_empty=True)
+        return None if made is None else made[0]
+
+    def _create(
+        self,
+        scope: str,
+        repositories: tuple[str, ...],
+        agent: str | None,
+        expires_at: datetime | None,
+        *,
+        only_if_empty: bool = False,
+    ) -> tuple[str, TokenInfo] | None:
         if scope not in SCOPES:
             raise InvalidInput(f"--scope {scope!r}: expected one of {', '.join(SCOPES)}", field="scope")
         patterns = tuple(_checked_name(p, "repository pattern") for p in repositories)
@@ -184,23 +189,19 @@ class TokenStore:
             created_at=_iso(datetime.now(UTC)),
             expires_at=_iso(expires_at) if expires_at is not None else None,
         )
-        self._run(
-            "INSERT INTO tokens(id, agent, scope, repositories, salt, digest, created_at, expires_at)"
-            " VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                info.id,
-                info.agent,
-                info.scope,
-                orjson.dumps(list(patterns)).decode(),
-                salt,
-                _digest(salt, secret),
-                info.created_at,
-                info.expires_at,
-            ),
+        row = (
+            info.id,
+            info.agent,
+            info.scope,
+            orjson.dumps(list(patterns)).decode(),
+            salt,
+            _digest(salt, secret),
+            info.created_at,
+            info.expires_at,
         )
+        if not self.table.insert(row, only_if_empty=only_if_empty):
+            return None
         return f"{TOKEN_PREFIX}_{token_id}_{secret}", info
-
-    _COLUMNS = "id, agent, scope, repositories, created_at, expires_at, revoked_at"
 
     @staticmethod
     def _info(row: tuple[object, ...]) -> TokenInfo:
@@ -215,24 +216,23 @@ class TokenStore:
         )
 
     def list(self) -> list[TokenInfo]:
-        rows = self._run(f"SELECT {self._COLUMNS} FROM tokens ORDER BY created_at, id")
-        return [self._info(r) for r in rows]
+        return [self._info(r) for r in self.table.select()]
 
     def count(self) -> int:
-        return int(cast(int, self._run("SELECT count(*) FROM tokens")[0][0]))
+        return self.table.count()
 
     def revoke(self, token_id: str) -> TokenInfo:
-        rows = self._run(f"SELECT {self._COLUMNS} FROM tokens WHERE id = ?", (token_id,))
-        if not rows:
-            raise NotFound(f"no token {token_id!r}; `mentis token list` shows the ids")
-        if self._info(rows[0]).revoked_at is not None:
+        if not self.table.revoke(token_id, _iso(datetime.now(UTC))):
+            if self.get(token_id) is None:
+                raise NotFound(f"no token {token_id!r}; `mentis token list` shows the ids")
             raise Conflict(f"token {token_id} is already revoked")
-        self._run("UPDATE tokens SET revoked_at = ? WHERE id = ?", (_iso(datetime.now(UTC)), token_id))
-        return self._info(self._run(f"SELECT {self._COLUMNS} FROM tokens WHERE id = ?", (token_id,))[0])
+        info = self.get(token_id)
+        assert info is not None  # tokens are never deleted
+        return info
 
     def get(self, token_id: str) -> TokenInfo | None:
         """The stored record of the token ``token_id`` (any status), or None."""
-        rows = self._run(f"SELECT {self._COLUMNS} FROM tokens WHERE id = ?", (token_id,))
+        rows = self.table.select(token_id)
         return self._info(rows[0]) if rows else None
 
     def lookup(self, token: str) -> TokenInfo | None:
@@ -244,8 +244,10 @@ class TokenStore:
         token_id, _, secret = rest.partition("_")
         rows: list[tuple[object, ...]] = []
         if prefix == TOKEN_PREFIX and re.fullmatch(r"[0-9a-f]{12}", token_id) and secret:
-            rows = self._run(f"SELECT {self._COLUMNS}, salt, digest FROM tokens WHERE id = ?", (token_id,))
-        salt, digest = (cast(bytes, rows[0][7]), cast(bytes, rows[0][8])) if rows else (b"\0" * 16, b"")
+            rows = self.table.select(token_id, secret=True)
+        salt, digest = (
+            (bytes(cast(bytes, rows[0][7])), bytes(cast(bytes, rows[0][8]))) if rows else (b"\0" * 16, b"")
+        )
         matches = hmac.compare_digest(_digest(salt, secret), digest)
         return self._info(rows[0][:7]) if rows and matches else None
 
@@ -258,10 +260,14 @@ def bootstrap_admin(tokens: TokenStore, path: Path) -> bool:
 
     Returns whether it did. This is what lets ``make run`` start an authenticated server in one step.
     """
+    from mentis.store.files import private_dir
     from mentis.tls import write_private
 
     if tokens.count():
         return False
-    token, _ = tokens.create(scope="admin", agent="admin")
+    private_dir(path.parent)  # with PostgreSQL nothing else may have made the home directory yet
+    token = tokens.create_first_admin()
+    if token is None:  # another server made it first
+        return False
     write_private(path, (token + "\n").encode())
     return True

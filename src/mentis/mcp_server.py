@@ -139,6 +139,10 @@ async def run_stdio(server: MCPServer[Memory]) -> None:
     mcp 2.3.0's stdio transport hands such a line on as an exception, which the dispatcher only
     logs, so the client would wait forever; here each gets a -32700 reply.
     """
+    # The one use of a private SDK name. mcp 2.3.0 has no public way to run an MCPServer on
+    # streams of our own: run_stdio_async() opens stdio itself, its low-level Server is reachable
+    # only as `_lowlevel_server`, and the dispatcher's on_stream_exception hook is not exposed on
+    # the server side (server middleware sees messages, never a stream exception).
     lowlevel = server._lowlevel_server
     async with stdio_server() as (read_stream, write_stream):
         send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](16)

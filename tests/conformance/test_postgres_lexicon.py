@@ -17,6 +17,7 @@ from mentis.errors import StoreError
 from mentis.ledger import canonical
 from mentis.retrieval import query_terms
 from mentis.store.postgres import PostgresStore
+from mentis.store.postgres_schema import SCHEMA_VERSION
 from tests.pg_server import Cluster
 
 DIM = HashEmbedder().dim
@@ -154,7 +155,7 @@ def test_migration_from_schema_1_indexes_the_stored_records(url: str) -> None:
     store.close()
     migrated = PostgresStore(url, DIM)
     try:
-        assert migrated.get_meta("schema_version") == "2"
+        assert migrated.get_meta("schema_version") == str(SCHEMA_VERSION)
         assert _found(migrated, "pelican") == ["a-1"]
     finally:
         migrated.close()

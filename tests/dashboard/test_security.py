@@ -111,7 +111,7 @@ def test_an_expired_token_ends_its_session(client: TestClient, tokens: TokenStor
         scope="read", repositories=(SHOP,), expires_at=datetime.now(UTC) + timedelta(hours=1)
     )
     login(client, token)
-    tokens._run("UPDATE tokens SET expires_at = '2000-01-01T00:00:00.000000Z' WHERE id = ?", (info.id,))
+    tokens.table._run("UPDATE tokens SET expires_at = '2000-01-01T00:00:00.000000Z' WHERE id = ?", (info.id,))
     assert (
         client.get("/dashboard/", follow_redirects=False).headers["location"]
         == "/dashboard/login?why=expired"

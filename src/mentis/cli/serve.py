@@ -102,7 +102,7 @@ def _serve_http(
             tls_cert=tls_cert,
             tls_key=tls_key,
         )
-        tokens = None if no_auth else stack.enter_context(closing(TokenStore(config.db_path)))
+        tokens = None if no_auth else stack.enter_context(closing(TokenStore.open(config)))
         admin_file = config.db_path.parent / ADMIN_TOKEN_FILE
         created = tokens is not None and bootstrap_admin(tokens, admin_file)
         memory = stack.enter_context(closing(Memory.open(config)))

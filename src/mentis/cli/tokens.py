@@ -30,7 +30,7 @@ commands.add_typer(tls_app)
 def _tokens(db: Path | None) -> Iterator[Any]:
     from mentis.auth import TokenStore
 
-    with errors(), closing(TokenStore(settings(db).db_path)) as tokens:
+    with errors(), closing(TokenStore.open(settings(db))) as tokens:
         yield tokens
 
 

@@ -5,7 +5,8 @@ Tables mirror the SQLite store's (``store/sqlite.py``): the ledger (``entries``,
 ``heads``) and derived tables rebuilt from it. Schema 1 searched words with a ``tsvector`` per
 record (``ts_rank``); schema 2 replaces it with the analysed term rows of ``postgres_lexicon``
 (BM25 as on SQLite) and indexes every live record while migrating. Vectors are pgvector columns
-with HNSW (cosine) indexes.
+with HNSW (cosine) indexes. Schema 3 adds the ``tokens`` table (``store/tokens.py``): credentials
+kept outside the ledger, which the recall role cannot read.
 
 ``recall`` SQL reads the schema ``mentis_recall``: five views (the documented ones) that parse
 every value out of a body checked against its entry's ``body_hash`` and keep only rows whose
@@ -18,8 +19,9 @@ from __future__ import annotations
 
 from mentis.records import status_sql
 from mentis.store.postgres_lexicon import LEXICON_SQL
+from mentis.store.tokens import POSTGRES_TOKEN_TABLE
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 LEXICON_VERSION = 2
 """The migration that adds the lexical tables; the store indexes every live record after it."""
 RECALL_SCHEMA = "mentis_recall"
@@ -206,5 +208,9 @@ WHERE mentis_visible(t.repository);
 GRANT SELECT ON ALL TABLES IN SCHEMA mentis_recall TO mentis_recall;
 """.replace("{attempt_status}", status_sql("j->'check'->>'status'"))
 
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (LEXICON_VERSION, LEXICON_SQL))
+MIGRATIONS: tuple[tuple[int, str], ...] = (
+    (1, _V1),
+    (LEXICON_VERSION, LEXICON_SQL),
+    (3, POSTGRES_TOKEN_TABLE),
+)
 """(version, SQL with ``{dim}`` and ``{schema}`` placeholders), applied in order on open."""
