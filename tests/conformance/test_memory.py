@@ -22,7 +22,7 @@ from mentis.model import (
     parse,
 )
 
-from .conftest import REPO
+from tests.conftest import REPO
 
 
 def record(memory: Memory, caller: Caller, **fields: Any) -> str:

@@ -25,7 +25,7 @@ from mentis.model import (
     parse,
 )
 
-from .conftest import REPO
+from tests.conftest import REPO
 
 
 def think(memory: Memory, caller: Caller, content: str, **fields: Any) -> Any:
