@@ -21,7 +21,6 @@ from mentis.model import (
     SearchInput,
     parse,
 )
-
 from tests.conftest import REPO
 
 

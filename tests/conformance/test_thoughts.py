@@ -24,7 +24,6 @@ from mentis.model import (
     now_iso,
     parse,
 )
-
 from tests.conftest import REPO
 
 
