@@ -76,12 +76,12 @@ async def test_the_official_client_runs_a_tasks_whole_life_over_http_as_the_toke
             found = await ok_tool(client, "search", {"query": "cart total rounded wrong"})
             assert [(t["task_id"], t["attempt_count"]) for t in found["tasks"]] == [("cart", 3)]
 
-            first = await call(
+            first = await ok_tool(
                 client,
                 "mark_conclusion_outdated",
                 {"repository": REPO, "attempt_id": passed["attempt_id"], "reason": "cart.py was rewritten"},
             )
-            second = await call(
+            second = await ok_tool(
                 client,
                 "mark_conclusion_outdated",
                 {
@@ -99,7 +99,7 @@ async def test_the_official_client_runs_a_tasks_whole_life_over_http_as_the_toke
             assert [r["status"] for r in rows] == ["passed", "failed", "unverified"]
             assert [c["reason"] for c in rows[0]["corrections"]] == ["cart.py was rewritten", "and again"]
 
-            sql = await call(
+            sql = await ok_tool(
                 client,
                 "recall",
                 {"sql": "select agent_id, status, outdated from attempts order by created_at"},
@@ -110,7 +110,7 @@ async def test_the_official_client_runs_a_tasks_whole_life_over_http_as_the_toke
                 ["claude-over-http", "unverified", 0],
             ]
 
-            gone = await call(
+            gone = await ok_tool(
                 client,
                 "forget_attempt",
                 {"repository": REPO, "attempt_id": unverified["attempt_id"], "reason": "held a secret"},
