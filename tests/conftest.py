@@ -78,8 +78,8 @@ MENTIS = [sys.executable, "-m", "mentis"]
 def call(request: pytest.FixtureRequest, db_path: Path) -> Iterator[Call]:
     """Runs an operation by its operations.py name through one transport (MCP over HTTP, REST, the
     CLI) on a live server's store: ``call("search", {...})`` -> ``("ok", result)`` or ``(code, message)``.
-    ``call.live.memory`` is the service behind it, for seeding and for ``transports.direct``."""
+    ``call.direct(...)`` is the service's own answer; ``call.live.memory`` the service, for seeding."""
     env = dict(os.environ, MENTIS_DB=str(db_path), MENTIS_EMBEDDER="hash", MENTIS_AGENT_ID=AGENT)
     env.pop("MENTIS_DATABASE_URL", None)
     with LiveServer(db_path) as live:
-        yield Call(str(request.param), live, env, live.token("write", ("*",), agent=AGENT))
+        yield Call(str(request.param), live, env)

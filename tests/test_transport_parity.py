@@ -1,6 +1,6 @@
 """MCP, REST and the CLI are thin: through each, the same call gives the service's own answer or error.
 
-The ``call`` fixture runs once per transport; each case is compared with ``direct``, the service's
+The ``call`` fixture runs once per transport; each case is compared with ``call.direct``, the service's
 answer on the same store, so every transport agrees with every other.
 """
 
@@ -13,8 +13,9 @@ import pytest
 from mentis.memory import Caller
 from mentis.model import RecordAttemptInput
 
+from .conformance.test_stats import ONE, _fill
 from .conftest import REPO
-from .transports import AGENT, Call, direct
+from .transports import AGENT, Call
 
 SHA = "89abcdef0123456789abcdef0123456789abcdef"
 OWNER = Caller(agent_id=AGENT)
@@ -73,7 +74,7 @@ def test_every_transport_answers_and_refuses_as_the_service_does(call: Call) -> 
     aid = seed(call)
     for name, arguments in EVERY_TRANSPORT:
         arguments = _with(arguments, aid)
-        assert call(name, arguments) == direct(call.live.memory, OWNER, name, arguments), (name, arguments)
+        assert call(name, arguments) == call.direct(name, arguments), (name, arguments)
 
 
 @pytest.mark.parametrize("call", ["mcp", "rest"], indirect=True)
@@ -87,17 +88,16 @@ def test_inputs_the_cli_has_no_option_for_answer_alike_over_mcp_and_rest(call: C
         ),
     ]
     for name, arguments in cases:
-        assert call(name, arguments) == direct(call.live.memory, OWNER, name, arguments), name
+        assert call(name, arguments) == call.direct(name, arguments), name
 
 
 @pytest.mark.parametrize("call", ["mcp", "rest"], indirect=True)
 def test_a_scoped_token_is_refused_as_the_service_refuses_its_caller(call: Call) -> None:
     aid = seed(call)
-    scoped = call.with_token("write", ("github.com/acme/*",))
-    caller = Caller(agent_id=AGENT, repositories=("github.com/acme/*",))
+    scoped = call.scoped("github.com/acme/*")
     for name, arguments in EVERY_TRANSPORT:
         arguments = _with(arguments, aid)
-        assert scoped(name, arguments) == direct(call.live.memory, caller, name, arguments), (name, arguments)
+        assert scoped(name, arguments) == scoped.direct(name, arguments), (name, arguments)
     assert scoped("search", {"query": "cart", "repository": "github.com/other/repo"})[0] == "forbidden"
 
 
@@ -107,7 +107,7 @@ def test_writes_through_every_transport_answer_as_the_service_does_up_to_ids_has
     memory = call.live.memory
     status, recorded = call("record_attempt", attempt("cart", "use Decimal", "passed"))
     assert status == "ok", recorded
-    _, again = direct(memory, OWNER, "record_attempt", attempt("cart", "use Decimal", "passed"))
+    _, again = call.direct("record_attempt", attempt("cart", "use Decimal", "passed"))
     assert again["ledger"]["seq"] == recorded["ledger"]["seq"] + 1
     for r in (recorded, again):
         del r["attempt_id"], r["ledger"]
@@ -117,7 +117,7 @@ def test_writes_through_every_transport_answer_as_the_service_does_up_to_ids_has
     outdated = {"repository": REPO, "attempt_id": aid, "reason": "x"}
     status, first = call("mark_conclusion_outdated", outdated)
     assert status == "ok", first
-    _, second = direct(memory, OWNER, "mark_conclusion_outdated", outdated)
+    _, second = call.direct("mark_conclusion_outdated", outdated)
     for r in (first, second):
         del r["ledger"], r["correction"]["at"]
     assert second == {**first, "corrections_count": 2}
@@ -127,6 +127,14 @@ def test_writes_through_every_transport_answer_as_the_service_does_up_to_ids_has
     assert call("forget_attempt", {"repository": REPO, "attempt_id": aid})[0] == "conflict"
     agents = memory.recall(OWNER, _sql("select agent_id from attempts")).rows
     assert agents == [[AGENT]]
+
+
+def test_stats_through_every_transport_are_what_the_service_counts(call: Call) -> None:
+    _fill(call.live.memory, OWNER)
+    for arguments in ({"repository": ONE}, {}):
+        status, counted = call("stats", arguments)
+        assert (status, counted) == call.direct("stats", arguments)
+        assert counted["attempts"] == (3 if arguments else 4)
 
 
 def _sql(text: str) -> Any:

@@ -2,10 +2,10 @@
 HTTP), REST, and the CLI (typer's CliRunner on the same SQLite file).
 
 ``Call(transport, live, env)("search", {...})`` runs the operation named as in ``operations.py``
-with that input and returns ``("ok", result as JSON)`` or ``(error code, message)``; ``direct``
-gives the same pair from the service itself, so a test proves a transport thin by comparing the
-two. The CLI has no option for some inputs (an unknown field, current file hashes): asking it for
-one fails the test instead of dropping the field.
+with that input and returns ``("ok", result as JSON)`` or ``(error code, message)``; ``.direct``
+gives the same pair from the service itself for the same caller, so a test proves a transport thin
+by comparing the two. The CLI has no option for some inputs (an unknown field, current file
+hashes): asking it for one fails the test instead of dropping the field.
 """
 
 from __future__ import annotations
@@ -107,19 +107,27 @@ def cli_argv(name: str, arguments: dict[str, Any]) -> list[str]:
 class Call:
     """Runs operations through one transport against one live server's store."""
 
-    def __init__(self, transport: str, live: LiveServer, env: dict[str, str], token: str) -> None:
+    def __init__(
+        self, transport: str, live: LiveServer, env: dict[str, str], repositories: tuple[str, ...] = ("*",)
+    ) -> None:
         self.transport = transport
         self.live = live
         self.env = env
-        self.token = token
+        self.token = live.token("write", repositories, agent=AGENT)
+        self.caller = Caller(AGENT, repositories=None if transport == "cli" else repositories)
+        """Who the service sees: the token's holder, or on the CLI the store's (unscoped) owner."""
 
     def __repr__(self) -> str:
         return f"Call({self.transport})"
 
-    def with_token(self, scope: str, repositories: tuple[str, ...]) -> Call:
-        """The same transport as another token's holder (the CLI has no token: it is the owner)."""
+    def scoped(self, *repositories: str) -> Call:
+        """The same transport for a write token limited to ``repositories`` (not the CLI: no token)."""
         assert self.transport != "cli", "the CLI runs as the store's owner and takes no token"
-        return Call(self.transport, self.live, self.env, self.live.token(scope, repositories, agent=AGENT))
+        return Call(self.transport, self.live, self.env, repositories)
+
+    def direct(self, name: str, arguments: dict[str, Any]) -> tuple[str, Any]:
+        """The service's own answer to this transport's caller."""
+        return direct(self.live.memory, self.caller, name, arguments)
 
     def __call__(self, name: str, arguments: dict[str, Any]) -> tuple[str, Any]:
         if self.transport == "mcp":
