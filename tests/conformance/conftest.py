@@ -1,4 +1,7 @@
-"""One suite over both stores: every fixture here is parametrised over ``sqlite`` and ``postgres``.
+"""One suite over both stores: every fixture here is parametrised over ``sqlite`` and ``postgres``,
+so a test in this directory that takes ``memory``, ``settings`` (or any fixture built on them) runs
+once per backend, with ids ``[sqlite]`` and ``[postgres]``. The service's behaviour tests live here
+for that reason; a test that holds on one backend only builds its own store (``tmp_path``) instead.
 
 The PostgreSQL cluster is started once per session (``tests/pg_server.py``) and each test gets a
 fresh database in it. Without PostgreSQL binaries the postgres half is skipped with the reason,
