@@ -48,60 +48,64 @@ def direct(memory: Memory, caller: Caller, name: str, arguments: dict[str, Any])
         return exc.code, exc.message
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+CLI: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
+    # operation: (today's command, fields given as arguments, field -> option; "a.b" is a nested field)
+    "search": ("search", ("query",), {"repository": "--repo", "limit": "--limit"}),
+    "recall": ("recall", ("sql",), {"repository": "--repo", "task_id": "--task", "params": "--param"}),
+    "verify_integrity": ("verify", (), {"repository": "--repo"}),
+    "mark_conclusion_outdated": (
+        "outdated",
+        ("attempt_id",),
+        {"repository": "--repo", "reason": "--reason", "latest_commit": "--latest-commit"},
+    ),
+    "forget_attempt": ("forget", ("attempt_id",), {"repository": "--repo", "reason": "--reason"}),
+    "record_attempt": (
+        "record",
+        (),
+        {
+            "repository": "--repo",
+            "task_id": "--task",
+            "task_title": "--title",
+            "action": "--action",
+            "observation": "--observation",
+            "inference": "--inference",
+            "files": "--file",
+            "tags": "--tag",
+            "check.command": "--check-command",
+            "check.status": "--check-status",
+            "check.exit_code": "--exit-code",
+            "code_context.commit": "--commit",
+        },
+    ),
+    "stats": ("stats", (), {"repository": "--repo"}),
+}
 
 
-def _options(arguments: dict[str, Any], names: dict[str, str]) -> list[str]:
-    argv: list[str] = []
+def _flat(arguments: dict[str, Any], options: dict[str, str]) -> dict[str, Any]:
+    """Nested objects the CLI spreads over options become "a.b" keys; parameters stay one dict."""
+    out: dict[str, Any] = {}
     for key, value in arguments.items():
-        if key not in names:
-            raise AssertionError(f"the CLI has no option for {key!r}")
-        for item in value if isinstance(value, list) else [value]:
-            argv += [names[key], str(item)]
-    return argv
+        if isinstance(value, dict) and key not in options:
+            out |= {f"{key}.{k}": v for k, v in value.items()}
+        else:
+            out[key] = value
+    return out
 
 
 def cli_argv(name: str, arguments: dict[str, Any]) -> list[str]:
-    """The command line that runs operation ``name`` with ``arguments`` (today's command names)."""
-    args = dict(arguments)
-    if name == "search":
-        return ["search", args.pop("query"), *_options(args, {"repository": "--repo", "limit": "--limit"})]
-    if name == "recall":
-        sql = [args.pop("sql")] if "sql" in args else []
-        params = [f"{k}={v}" for k, v in (args.pop("params", None) or {}).items()]
-        return [
-            "recall",
-            *sql,
-            *_options(args, {"repository": "--repo", "task_id": "--task"}),
-            *(a for p in params for a in ("--param", p)),
-        ]
-    if name == "verify_integrity":
-        return ["verify", *_options(args, {"repository": "--repo"})]
-    if name in ("mark_conclusion_outdated", "forget_attempt"):
-        command = "outdated" if name == "mark_conclusion_outdated" else "forget"
-        head = [command, args.pop("attempt_id")] if "attempt_id" in args else [command]
-        return [
-            *head,
-            *_options(args, {k: _flag(k) for k in ("reason", "latest_commit")} | {"repository": "--repo"}),
-        ]
-    if name == "record_attempt":
-        check = args.pop("check", None) or {}
-        context = args.pop("code_context", None) or {}
-        if set(context) - {"commit"}:
-            raise AssertionError(f"the CLI has no option for code_context {sorted(context)}")
-        names = {"repository": "--repo", "task_id": "--task", "task_title": "--title", "files": "--file"}
-        names |= {k: _flag(k) for k in ("action", "observation", "inference")} | {"tags": "--tag"}
-        checks = {"command": "--check-command", "status": "--check-status", "exit_code": "--exit-code"}
-        return [
-            "record",
-            *_options(args, names),
-            *_options(check, checks),
-            *_options(context, {"commit": "--commit"}),
-        ]
-    if name == "stats":
-        return ["stats", *_options(args, {"repository": "--repo"})]
-    raise AssertionError(f"no CLI command is mapped for {name!r} here")
+    """The command line that runs operation ``name`` with ``arguments``."""
+    command, positional, options = CLI[name]
+    args = _flat(arguments, options)
+    argv = [command, *(str(args.pop(field)) for field in positional if field in args)]
+    for key, value in args.items():
+        if value is None:
+            continue
+        if key not in options:
+            raise AssertionError(f"the CLI has no option for {key!r}")
+        items = [f"{k}={v}" for k, v in value.items()] if isinstance(value, dict) else value
+        for item in items if isinstance(items, list) else [items]:
+            argv += [options[key], str(item)]
+    return argv
 
 
 class Call:
