@@ -13,7 +13,9 @@ import pytest
 from mentis.config import Settings
 from mentis.embed import Embedder, HashEmbedder
 from mentis.memory import Caller, Memory
+from tests.http_support import LiveServer
 from tests.pg_server import Cluster, throwaway_cluster
+from tests.transports import AGENT, TRANSPORTS, Call
 
 REPO = "github.com/acme/shop"
 
@@ -70,3 +72,14 @@ def mentis_env(db_path: Path) -> dict[str, str]:
 
 
 MENTIS = [sys.executable, "-m", "mentis"]
+
+
+@pytest.fixture(params=TRANSPORTS)
+def call(request: pytest.FixtureRequest, db_path: Path) -> Iterator[Call]:
+    """Runs an operation by its operations.py name through one transport (MCP over HTTP, REST, the
+    CLI) on a live server's store: ``call("search", {...})`` -> ``("ok", result)`` or ``(code, message)``.
+    ``call.direct(...)`` is the service's own answer; ``call.live.memory`` the service, for seeding."""
+    env = dict(os.environ, MENTIS_DB=str(db_path), MENTIS_EMBEDDER="hash", MENTIS_AGENT_ID=AGENT)
+    env.pop("MENTIS_DATABASE_URL", None)
+    with LiveServer(db_path) as live:
+        yield Call(str(request.param), live, env)

@@ -1,16 +1,130 @@
-"""Ledger verification on both stores: an untouched store verifies; a row edited with SQL makes
-open (and verify) refuse, naming the chain and seq."""
+"""The ledger: its canonical form and chain verification, then the same verification on both stores
+(an untouched store verifies; a row edited with SQL makes open and verify refuse, naming the chain and
+seq)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import orjson
 import pytest
+import rfc8785
+from hypothesis import given
+from hypothesis import settings as examples
+from hypothesis import strategies as st
 
-from mentis.errors import IntegrityError
+from mentis.errors import IntegrityError, InvalidInput
+from mentis.ledger import MAX_SAFE_INT, canonical, entry_rows, seal, sha256_hex, verify_rows
 from mentis.memory import Caller, Memory
 
 from .helpers import REPOS, fill, ledger
+
+json_scalars = (
+    st.none() | st.booleans() | st.integers(min_value=-MAX_SAFE_INT, max_value=MAX_SAFE_INT) | st.text()
+)
+json_docs = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(), inner, max_size=5),
+    max_leaves=30,
+)
+
+
+@examples(max_examples=1500, deadline=None)
+@given(json_docs)
+def test_canonical_is_byte_equal_to_the_reference_jcs_encoder(doc: object) -> None:
+    assert canonical(doc) == rfc8785.dumps(doc)
+
+
+@given(st.dictionaries(st.text(alphabet=st.characters(min_codepoint=0xE000)), st.integers(0, 9)))
+def test_keys_outside_the_bmp_sort_as_jcs_requires(doc: dict[str, int]) -> None:
+    assert canonical(doc) == rfc8785.dumps(doc)
+
+
+@pytest.mark.parametrize("bad", [1.5, {"a": [0.1]}, 2**53, {"n": -(2**60)}])
+def test_floats_and_unsafe_integers_are_refused_in_hashed_documents(bad: object) -> None:
+    with pytest.raises(InvalidInput):
+        canonical(bad)
+
+
+def _chain(n: int, chain: str = "r") -> list[tuple[object, bytes]]:
+    out = []
+    prev = ""
+    for seq in range(n):
+        body = canonical({"n": seq, "repository": chain, "attempt_id": f"id{seq}"})
+        e = seal(
+            chain=chain,
+            seq=seq,
+            prev=prev,
+            kind="attempt",
+            id=f"id{seq}",
+            at="t",
+            agent="a",
+            body=body,
+        )
+        out.append((e, body))
+        prev = e.hash
+    return out
+
+
+def test_a_sealed_chain_verifies_and_reports_its_head() -> None:
+    chain = _chain(5)
+    (report,) = verify_rows(entry_rows(chain), {"r": (4, chain[-1][0].hash)})
+    assert (report.chain, report.entries, report.head_seq, report.head_hash) == (
+        "r",
+        5,
+        4,
+        chain[-1][0].hash,
+    )
+
+
+def test_entry_hash_covers_the_canonical_document() -> None:
+    e, _ = _chain(1)[0]
+    assert e.hash == sha256_hex(rfc8785.dumps(e.document()))
+
+
+def test_a_changed_body_names_chain_seq_and_what_failed() -> None:
+    chain = _chain(3)
+    e, _ = chain[1]
+    chain[1] = (e, orjson.dumps({"n": 99}))
+    with pytest.raises(IntegrityError, match=r"chain 'r' seq 1: body does not match") as info:
+        verify_rows(entry_rows(chain))
+    assert (info.value.chain, info.value.seq) == ("r", 1)
+
+
+def test_a_missing_middle_entry_breaks_seq_continuity() -> None:
+    chain = _chain(4)
+    del chain[2]
+    with pytest.raises(IntegrityError, match="expected seq 2, found seq 3"):
+        verify_rows(entry_rows(chain))
+
+
+def test_a_missing_body_without_a_tombstone_fails() -> None:
+    chain = _chain(3)
+    chain[1] = (chain[1][0], None)  # type: ignore[assignment]
+    with pytest.raises(IntegrityError, match="no forget tombstone"):
+        verify_rows(entry_rows(chain))
+
+
+def test_a_truncated_chain_is_caught_by_its_recorded_head() -> None:
+    chain = _chain(4)
+    head = (3, chain[-1][0].hash)
+    with pytest.raises(IntegrityError, match="recorded head is seq 3"):
+        verify_rows(entry_rows(chain[:3]), {"r": head})
+
+
+def test_a_value_of_the_wrong_type_fails_as_tampering_naming_the_entry() -> None:
+    rows = list(entry_rows(_chain(3)))
+    blob_agent = [*rows[1]]
+    blob_agent[6] = b"a"
+    with pytest.raises(IntegrityError, match=r"chain 'r' seq 1: an entry column holds a value of the wrong"):
+        verify_rows([rows[0], tuple(blob_agent), rows[2]])
+    text_body = [*rows[2]]
+    text_body[12] = rows[2][12].decode()
+    with pytest.raises(IntegrityError, match=r"chain 'r' seq 2: body is not a blob"):
+        verify_rows([rows[0], rows[1], tuple(text_body)])
+
+
+# ---------------------------------------------------------------- on both stores
 
 Raw = Callable[[str], list[tuple[object, ...]]]
 

@@ -1,4 +1,5 @@
-"""`recall` SQL on both stores: the documented views only, read-only, scoped, bounded."""
+"""`recall` SQL on both stores: the documented views only, read-only, scoped, bounded in rows, bytes
+and time."""
 
 from __future__ import annotations
 
@@ -56,6 +57,21 @@ def test_the_views_answer_with_values_read_from_the_bodies(memory: Memory, calle
     ]
 
 
+def test_tasks_carry_their_title_and_named_parameters_bind(memory: Memory, caller: Caller) -> None:
+    for i in range(3):
+        record(memory, caller, task_id=f"T-{i}", task_title=f"task {i}")
+    tasks = sql(memory, caller, "select * from tasks order by task_id")
+    assert [r[:3] + r[4:] for r in tasks.rows] == [[REPOS[0], f"T-{i}", f"task {i}", 1] for i in range(3)]
+    out = sql(memory, caller, "select task_id from attempts where task_id = :t", t="T-1")
+    assert out.rows == [["T-1"]]
+
+
+def test_common_table_expressions_over_views_are_allowed(memory: Memory, caller: Caller) -> None:
+    fill(memory, caller)
+    out = sql(memory, caller, "with x as (select task_id from attempts) select count(*) from x")
+    assert out.rows == [[5]]
+
+
 def test_a_forgotten_attempt_is_in_no_view(memory: Memory, caller: Caller) -> None:
     ids = fill(memory, caller)
     out = sql(memory, caller, "select count(*) from attempts where attempt_id = :a", a=ids[1])
@@ -75,16 +91,23 @@ def test_a_scoped_caller_sees_only_its_repositories_in_every_view(memory: Memory
     "text",
     [
         "select * from entries",
+        "select count(*) from entries",
         "select count(*) from attempt_idx",
         "select body from bodies",
+        "select * from sqlite_master",
         "select * from heads",
         "select * from vectors",
+        "select * from attempt_terms",
+        "select term from lex_vocab",
         "select * from recall_scope",
         "delete from attempts",
         "insert into entries(v) values (1)",
         "update attempts set action = 'x'",
+        "pragma table_info(attempts)",
+        "attach database ':memory:' as other",
         "create table t(x integer)",
         "drop view attempts",
+        "select load_extension('x')",
         "select 1; delete from entries",
         "with x as (delete from entries returning 1) select * from x",
     ],

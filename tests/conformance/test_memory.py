@@ -21,8 +21,7 @@ from mentis.model import (
     SearchInput,
     parse,
 )
-
-from .conftest import REPO
+from tests.conftest import REPO
 
 
 def record(memory: Memory, caller: Caller, **fields: Any) -> str:

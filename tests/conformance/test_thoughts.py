@@ -24,8 +24,7 @@ from mentis.model import (
     now_iso,
     parse,
 )
-
-from .conftest import REPO
+from tests.conftest import REPO
 
 
 def think(memory: Memory, caller: Caller, content: str, **fields: Any) -> Any:

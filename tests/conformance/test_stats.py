@@ -1,16 +1,11 @@
-"""``stats``: counts of what the memory holds, scoped by the caller (run on both stores through
-``tests/conformance/test_shared_behaviour.py``)."""
+"""``stats``: counts of what the memory holds, scoped by the caller, on both stores."""
 
 from __future__ import annotations
 
-import json
-import os
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from mentis.cli import app
 from mentis.errors import Forbidden, NotFound
 from mentis.memory import Caller, Memory
 from mentis.model import AppendThoughtInput, ForgetInput, MarkOutdatedInput, RecordAttemptInput, parse
@@ -117,31 +112,3 @@ def test_stats_of_an_empty_store_are_zero(memory: Memory, caller: Caller) -> Non
     result = memory.stats(caller, StatsInput())
     assert (result.repositories, result.tasks, result.attempts, result.thoughts) == (0, 0, 0, 0)
     assert result.newest_activity is None and result.bytes_per_attempt is None
-
-
-def test_cli_stats_prints_what_the_service_counts(
-    memory: Memory, caller: Caller, mentis_env: dict[str, str]
-) -> None:
-    _fill(memory, caller)
-    expected = memory.stats(caller, StatsInput(repository=ONE)).model_dump(mode="json")
-    result = CliRunner().invoke(app, ["stats", "-r", ONE, "--json"], env=mentis_env)
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == expected
-
-
-@pytest.mark.parametrize(
-    ("args", "code", "says"),
-    [
-        (["stats", "--bogus"], 2, "No such option"),
-        (["stats", "-r", ""], 2, "repository"),
-        (["stats", "-r", "github.com/no/such"], 3, "github.com/no/such"),
-    ],
-)
-def test_cli_stats_bad_input_exits_non_zero_with_a_clear_error(
-    memory: Memory, mentis_env: dict[str, str], args: list[str], code: int, says: str
-) -> None:
-    before = os.path.getsize(mentis_env["MENTIS_DB"])
-    result = CliRunner().invoke(app, args, env=mentis_env)
-    assert result.exit_code == code, result.output
-    assert says in result.stderr
-    assert os.path.getsize(mentis_env["MENTIS_DB"]) == before
