@@ -98,18 +98,22 @@ class Scored:
 
 
 def fuse(
-    lexical: Sequence[tuple[int, float]], vector: Sequence[tuple[int, float]], k: int = RRF_K
+    lexical: Sequence[tuple[int, float]],
+    vector: Sequence[tuple[int, float]],
+    k: float = RRF_K,
+    weights: tuple[float, float] = (1.0, 1.0),
 ) -> list[Scored]:
-    """Reciprocal-rank fusion of two ranked lists of (rowid, score), best first."""
+    """Reciprocal-rank fusion of two ranked lists of (rowid, score), best first, each list's
+    terms scaled by its weight (lexical, vector)."""
     by_row: dict[int, Scored] = {}
     for rank, (rowid, score) in enumerate(lexical, start=1):
         s = by_row.setdefault(rowid, Scored(rowid))
         s.lexical, s.lexical_rank = score, rank
-        s.fused += 1.0 / (k + rank)
+        s.fused += weights[0] / (k + rank)
     for rank, (rowid, score) in enumerate(vector, start=1):
         s = by_row.setdefault(rowid, Scored(rowid))
         s.vector, s.vector_rank = score, rank
-        s.fused += 1.0 / (k + rank)
+        s.fused += weights[1] / (k + rank)
     return sorted(by_row.values(), key=lambda s: (-s.fused, s.rowid))
 
 
