@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,20 +13,11 @@ import numpy as np
 
 from evaluation.lab import Lab, Variant, locomo_variant_grid
 from evaluation.metrics import Method, metrics, paired
-from evaluation.runner import (
-    LIMIT,
-    Benchmark,
-    Bm25,
-    PrecomputedEmbedder,
-    batch_drift,
-    environment,
-    shipped_parameters,
-)
+from evaluation.runner import LIMIT, Benchmark, Bm25, environment, fill, shipped_parameters
 from mentis import retrieval
 from mentis.embed.local import LocalEmbedder
 from mentis.memory import Caller, Memory
 from mentis.model import AppendThoughtInput, SearchThoughtsInput
-from mentis.progress import stderr_progress
 from mentis.store.sqlite import SqliteStore
 
 LOCOMO_REPO = "locomo/dev"
@@ -160,53 +150,6 @@ def locomo_result(m: Method, questions: Sequence[Question]) -> dict[str, Any]:
     }
 
 
-def fill_locomo(store: SqliteStore, embedder: LocalEmbedder, turns: Sequence[Turn]) -> dict[str, Any]:
-    """Every turn through Memory.append_thought (link_duplicates=False); thought id -> turn key."""
-    caller = Caller(agent_id="bench-eval")
-    reqs = [
-        AppendThoughtInput(
-            repository=LOCOMO_REPO,
-            type="FactLearned",
-            content=content_of(t),
-            session_id=f"locomo-{t.conv}-S{dia_pos(t.dia_id)[0]}",
-        )
-        for t in turns
-    ]
-    texts = [req.content for req in reqs]
-    unique = list(dict.fromkeys(texts))
-    t0 = time.perf_counter()
-    vectors = embedder.embed(unique)
-    t_embed = time.perf_counter() - t0
-    wrapper = PrecomputedEmbedder(embedder, dict(zip(unique, vectors, strict=True)))
-    memory = Memory(store, wrapper)  # type: ignore[arg-type]
-    by_id: dict[str, TurnKey] = {}
-    warnings = superseded = 0
-    t0 = time.perf_counter()
-    bar = stderr_progress()  # on stderr, only when it is a terminal
-    job = bar.add_task("appending turns", total=len(reqs))
-    bar.start()
-    for t, req in zip(turns, reqs, strict=True):
-        res = memory.append_thought(caller, req, link_duplicates=False)
-        by_id[res.thought_id] = t.key
-        warnings += len(res.warnings)
-        superseded += len(res.superseded)
-        bar.advance(job)
-    bar.stop()
-    t_append = time.perf_counter() - t0
-    table = wrapper.table
-    return {
-        "embed_s": round(t_embed, 2),
-        "append_s": round(t_append, 2),
-        "misses": wrapper.misses,
-        "distinct_texts": len(unique),
-        "append_warnings": warnings,
-        "superseded": superseded,
-        "batch_vs_single_max_abs_diff": batch_drift(embedder, unique, vectors),
-        "by_id": by_id,
-        "doc_vectors": np.stack([table[t] for t in texts]),
-    }
-
-
 def by_mode(base: dict[str, Any], row: dict[str, Any], questions: Sequence[Question]) -> dict[str, Any]:
     """``paired`` for the strict and the lenient ranks of two result rows."""
     return {
@@ -233,10 +176,34 @@ class LoCoMo(Benchmark):
         }
 
     def fill(self, store: SqliteStore, embedder: LocalEmbedder) -> tuple[dict[str, Any], np.ndarray]:
-        info = fill_locomo(store, embedder, self.turns)
-        self.by_id: dict[str, TurnKey] = info.pop("by_id")
+        """Every turn through Memory.append_thought (link_duplicates=False); thought id -> turn key."""
+        caller = Caller(agent_id="bench-eval")
+        reqs = [
+            AppendThoughtInput(
+                repository=LOCOMO_REPO,
+                type="FactLearned",
+                content=content_of(t),
+                session_id=f"locomo-{t.conv}-S{dia_pos(t.dia_id)[0]}",
+            )
+            for t in self.turns
+        ]
+        texts = [req.content for req in reqs]
+        unique = list(dict.fromkeys(texts))
+        append = lambda memory, req: memory.append_thought(caller, req, link_duplicates=False)  # noqa: E731
+        info, results, vectors = fill(store, embedder, unique, append, reqs, "appending turns")
+        table = dict(zip(unique, vectors, strict=True))
+        info = {
+            "embed_s": info["embed_s"],
+            "append_s": info["write_s"],
+            "misses": info["misses"],
+            "distinct_texts": len(unique),
+            "append_warnings": sum(len(r.warnings) for r in results),
+            "superseded": sum(len(r.superseded) for r in results),
+            "batch_vs_single_max_abs_diff": info["batch_vs_single_max_abs_diff"],
+        }
+        self.by_id = {r.thought_id: t.key for t, r in zip(self.turns, results, strict=True)}
         self.row_keys = {r: self.by_id[t] for t, r in store.thought_rowids(list(self.by_id)).items()}
-        return info, info.pop("doc_vectors")
+        return info, np.stack([table[t] for t in texts])
 
     def shipped(self, memory: Memory, caller: Caller, text: str) -> list[Any]:
         req = SearchThoughtsInput(query=text, repository=LOCOMO_REPO, limit=LIMIT)

@@ -13,7 +13,7 @@ import platform
 import sqlite3
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from mentis import retrieval
 from mentis.embed.local import LocalEmbedder
 from mentis.memory import Caller, Memory
 from mentis.model import MAX_SEARCH_LIMIT
+from mentis.progress import stderr_progress
 from mentis.retrieval import graph, pipeline
 from mentis.store import sqlite as sqlite_store
 from mentis.store import sqlite_thoughts
@@ -61,6 +62,34 @@ class Benchmark:
 
     def lab(self, store: SqliteStore) -> Lab:
         return Lab(store, self.repository, self.kind, lambda ranked: self.ranking(store, ranked))
+
+
+def fill(
+    store: SqliteStore,
+    embedder: LocalEmbedder,
+    batch: Sequence[str],
+    write: Callable[[Memory, Any], Any],
+    items: Sequence[Any],
+    what: str,
+) -> tuple[dict[str, Any], list[Any], np.ndarray]:
+    """Store ``items`` with ``write`` through the real Memory, its embedder answering from the
+    model's vectors of ``batch``, computed in one call; the fill's figures, each write's result
+    and those vectors."""
+    t0 = time.perf_counter()
+    vectors = embedder.embed(batch)
+    t_embed = time.perf_counter() - t0
+    wrapper = PrecomputedEmbedder(embedder, dict(zip(batch, vectors, strict=True)))
+    memory = Memory(store, wrapper)  # type: ignore[arg-type]
+    t0 = time.perf_counter()
+    with stderr_progress() as bar:  # on stderr, only when it is a terminal
+        results = [write(memory, item) for item in bar.track(items, description=what)]
+    info = {
+        "embed_s": round(t_embed, 2),
+        "write_s": round(time.perf_counter() - t0, 2),
+        "misses": wrapper.misses,
+        "batch_vs_single_max_abs_diff": batch_drift(embedder, batch, vectors),
+    }
+    return info, results, vectors
 
 
 def sources(store: SqliteStore, kind: str) -> tuple[pipeline.Lexical, pipeline.Vector, pipeline.Edges]:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import csv
-import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,20 +11,11 @@ import numpy as np
 
 from evaluation.lab import Variant, variant_grid
 from evaluation.metrics import Method, paired
-from evaluation.runner import (
-    LIMIT,
-    Benchmark,
-    Bm25,
-    PrecomputedEmbedder,
-    batch_drift,
-    environment,
-    shipped_parameters,
-)
+from evaluation.runner import LIMIT, Benchmark, Bm25, environment, fill, shipped_parameters
 from mentis import retrieval
 from mentis.embed.local import LocalEmbedder
 from mentis.memory import Caller, Memory, attempt_text
 from mentis.model import MAX_QUERY_CHARS, MAX_TEXT_BYTES, RecordAttemptInput, SearchInput
-from mentis.progress import stderr_progress
 from mentis.store.sqlite import SqliteStore
 
 REPO = "mozilla/seamonkey"
@@ -101,40 +90,6 @@ def query_of(r: Report) -> str:
     return (r.summary + "\n" + r.description)[:MAX_QUERY_CHARS]
 
 
-def fill(store: SqliteStore, embedder: LocalEmbedder, reports: Sequence[Report]) -> dict[str, Any]:
-    """Every report through Memory.record_attempt, with the model's vectors computed in one batch."""
-    caller = Caller(agent_id="bench-eval")
-    reqs = [
-        RecordAttemptInput(
-            repository=REPO,
-            task_id=r.id,
-            task_title=r.summary,
-            action=r.summary,
-            observation=observation_of(r),
-        )
-        for r in reports
-    ]
-    texts = [attempt_text(req.model_dump(exclude_none=True)) for req in reqs]
-    t0 = time.perf_counter()
-    vectors = embedder.embed(texts)
-    t_embed = time.perf_counter() - t0
-    wrapper = PrecomputedEmbedder(embedder, dict(zip(texts, vectors, strict=True)))
-    memory = Memory(store, wrapper)  # type: ignore[arg-type]
-    t0 = time.perf_counter()
-    with stderr_progress() as bar:  # on stderr, only when it is a terminal
-        for req in bar.track(reqs, description="recording reports"):
-            memory.record_attempt(caller, req)
-    t_record = time.perf_counter() - t0
-    return {
-        "embed_s": round(t_embed, 2),
-        "record_s": round(t_record, 2),
-        "misses": wrapper.misses,
-        "batch_vs_single_max_abs_diff": batch_drift(embedder, texts, vectors),
-        "texts": texts,
-        "vectors": vectors,
-    }
-
-
 class SeaMonkey(Benchmark):
     name, repository, kind = "seamonkey", REPO, "attempt"
 
@@ -154,9 +109,23 @@ class SeaMonkey(Benchmark):
         }
 
     def fill(self, store: SqliteStore, embedder: LocalEmbedder) -> tuple[dict[str, Any], np.ndarray]:
-        info = fill(store, embedder, self.reports)
-        info.pop("texts")
-        return info, info.pop("vectors")
+        """Every report through Memory.record_attempt."""
+        caller = Caller(agent_id="bench-eval")
+        reqs = [
+            RecordAttemptInput(
+                repository=REPO,
+                task_id=r.id,
+                task_title=r.summary,
+                action=r.summary,
+                observation=observation_of(r),
+            )
+            for r in self.reports
+        ]
+        texts = [attempt_text(req.model_dump(exclude_none=True)) for req in reqs]
+        record = lambda memory, req: memory.record_attempt(caller, req)  # noqa: E731
+        info, _, vectors = fill(store, embedder, texts, record, reqs, "recording reports")
+        info["record_s"] = info.pop("write_s")
+        return info, vectors
 
     def shipped(self, memory: Memory, caller: Caller, text: str) -> list[Any]:
         res = memory.search(caller, SearchInput(query=text, repository=REPO, limit=LIMIT))

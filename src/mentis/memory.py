@@ -533,6 +533,7 @@ class Memory:
         self.repository_overview, self.task_page = b.repository_overview, b.task_page
         self.task_timeline = b.task_timeline
         self.warm_up, self.close = self.ctx.warm_up, self.ctx.close
+        self.store, self.embedder, self.settings = store, embedder, self.ctx.settings
 
     @classmethod
     def open(
@@ -549,18 +550,6 @@ class Memory:
         except BaseException:
             store.close()
             raise
-
-    @property
-    def store(self) -> Store:
-        return self.ctx.store
-
-    @property
-    def embedder(self) -> Embedder:
-        return self.ctx.embedder
-
-    @property
-    def settings(self) -> Settings:
-        return self.ctx.settings
 
     @property
     def reranker(self) -> Reranker | None:

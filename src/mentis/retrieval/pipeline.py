@@ -11,9 +11,8 @@ lexical index) instead of a copy of it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 import numpy as np
 
@@ -25,7 +24,6 @@ Hits = Sequence[tuple[int, float]]
 Lexical = Callable[[str, Scope, int], Hits]
 Vector = Callable[[np.ndarray, Scope, int], Hits]
 Edges = Callable[[Sequence[int], Scope, int], Sequence[tuple[int, int, float]]]
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -68,12 +66,11 @@ def candidates(
     ``terms`` turns the query into the lexical side's match (default :func:`retrieval.fts_match`).
     """
     match = (terms or retrieval.fts_match)(query)
-    pending = None
-    if match is not None and scope != []:
-        pending = (pool or _Inline()).submit(lexical, match, scope, params.depth)
+    asked = (match, scope, params.depth) if match is not None and scope != [] else None
+    pending = pool.submit(lexical, *asked) if asked is not None and pool is not None else None
     qvec = embed(query)
     vec = vector(qvec, scope, params.depth) if scope != [] else []
-    lex = pending.result() if pending is not None else []
+    lex = pending.result() if pending is not None else lexical(*asked) if asked is not None else []
     if params.fusion == "minmax":
         ranked = minmax_fuse(lex, vec, params.alpha)
     else:
@@ -86,15 +83,6 @@ def candidates(
             stay=params.stay,
         )
     return ranked, match is not None
-
-
-class _Inline(Executor):
-    """Runs a submitted call at once, in the caller's thread (no pool given)."""
-
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
-        done: Future[T] = Future()
-        done.set_result(fn(*args, **kwargs))
-        return done
 
 
 def minmax_fuse(lex: Hits, vec: Hits, alpha: float) -> list[Scored]:
