@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -213,8 +214,8 @@ def test_apply_rerank_refuses_mismatched_lengths() -> None:
 
 def settings_from(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> Settings:
     """Settings read (by mentis.config, as in a real process) from exactly ``env``'s provider variables."""
-    for name in (*PROVIDER_VARIABLES, "MENTIS_RERANKER"):
-        monkeypatch.delenv(name, raising=False)
+    for name in [n for n in os.environ if n.startswith((*PROVIDER_VARIABLES, "MENTIS_RERANKER"))]:
+        monkeypatch.delenv(name)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     return Settings.from_env()

@@ -24,13 +24,8 @@ from pathlib import Path
 
 import platformdirs
 
-PROVIDER_VARIABLES = frozenset(
-    {
-        *(f"MENTIS_EMBED_{n}" for n in ("BASE_URL", "MODEL", "DIM", "API_KEY", "TIMEOUT", "BATCH")),
-        *(f"MENTIS_RERANK_{n}" for n in ("BASE_URL", "MODEL", "API_KEY", "TIMEOUT")),
-        "OPENROUTER_API_KEY",
-    }
-)
+PROVIDER_VARIABLES = ("MENTIS_EMBED_", "MENTIS_RERANK_", "OPENROUTER_API_KEY")
+"""Prefixes of the variables kept for the providers in :attr:`Settings.providers`."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +58,7 @@ class Settings:
             agent_id=os.environ.get("MENTIS_AGENT_ID") or None,
             database_url=None if db else os.environ.get("MENTIS_DATABASE_URL") or None,
             reranker=os.environ.get("MENTIS_RERANKER", "").strip().lower() or "off",
-            providers={k: v for k, v in os.environ.items() if k in PROVIDER_VARIABLES},
+            providers={k: v for k, v in os.environ.items() if k.startswith(PROVIDER_VARIABLES)},
         )
 
 
