@@ -241,7 +241,7 @@ def test_concurrent_records_through_memory_share_model_calls_and_all_land(
     memory = Memory.open(settings, embedder)
     try:
         with ThreadPoolExecutor(5) as pool:
-            first = pool.submit(memory._embed, ["a query that holds the model"])
+            first = pool.submit(memory.ctx.embed, ["a query that holds the model"])
             assert embedder.entered.wait(WAIT)
             futures = [
                 pool.submit(
@@ -256,7 +256,7 @@ def test_concurrent_records_through_memory_share_model_calls_and_all_land(
                 )
                 for i in range(4)
             ]
-            assert memory._batcher.wait_queued(4, WAIT)
+            assert memory.ctx.batcher.wait_queued(4, WAIT)
             embedder.release.set()
             recorded = [f.result(WAIT) for f in futures]
             first.result(WAIT)

@@ -285,7 +285,7 @@ def test_a_forget_elsewhere_reloads_the_vector_index_too(
 ) -> None:
     keep = _record(memory, caller, "T-1", "albatross nest in the server room")
     gone = _record(memory, caller, "T-2", "albatross feathers in the fan")
-    query = memory._embed(["albatross"])[0]
+    query = memory.ctx.embed(["albatross"])[0]
     assert len(memory.store.vector(query, None, 10)) == 2
     other = Memory.open(Settings(home=db_path.parent, db_path=db_path, embedder="hash"), HashEmbedder())
     try:

@@ -291,12 +291,13 @@ def test_from_env_rejects_a_bad_number(name: str, value: str) -> None:
 def test_load_embedder_openai_reads_the_environment(
     fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("MENTIS_EMBEDDER", "openai")
     monkeypatch.setenv("MENTIS_EMBED_BASE_URL", fake.url)
     monkeypatch.setenv("MENTIS_EMBED_MODEL", "acme/embed-small")
     monkeypatch.setenv("MENTIS_EMBED_DIM", str(DIM))
     monkeypatch.setenv("MENTIS_EMBED_API_KEY", OPAQUE_KEY)
     monkeypatch.setenv("OPENROUTER_API_KEY", KEY)
-    embedder = load_embedder("openai")
+    embedder = load_embedder(Settings.from_env())
     assert isinstance(embedder, OpenAIEmbedder)
     with embedder:
         assert embedder.embed(["x"]).shape == (1, DIM)

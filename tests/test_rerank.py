@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from mentis.config import PROVIDER_VARIABLES, Settings
 from mentis.errors import ConfigError, MentisError
 from mentis.providers import OPENROUTER_BASE_URL
 from mentis.retrieval.rerank import (
@@ -210,23 +212,39 @@ def test_apply_rerank_refuses_mismatched_lengths() -> None:
         apply_rerank(["a", "b", "c"], [0.1, 0.2])
 
 
-def test_reranker_is_off_unless_configured() -> None:
-    assert load_reranker({}) is None
-    assert load_reranker({"MENTIS_RERANKER": "off", "OPENROUTER_API_KEY": KEY}) is None
+def settings_from(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> Settings:
+    """Settings read (by mentis.config, as in a real process) from exactly ``env``'s provider variables."""
+    for name in [n for n in os.environ if n.startswith((*PROVIDER_VARIABLES, "MENTIS_RERANKER"))]:
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return Settings.from_env()
+
+
+def test_reranker_is_off_unless_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_reranker(settings_from(monkeypatch, {})) is None
+    assert (
+        load_reranker(settings_from(monkeypatch, {"MENTIS_RERANKER": "off", "OPENROUTER_API_KEY": KEY}))
+        is None
+    )
     with pytest.raises(ConfigError, match="unknown reranker 'cohere'"):
-        load_reranker({"MENTIS_RERANKER": "cohere"})
+        load_reranker(settings_from(monkeypatch, {"MENTIS_RERANKER": "cohere"}))
 
 
-def test_openai_reranker_reads_the_environment() -> None:
-    reranker = load_reranker({"MENTIS_RERANKER": "openai", "OPENROUTER_API_KEY": KEY})
+def test_openai_reranker_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    reranker = load_reranker(
+        settings_from(monkeypatch, {"MENTIS_RERANKER": "openai", "OPENROUTER_API_KEY": KEY})
+    )
     assert reranker is not None
     with reranker:
         assert (reranker.base_url, reranker.model) == (OPENROUTER_BASE_URL, DEFAULT_MODEL)
     with pytest.raises(ConfigError, match="set MENTIS_RERANK_API_KEY or OPENROUTER_API_KEY"):
-        load_reranker({"MENTIS_RERANKER": "openai"})
+        load_reranker(settings_from(monkeypatch, {"MENTIS_RERANKER": "openai"}))
 
 
-def test_rerank_against_the_environment_configured_server(fake: FakeOpenAI) -> None:
+def test_rerank_against_the_environment_configured_server(
+    fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
     env = {
         "MENTIS_RERANKER": "openai",
         "MENTIS_RERANK_BASE_URL": fake.url,
@@ -234,7 +252,7 @@ def test_rerank_against_the_environment_configured_server(fake: FakeOpenAI) -> N
         "MENTIS_RERANK_API_KEY": OPAQUE_KEY,
         "MENTIS_RERANK_TIMEOUT": "3",
     }
-    reranker = load_reranker(env)
+    reranker = load_reranker(settings_from(monkeypatch, env))
     assert reranker is not None
     with reranker:
         assert reranker.rerank(QUERY, CANDIDATES) == [1.0, 0.0, 0.5]

@@ -12,7 +12,7 @@ from mentis.config import Settings
 from mentis.embed import HashEmbedder
 from mentis.memory import Caller, Memory
 from mentis.model import RecordAttemptInput, SearchInput, parse
-from mentis.retrieval import Scored, fts_match, fuse, match_terms
+from mentis.retrieval import Scored, fuse, query_terms
 from mentis.retrieval.graph import personalised_pagerank
 from mentis.retrieval.rerank import Reranker
 
@@ -25,15 +25,15 @@ def record(memory: Memory, caller: Caller, task_id: str, observation: str, **fie
     return memory.record_attempt(caller, parse(RecordAttemptInput, data)).attempt_id
 
 
-def test_fts_match_quotes_terms_and_drops_stopwords() -> None:
-    assert fts_match('why does the "cart" total fail?') == '"cart" OR "total" OR "fail"'
-    assert fts_match("the of and") is None
+def test_query_terms_drop_punctuation_and_stopwords() -> None:
+    assert query_terms('why does the "cart" total fail?') == ["cart", "total", "fail"]
+    assert query_terms("the of and") == []
 
 
-def test_fts_match_repeats_a_word_as_often_as_the_query_does() -> None:
-    assert fts_match("cart fails, the cart total; CART") == '"cart" OR "cart" OR "cart" OR "fails" OR "total"'
+def test_query_terms_repeat_a_word_as_often_as_the_query_does() -> None:
+    assert query_terms("cart fails, the cart total; CART") == ["cart", "cart", "cart", "fails", "total"]
     many = " ".join(f"w{i}" for i in range(200)) + " w0 w150"
-    words = match_terms(fts_match(many) or "")
+    words = query_terms(many)
     assert len(set(words)) == retrieval.MAX_QUERY_TERMS and words.count("w0") == 2 and "w150" not in words
 
 

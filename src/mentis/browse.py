@@ -1,7 +1,7 @@
 """Scoped reads for people browsing a memory (the dashboard): repositories with counts and chain
 heads, a repository's tasks filtered and paginated, and a task's timeline with its tombstones.
 
-A mixin of :class:`mentis.memory.Memory`, like :mod:`mentis.thoughts`: every method takes the
+Composed into :class:`mentis.memory.Memory`, like :mod:`mentis.thoughts`: every method takes the
 :class:`Caller` and shows only the repositories it may read, so no page applies scope itself.
 """
 
@@ -14,7 +14,7 @@ from mentis.errors import Forbidden, InvalidInput, NotFound
 from mentis.ledger import Entry
 from mentis.model import MAX_ID_CHARS
 from mentis.records import AttemptBody, TombstoneBody
-from mentis.service import Caller, ServiceBase
+from mentis.service import Caller, ServiceContext
 from mentis.store.base import StoredAttempt
 from mentis.store.browse import TASK_STATUSES, RepositoryRow, TaskRow
 
@@ -80,8 +80,11 @@ def _checked_id(value: str, what: str) -> str:
     return value
 
 
-class BrowseOps(ServiceBase):
-    """The browsing reads of Memory (``self`` is the Memory)."""
+class BrowseOps:
+    """The browsing reads of Memory, over the shared :class:`ServiceContext`."""
+
+    def __init__(self, ctx: ServiceContext) -> None:
+        self.store = ctx.store
 
     def _readable(self, caller: Caller, repository: str) -> str:
         _checked_id(repository, "repository")

@@ -9,16 +9,23 @@
 - ``MENTIS_RERANKER``: ``off`` (default) or ``openai`` (LLM usefulness rerank, see
   ``mentis.retrieval.rerank``)
 - ``MENTIS_AGENT_ID``: the agent identity for writes over stdio and from the CLI
+- the providers' ``MENTIS_EMBED_*``, ``MENTIS_RERANK_*`` and ``OPENROUTER_API_KEY`` (kept as given in
+  :attr:`Settings.providers`; each provider checks its own when it is built, see
+  ``mentis.embed.openai`` and ``mentis.retrieval.rerank``)
 """
 
 from __future__ import annotations
 
 import getpass
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import platformdirs
+
+PROVIDER_VARIABLES = ("MENTIS_EMBED_", "MENTIS_RERANK_", "OPENROUTER_API_KEY")
+"""Prefixes of the variables kept for the providers in :attr:`Settings.providers`."""
 
 
 @dataclass(frozen=True)
@@ -28,6 +35,8 @@ class Settings:
     embedder: str = "local"
     agent_id: str | None = None
     database_url: str | None = None
+    reranker: str = "off"
+    providers: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     @property
     def hook_error_log(self) -> Path:
@@ -48,6 +57,8 @@ class Settings:
             embedder=os.environ.get("MENTIS_EMBEDDER", "local"),
             agent_id=os.environ.get("MENTIS_AGENT_ID") or None,
             database_url=None if db else os.environ.get("MENTIS_DATABASE_URL") or None,
+            reranker=os.environ.get("MENTIS_RERANKER", "").strip().lower() or "off",
+            providers={k: v for k, v in os.environ.items() if k.startswith(PROVIDER_VARIABLES)},
         )
 
 

@@ -206,7 +206,7 @@ def _model(ctx: _Context) -> Iterator[Finding]:
         from mentis.embed.openai import OpenAIEmbedder
 
         # from_env refuses a missing key for a non-loopback endpoint (a ConfigError: a fail finding)
-        with closing(OpenAIEmbedder.from_env()) as embedder:
+        with closing(OpenAIEmbedder.from_env(ctx.settings.providers)) as embedder:
             model_id = embedder.model_id
             key = "API key set" if any(os.environ.get(n, "").strip() for n in _EMBED_KEYS) else "no API key"
             yield Finding(
@@ -251,7 +251,7 @@ def _providers(ctx: _Context) -> Iterator[Finding]:
     sent = []
     if ctx.settings.embedder == "openai":
         sent.append("embeddings")
-    reranker = load_reranker()
+    reranker = load_reranker(ctx.settings)
     if reranker is not None:
         with closing(reranker):
             sent.append(f"LLM rerank ({reranker.model} at {reranker.base_url})")

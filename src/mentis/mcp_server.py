@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -29,10 +28,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mentis import __version__
 from mentis.auth import CALLER_SCOPE_KEY
+from mentis.config import Settings
 from mentis.errors import Forbidden, MentisError
 from mentis.memory import Caller, Memory
 from mentis.model import parse
 from mentis.operations import OPERATIONS, Operation
+from mentis.service import resolve_caller
 
 log = logging.getLogger(__name__)
 
@@ -54,27 +55,24 @@ class _PassThrough(ArgModelBase):
         return dict(self.__pydantic_extra__ or {})
 
 
-def caller_from(ctx: Context[Any, Any]) -> Caller:
+def caller_from(ctx: Context[Any, Any], settings: Settings) -> Caller:
     """Over HTTP, the Caller the auth middleware attached (the token's agent and scope); over
-    stdio, MENTIS_AGENT_ID from the harness config, else the client's name."""
+    stdio, the one :func:`resolve_caller` gives for the client's reported name."""
     request = ctx.request_context.request
     if request is not None:
         caller = getattr(request, "scope", {}).get(CALLER_SCOPE_KEY)
         if not isinstance(caller, Caller):
             raise Forbidden("this HTTP request carries no authenticated caller")
-        return caller
-    agent = os.environ.get("MENTIS_AGENT_ID")
-    if not agent:
-        params = ctx.session.client_params if ctx.session is not None else None
-        agent = params.client_info.name if params is not None else None
-    return Caller(agent_id=agent or "unknown-agent")
+        return resolve_caller(settings, authenticated=caller)
+    params = ctx.session.client_params if ctx.session is not None else None
+    return resolve_caller(settings, client_name=params.client_info.name if params is not None else None)
 
 
 def _make_tool(op: Operation) -> Tool:
     def run(ctx: Context[Any, Any], **arguments: Any) -> BaseModel:
         memory: Memory = ctx.request_context.lifespan_context
         try:
-            return op.call(memory, caller_from(ctx), parse(op.input, arguments))
+            return op.call(memory, caller_from(ctx, memory.settings), parse(op.input, arguments))
         except MentisError as exc:
             raise ToolError(f"[{exc.code}] {exc}") from exc
 

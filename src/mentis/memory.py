@@ -19,8 +19,8 @@ import orjson
 from mentis import retrieval
 from mentis.browse import BrowseOps
 from mentis.config import Settings
-from mentis.embed import Embedder
-from mentis.errors import Conflict, Forbidden, IntegrityError, InvalidInput, NotFound
+from mentis.embed import Embedder, load_embedder
+from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
 from mentis.ledger import Entry, canonical, entry_rows, verify_rows
 from mentis.model import (
     AttemptPreview,
@@ -45,12 +45,12 @@ from mentis.model import (
 )
 from mentis.records import AttemptBody, CheckBody, CodeContextBody, CorrectionBody
 from mentis.records import attempt_text as attempt_text
-from mentis.retrieval import graph
-from mentis.retrieval.rerank import RerankFailed, RerankItem, apply_rerank
-from mentis.service import Caller
+from mentis.retrieval import pipeline
+from mentis.retrieval.rerank import Reranker, RerankFailed, RerankItem, apply_rerank, load_reranker
+from mentis.service import Caller, ServiceContext, may_read, may_write, open_store, secret_warnings
 from mentis.staleness import StaleInput, StaleResult, stale_attempts
 from mentis.stats import StatsInput, StatsResult, collect_stats
-from mentis.store.base import StoredAttempt
+from mentis.store.base import Store, StoredAttempt
 from mentis.thoughts import ThoughtOps, rejection_out, stored_reasserts
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,15 @@ RECALL_TIMEOUT_S = 5.0
 EXPORT_FORMAT = "mentis-ledger"
 
 
-class Memory(ThoughtOps, BrowseOps):
+class AttemptOps:
+    """The attempt operations of Memory, over the shared :class:`ServiceContext`; rejected
+    conclusions are the thought operations' (``thoughts``)."""
+
+    def __init__(self, ctx: ServiceContext, thoughts: ThoughtOps) -> None:
+        self.ctx = ctx
+        self.store = ctx.store
+        self.thoughts = thoughts
+
     def _owned_attempt(self, caller: Caller, repository: str, attempt_id: str) -> None:
         found = self.store.find_attempt(attempt_id)
         if found is None or found[0] != repository or not caller.sees(found[0]):
@@ -74,7 +82,7 @@ class Memory(ThoughtOps, BrowseOps):
     # ------------------------------------------------------------ record_attempt
 
     def record_attempt(self, caller: Caller, req: RecordAttemptInput) -> RecordAttemptResult:
-        self._may_write(caller, req.repository)
+        may_write(caller, req.repository)
         attempt_id = str(uuid.uuid4())
         at = now_iso()
         ctx = None if req.code_context is None else CodeContextBody(**req.code_context.model_dump())
@@ -96,10 +104,10 @@ class Memory(ThoughtOps, BrowseOps):
         )
         conclusion = body.conclusion
         if self.store.has_rejections(req.repository):
-            vector, conclusion_vec = self._embed([body.embed_text, conclusion])
-            reasserts = self.reassertions(req.repository, conclusion, conclusion_vec)
+            vector, conclusion_vec = self.ctx.embed([body.embed_text, conclusion])
+            reasserts = self.thoughts.reassertions(req.repository, conclusion, conclusion_vec)
         else:
-            vector, reasserts = self._embed([body.embed_text])[0], []
+            vector, reasserts = self.ctx.embed([body.embed_text])[0], []
         if reasserts:
             body = replace(body, reasserts=stored_reasserts(reasserts))
         entry = self.store.append_attempt(
@@ -115,33 +123,35 @@ class Memory(ThoughtOps, BrowseOps):
             attempt_id=attempt_id,
             status=body.status,
             ledger=_ref(entry),
-            warnings=self.reassertion_warnings(reasserts) + self.secret_warnings(*texts),
+            warnings=self.thoughts.reassertion_warnings(reasserts) + secret_warnings(*texts),
             reasserts=[rejection_out(r) for r in reasserts],
         )
 
     # ------------------------------------------------------------ search
 
     def search(self, caller: Caller, req: SearchInput) -> SearchResult:
-        if req.repository is not None and not caller.sees(req.repository):
-            raise Forbidden(f"this caller may not read repository {req.repository!r}")
+        may_read(caller, req.repository)
         scope = caller.search_scope(req.repository, self.store.repositories)
-        terms = retrieval.query_terms(req.query)
-        pending = (
-            self._pool.submit(self.store.lexical, terms, scope, retrieval.CANDIDATES)
-            if terms and scope != []
-            else None
+        ranked, has_terms = pipeline.candidates(
+            req.query,
+            scope,
+            self.ctx.embed_one,
+            self.store.lexical,
+            self.store.vector,
+            self.store.attempt_edges,
+            pool=self.ctx.pool,
         )
-        query_vec = self._embed([req.query])[0]
-        vector = self.store.vector(query_vec, scope, retrieval.CANDIDATES) if scope != [] else []
-        lexical = pending.result() if pending is not None else []
-        ranked = self._with_graph(retrieval.fuse(lexical, vector), scope)
         keys = self.store.attempt_keys([s.rowid for s in ranked])
         if caller.repositories is not None:  # a repository created since the scope was listed
             keys = {r: k for r, k in keys.items() if caller.sees(k[0])}
         hits = retrieval.group_tasks(ranked, {r: (k[0], k[1]) for r, k in keys.items()}, req.limit)
         previews = self.store.load_attempts([h.attempts[0].rowid for h in hits])
         info = self.store.task_info([(h.repository, h.task_id) for h in hits])
-        base = "fused (bm25 + vector, reciprocal rank) + graph" if terms else "vector + graph (no bm25 terms)"
+        base = (
+            "fused (bm25 + vector, reciprocal rank) + graph"
+            if has_terms
+            else "vector + graph (no bm25 terms)"
+        )
         hits, usefulness, ranking = self._rerank(req.query, hits, previews, info, base)
         current = dict(req.current_file_hashes or {})
         tasks = []
@@ -162,22 +172,13 @@ class Memory(ThoughtOps, BrowseOps):
                     attempt=_preview(
                         stored,
                         current if req.current_file_hashes is not None else None,
-                        self.live_reasserts(stored.body),
+                        self.thoughts.live_reasserts(stored.body),
                     ),
                     matched_attempt_ids=matched,
                     attempt_count=count,
                 )
             )
         return SearchResult(tasks=tasks, ranking=ranking)
-
-    def _with_graph(
-        self, ranked: list[retrieval.Scored], scope: Sequence[str] | None
-    ) -> list[retrieval.Scored]:
-        """Re-rank fused attempt hits by a personalised PageRank over task, file and tag links
-        inside the search's ``scope``."""
-        return graph.rerank(
-            ranked, lambda seeds: self.store.attempt_edges(seeds, scope, graph.NEIGHBOURS_PER_SEED)
-        )
 
     def _rerank(
         self,
@@ -188,7 +189,7 @@ class Memory(ThoughtOps, BrowseOps):
         ranking: str,
     ) -> tuple[list[retrieval.TaskHit], dict[int, float], str]:
         """Optional LLM usefulness rerank of the tasks: all or nothing, fused order on failure."""
-        if self.reranker is None or len(hits) < 2:
+        if self.ctx.reranker is None or len(hits) < 2:
             return hits, {}, ranking
         items = []
         for h in hits:
@@ -199,7 +200,7 @@ class Memory(ThoughtOps, BrowseOps):
             text = "\n".join(p for p in parts if p)
             items.append(RerankItem(key=f"{h.repository}\x00{h.task_id}", text=text))
         try:
-            scores = self.reranker.rerank(query, items)
+            scores = self.ctx.reranker.rerank(query, items)
         except RerankFailed as exc:
             return hits, {}, f"{ranking} (rerank failed: {exc.reason})"
         order = apply_rerank(list(zip(hits, scores, strict=True)), scores)
@@ -257,8 +258,7 @@ class Memory(ThoughtOps, BrowseOps):
     )
 
     def _history(self, caller: Caller, repository: str, task_id: str) -> RecallResult:
-        if not caller.sees(repository):
-            raise Forbidden(f"this caller may not read repository {repository!r}")
+        may_read(caller, repository)
         attempts = self.store.task_history(repository, task_id)
         if not attempts:
             raise NotFound(
@@ -301,12 +301,12 @@ class Memory(ThoughtOps, BrowseOps):
 
     def stale_attempts(self, caller: Caller, req: StaleInput) -> StaleResult:
         """Passed attempts whose recorded files differ from ``req.current_file_hashes``."""
-        return stale_attempts(self, caller, req)
+        return stale_attempts(self.store, caller, req)
 
     # ------------------------------------------------------------ corrections and forgetting
 
     def mark_conclusion_outdated(self, caller: Caller, req: MarkOutdatedInput) -> MarkOutdatedResult:
-        self._may_write(caller, req.repository)
+        may_write(caller, req.repository)
         self._owned_attempt(caller, req.repository, req.attempt_id)
         at = now_iso()
         body = CorrectionBody(
@@ -320,7 +320,7 @@ class Memory(ThoughtOps, BrowseOps):
         conclusion = self.store.attempt_conclusion_text(req.repository, req.attempt_id)
         if conclusion is None:
             raise NotFound(f"no attempt {req.attempt_id} in repository {req.repository}")
-        vec = self._embed([conclusion])[0]
+        vec = self.ctx.embed([conclusion])[0]
         entry, count = self.store.append_correction(
             req.repository, str(uuid.uuid4()), at, caller.agent_id, body.to_json(), vec
         )
@@ -332,7 +332,7 @@ class Memory(ThoughtOps, BrowseOps):
         )
 
     def forget_attempt(self, caller: Caller, req: ForgetInput) -> ForgetResult:
-        self._may_write(caller, req.repository)
+        may_write(caller, req.repository)
         self._owned_attempt(caller, req.repository, req.attempt_id)
         entry = self.store.forget_attempt(
             req.repository,
@@ -347,8 +347,7 @@ class Memory(ThoughtOps, BrowseOps):
     # ------------------------------------------------------------ integrity, export, import, rebuild
 
     def verify_integrity(self, caller: Caller, repository: str | None = None) -> VerifyResult:
-        if repository is not None and not caller.sees(repository):
-            raise Forbidden(f"this caller may not read repository {repository!r}")
+        may_read(caller, repository)
         try:
             verified = self.store.verify()
         except IntegrityError as exc:
@@ -377,8 +376,7 @@ class Memory(ThoughtOps, BrowseOps):
         progress: Callable[[int], None] | None = None,
     ) -> int:
         """Write the ledger and bodies as JSONL; returns the number of entries written."""
-        if repository is not None and not caller.sees(repository):
-            raise Forbidden(f"this caller may not read repository {repository!r}")
+        may_read(caller, repository)
         items = [
             (e, body)
             for e, body in self.store.iter_ledger()
@@ -392,7 +390,7 @@ class Memory(ThoughtOps, BrowseOps):
             "version": 1,
             "exported_at": now_iso(),
             "heads": heads,
-            "embed_model": self.embedder.model_id,
+            "embed_model": self.ctx.embedder.model_id,
         }
         out.write(orjson.dumps(header) + b"\n")
         for n, (e, body) in enumerate(items, start=1):
@@ -411,11 +409,11 @@ class Memory(ThoughtOps, BrowseOps):
         ``progress`` is told how many attempts and thoughts each embedding batch held."""
         items, heads = read_export(lines)
         for chain in heads:
-            self._may_write(caller, chain)
+            may_write(caller, chain)
         verify_rows(entry_rows(sorted(items, key=lambda i: (i[0].chain, i[0].seq))), heads)
 
         def embed(texts: Sequence[str]) -> np.ndarray:
-            vectors = self._embed(texts)
+            vectors = self.ctx.embed(texts)
             if progress is not None:
                 progress(len(texts))
             return vectors
@@ -423,13 +421,13 @@ class Memory(ThoughtOps, BrowseOps):
         return self.store.import_ledger(items, embed)
 
     def rebuild(self, progress: Callable[[int], None] | None = None) -> int:
-        return self.store.rebuild(self._embed, progress)
+        return self.store.rebuild(self.ctx.embed, progress)
 
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
         """Re-embed every attempt, thought and rejected conclusion with the configured model."""
-        count = self.store.rebuild(self._embed, progress)
-        self.store.set_meta("embed_model", self.embedder.model_id)
-        self.store.set_meta("embed_dim", str(self.embedder.dim))
+        count = self.store.rebuild(self.ctx.embed, progress)
+        self.store.set_meta("embed_model", self.ctx.embedder.model_id)
+        self.store.set_meta("embed_dim", str(self.ctx.embedder.dim))
         return count
 
 
@@ -492,6 +490,64 @@ def _preview(
         stale_files=None if current is None else b.stale_files(current),
         reasserts=reasserts,
     )
+
+
+class Memory:
+    """The service: one :class:`ServiceContext` (store, embedder, reranker, settings) and the
+    attempt, thought and browsing operations composed over it, each exposed here by name."""
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        reranker: Reranker | None = None,
+        *,
+        settings: Settings | None = None,
+        check_model: bool = True,
+    ) -> None:
+        self.ctx = ServiceContext(store, embedder, reranker, settings=settings, check_model=check_model)
+        self.thoughts = ThoughtOps(self.ctx)
+        self.attempts = AttemptOps(self.ctx, self.thoughts)
+        self.browse = BrowseOps(self.ctx)
+        a, t, b = self.attempts, self.thoughts, self.browse
+        self.record_attempt, self.search, self.recall = a.record_attempt, a.search, a.recall
+        self.stale_attempts, self.stats = a.stale_attempts, a.stats
+        self.mark_conclusion_outdated, self.forget_attempt = a.mark_conclusion_outdated, a.forget_attempt
+        self.verify_integrity, self.export, self.import_ = a.verify_integrity, a.export, a.import_
+        self.rebuild, self.reindex = a.rebuild, a.reindex
+        self.append_thought, self.forget_thought = t.append_thought, t.forget_thought
+        self.search_thoughts, self.get_thought = t.search_thoughts, t.get_thought
+        self.traverse_thoughts, self.context_bundle = t.traverse_thoughts, t.context_bundle
+        self.recent_context = t.recent_context
+        self.export_memory_md, self.import_memory_md = t.export_memory_md, t.import_memory_md
+        self.repository_overview, self.task_page = b.repository_overview, b.task_page
+        self.task_timeline = b.task_timeline
+        self.warm_up, self.close = self.ctx.warm_up, self.ctx.close
+        self.store, self.embedder, self.settings = store, embedder, self.ctx.settings
+
+    @classmethod
+    def open(
+        cls, settings: Settings, embedder: Embedder | None = None, *, check_model: bool = True
+    ) -> Memory:
+        """Open and verify the store (refusing a store that does not verify), load the embedder.
+
+        ``check_model=False`` is for ``reindex``: it opens a store embedded with another model.
+        """
+        embedder = embedder or load_embedder(settings)
+        store = open_store(settings, embedder.dim)
+        try:
+            return cls(store, embedder, load_reranker(settings), settings=settings, check_model=check_model)
+        except BaseException:
+            store.close()
+            raise
+
+    @property
+    def reranker(self) -> Reranker | None:
+        return self.ctx.reranker
+
+    @reranker.setter
+    def reranker(self, reranker: Reranker | None) -> None:
+        self.ctx.reranker = reranker
 
 
 def open_memory(settings: Settings | None = None, embedder: Embedder | None = None) -> Memory:

@@ -61,7 +61,7 @@ def migrate(
 
 def _counting(memory: Memory, progress: Callable[[int], None] | None) -> Embed:
     def embed(texts: Sequence[str]) -> np.ndarray:
-        vectors = memory._embed(texts)
+        vectors = memory.ctx.embed(texts)
         if progress is not None:
             progress(len(texts))
         return vectors

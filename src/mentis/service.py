@@ -9,21 +9,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import TYPE_CHECKING, Self
 
 import numpy as np
 
 from mentis import scrub
 from mentis.config import Settings
-from mentis.embed import Embedder, check_vectors, load_embedder
+from mentis.embed import Embedder, check_vectors
 from mentis.embed.batcher import EmbedBatcher, lock_path_for
 from mentis.errors import ConfigError, Forbidden
-from mentis.retrieval.rerank import Reranker, load_reranker
+from mentis.retrieval.rerank import Reranker
 from mentis.store.base import Store
 from mentis.store.sqlite import SqliteStore
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +59,51 @@ class Caller:
         return [r for r in known() if self.sees(r)]
 
 
-class ServiceBase:
-    """The store and the embedder, opened once per process."""
+def may_read(caller: Caller, repository: str | None) -> None:
+    """The read-scope rule: a caller reads only the repositories its token covers (None: no filter)."""
+    if repository is not None and not caller.sees(repository):
+        raise Forbidden(f"this caller may not read repository {repository!r}")
+
+
+def may_write(caller: Caller, repository: str) -> None:
+    """The write-scope rule: a token with write scope, over this repository."""
+    if not caller.can_write:
+        raise Forbidden("this caller may only read; use a token with write scope")
+    if not caller.sees(repository):
+        raise Forbidden(f"this caller may not write to repository {repository!r}")
+
+
+def resolve_caller(
+    settings: Settings,
+    *,
+    authenticated: Caller | None = None,
+    client_name: str | None = None,
+    default: str = "unknown-agent",
+) -> Caller:
+    """Who is calling (DESIGN §2), never taken from a tool argument: the caller a transport
+    authenticated (a token's agent and scope) when there is one; else ``MENTIS_AGENT_ID``
+    (``settings.agent_id``, from the harness config); else the name the MCP client reported
+    over stdio; else the transport's ``default`` name."""
+    if authenticated is not None:
+        return authenticated
+    return Caller(agent_id=settings.agent_id or client_name or default)
+
+
+def secret_warnings(*texts: str, forget: str = "forget_attempt") -> list[str]:
+    """Warn (never block) when stored text looks like it holds a secret; ``forget`` (the tool
+    that erases the record: forget_attempt or forget_thought) is named."""
+    kinds = sorted({f.kind for text in texts if text for f in scrub.find_secrets(text)})
+    if not kinds:
+        return []
+    return [
+        f"the stored text looks like it holds a secret ({', '.join(kinds)}); it is kept on this machine "
+        f"only; if it is real, rotate it and call {forget}"
+    ]
+
+
+class ServiceContext:
+    """The store, the embedder, the reranker and the settings, opened once per process and
+    shared by the attempt, thought and browsing operations (:class:`mentis.memory.Memory`)."""
 
     def __init__(
         self,
@@ -72,32 +111,20 @@ class ServiceBase:
         embedder: Embedder,
         reranker: Reranker | None = None,
         *,
+        settings: Settings | None = None,
         check_model: bool = True,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.reranker = reranker
+        self.settings = settings or Settings.from_env()
         # lexical search runs here while the query is embedded (SQLite and onnxruntime release the GIL)
-        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mentis-lexical")
+        self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mentis-lexical")
         # every embedding goes through one model thread, batched with the texts that arrive with it
         lock = lock_path_for(Path(store.path)) if isinstance(store, SqliteStore) else None
-        self._batcher = EmbedBatcher.from_env(embedder, lock)
+        self.batcher = EmbedBatcher.from_env(embedder, lock)
         if check_model:
             self._check_model()
-
-    @classmethod
-    def open(cls, settings: Settings, embedder: Embedder | None = None, *, check_model: bool = True) -> Self:
-        """Open and verify the store (refusing a store that does not verify), load the embedder.
-
-        ``check_model=False`` is for ``reindex``: it opens a store embedded with another model.
-        """
-        embedder = embedder or load_embedder(settings.embedder)
-        store = open_store(settings, embedder.dim)
-        try:
-            return cls(store, embedder, load_reranker(), check_model=check_model)
-        except BaseException:
-            store.close()
-            raise
 
     def warm_up(self) -> None:
         """Load the store's in-process indexes in the background, so a server's first search
@@ -109,12 +136,12 @@ class ServiceBase:
             except Exception:  # the first search loads them again and reports the error
                 log.warning("preloading the search indexes failed", exc_info=True)
 
-        self._pool.submit(warm)
+        self.pool.submit(warm)
 
     def close(self) -> None:
         """Close the store and any provider's HTTP client."""
-        self._pool.shutdown(wait=True)
-        self._batcher.close()
+        self.pool.shutdown(wait=True)
+        self.batcher.close()
         self.store.close()
         for provider in (self.embedder, self.reranker):
             close = getattr(provider, "close", None)
@@ -133,27 +160,10 @@ class ServiceBase:
                 "`mentis reindex` to re-embed it with the configured model"
             )
 
-    # ------------------------------------------------------------ helpers
-
-    @staticmethod
-    def _may_write(caller: Caller, repository: str) -> None:
-        if not caller.can_write:
-            raise Forbidden("this caller may only read; use a token with write scope")
-        if not caller.sees(repository):
-            raise Forbidden(f"this caller may not write to repository {repository!r}")
-
-    def _embed(self, texts: Sequence[str]) -> np.ndarray:
-        vectors = self._batcher.embed(texts)
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = self.batcher.embed(texts)
         return check_vectors(vectors, len(texts), self.embedder.dim)
 
-    @staticmethod
-    def secret_warnings(*texts: str, forget: str = "forget_attempt") -> list[str]:
-        """Warn (never block) when stored text looks like it holds a secret; ``forget`` (the tool
-        that erases the record: forget_attempt or forget_thought) is named."""
-        kinds = sorted({f.kind for text in texts if text for f in scrub.find_secrets(text)})
-        if not kinds:
-            return []
-        return [
-            f"the stored text looks like it holds a secret ({', '.join(kinds)}); it is kept on this machine "
-            f"only; if it is real, rotate it and call {forget}"
-        ]
+    def embed_one(self, text: str) -> np.ndarray:
+        vector: np.ndarray = self.embed([text])[0]
+        return vector

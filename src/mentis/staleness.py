@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
-from mentis.errors import Forbidden
 from mentis.model import FilePath, GitSha, Identifier, Out, Strict
 from mentis.records import AttemptBody
+from mentis.service import may_read
 
 if TYPE_CHECKING:
-    from mentis.memory import Caller, Memory
+    from mentis.service import Caller
+    from mentis.store.base import Store
 
 MAX_TREE_FILES = 1_000_000
 """How many paths ``current_file_hashes`` may hold: a whole working tree."""
@@ -55,10 +56,9 @@ class StaleResult(Out):
     passed_checked: int = Field(description="passed attempts with recorded file hashes that were compared")
 
 
-def stale_attempts(memory: Memory, caller: Caller, req: StaleInput) -> StaleResult:
-    if not caller.sees(req.repository):
-        raise Forbidden(f"this caller may not read repository {req.repository!r}")
-    found = memory.store.run_sql(
+def stale_attempts(store: Store, caller: Caller, req: StaleInput) -> StaleResult:
+    may_read(caller, req.repository)
+    found = store.run_sql(
         "select distinct task_id from attempts where repository = :repository and status = 'passed'",
         {"repository": req.repository},
         visible=caller.sees,
@@ -70,7 +70,7 @@ def stale_attempts(memory: Memory, caller: Caller, req: StaleInput) -> StaleResu
     out: list[StaleAttempt] = []
     checked = 0
     for (task_id,) in found.rows:
-        for stored in memory.store.task_history(req.repository, str(task_id)):
+        for stored in store.task_history(req.repository, str(task_id)):
             b = AttemptBody.from_json(stored.body)
             hashes = (b.code_context and b.code_context.file_hashes) or {}
             if b.check is None or b.status != "passed" or not hashes:

@@ -13,9 +13,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from mentis.errors import Forbidden, NotFound
+from mentis.errors import NotFound
 from mentis.model import Identifier, Out, Strict
-from mentis.service import Caller
+from mentis.service import Caller, may_read
 from mentis.store.base import Store
 
 STATUSES = ("passed", "failed", "unverified")
@@ -63,8 +63,7 @@ def _scalar_rows(store: Store, caller: Caller, sql: str, repository: str | None)
 
 def collect_stats(store: Store, caller: Caller, req: StatsInput) -> StatsResult:
     """Count what ``caller`` may read (one repository with ``req.repository``)."""
-    if req.repository is not None and not caller.sees(req.repository):
-        raise Forbidden(f"this caller may not read repository {req.repository!r}")
+    may_read(caller, req.repository)
     summary = [
         row
         for row in store.ledger_summary()

@@ -1,7 +1,7 @@
 """Typed thoughts: append, search with supersession and point-in-time reads, traversal,
 context bundles, catch-up prompts, MEMORY.md, and rejected conclusions that stay rejected.
 
-A mixin of :class:`mentis.memory.Memory` (the service); the rules live here once.
+Composed into :class:`mentis.memory.Memory` (the service); the rules live here once.
 
 Thresholds, measured with all-MiniLM-L6-v2 on hand-written pairs (``tests/test_thresholds.py``
 pins them): paraphrases of one conclusion scored 0.87-0.97 cosine, different conclusions about
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mentis import retrieval
-from mentis.errors import Conflict, Forbidden, InvalidInput, NotFound
+from mentis.errors import Conflict, InvalidInput, NotFound
 from mentis.model import (
     THOUGHT_TYPES,
     AppendThoughtInput,
@@ -57,8 +57,8 @@ from mentis.model import (
     parse,
 )
 from mentis.records import RelationBody, ThoughtBody
-from mentis.retrieval import graph
-from mentis.service import Caller, ServiceBase
+from mentis.retrieval import pipeline
+from mentis.service import Caller, ServiceContext, may_read, may_write, secret_warnings
 from mentis.store.base import ThoughtQuery
 from mentis.texts import fingerprint
 
@@ -111,8 +111,12 @@ def stored_reasserts(found: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.items() if k != "reason"} for r in found]
 
 
-class ThoughtOps(ServiceBase):
-    """The thought operations of Memory (``self`` is the Memory)."""
+class ThoughtOps:
+    """The thought operations of Memory, over the shared :class:`ServiceContext`."""
+
+    def __init__(self, ctx: ServiceContext) -> None:
+        self.ctx = ctx
+        self.store = ctx.store
 
     # ------------------------------------------------------------ rejected conclusions
 
@@ -166,7 +170,7 @@ class ThoughtOps(ServiceBase):
     def append_thought(
         self, caller: Caller, req: AppendThoughtInput, *, link_duplicates: bool = True
     ) -> AppendThoughtResult:
-        self._may_write(caller, req.repository)
+        may_write(caller, req.repository)
         thought_id = req.thought_id or str(uuid.uuid4())
         targets = [*req.refs, *(r.target_id for r in req.relations)]
         known = self.store.find_records([thought_id, *targets])
@@ -183,7 +187,7 @@ class ThoughtOps(ServiceBase):
                     raise InvalidInput(
                         f"relations: {target} is an attempt; relations link thoughts", field=field
                     )
-        vector = self._embed([req.content])[0]
+        vector = self.ctx.embed([req.content])[0]
         relations = [RelationBody(**r.model_dump()) for r in req.relations]
         superseded = self._near_duplicates(req, vector, targets) if link_duplicates else []
         relations += [RelationBody(kind="Supersedes", target_id=t) for t in superseded]
@@ -216,7 +220,7 @@ class ThoughtOps(ServiceBase):
             thought_id=thought_id,
             ledger=LedgerRef(seq=entry.seq, hash=entry.hash),
             superseded=superseded,
-            warnings=warnings + self.secret_warnings(req.content, forget="forget_thought"),
+            warnings=warnings + secret_warnings(req.content, forget="forget_thought"),
             reasserts=[rejection_out(r) for r in reasserts],
         )
 
@@ -235,7 +239,7 @@ class ThoughtOps(ServiceBase):
         return [i for i in close if i in same_type and i not in invalid][:1]
 
     def forget_thought(self, caller: Caller, req: ForgetThoughtInput) -> ForgetThoughtResult:
-        self._may_write(caller, req.repository)
+        may_write(caller, req.repository)
         entry = self.store.forget_thought(
             req.repository, str(uuid.uuid4()), now_iso(), caller.agent_id, req.thought_id, req.reason
         )
@@ -246,30 +250,25 @@ class ThoughtOps(ServiceBase):
     # ------------------------------------------------------------ search
 
     def search_thoughts(self, caller: Caller, req: SearchThoughtsInput) -> SearchThoughtsResult:
-        if req.repository is not None and not caller.sees(req.repository):
-            raise Forbidden(f"this caller may not read repository {req.repository!r}")
+        may_read(caller, req.repository)
         as_of = req.as_of or now_iso()
         scored: dict[int, retrieval.Scored] = {}
         if req.query is not None:
             scope = caller.search_scope(req.repository, self.store.repositories)
-            terms = retrieval.query_terms(req.query)
-            pending = (
-                self._pool.submit(self.store.thought_lexical, terms, scope, retrieval.CANDIDATES)
-                if terms and scope != []
-                else None
-            )
-            qvec = self._embed([req.query])[0]
-            vector = self.store.thought_vector(qvec, scope, retrieval.CANDIDATES) if scope != [] else []
-            lexical = pending.result() if pending is not None else []
-            fused = graph.rerank(
-                retrieval.fuse(lexical, vector),
-                lambda seeds: self.store.thought_edges_between(seeds, scope, graph.NEIGHBOURS_PER_SEED),
+            fused, has_terms = pipeline.candidates(
+                req.query,
+                scope,
+                self.ctx.embed_one,
+                self.store.thought_lexical,
+                self.store.thought_vector,
+                self.store.thought_edges_between,
+                pool=self.ctx.pool,
             )
             scored = {s.rowid: s for s in fused}
             candidates: list[int] | None = [s.rowid for s in fused]
             ranking = (
                 "fused (bm25 + vector, reciprocal rank) + graph"
-                if terms
+                if has_terms
                 else "vector + graph (no bm25 terms)"
             )
         else:
@@ -428,8 +427,7 @@ class ThoughtOps(ServiceBase):
         return ContextBundleResult(bundles=bundles)
 
     def recent_context(self, caller: Caller, req: RecentContextInput) -> RecentContextResult:
-        if not caller.sees(req.repository):
-            raise Forbidden(f"this caller may not read repository {req.repository!r}")
+        may_read(caller, req.repository)
         filters: dict[str, Any] = {"agents": [req.agent_id]} if req.agent_id else {}
         found = self.search_thoughts(
             caller,
@@ -447,8 +445,7 @@ class ThoughtOps(ServiceBase):
     # ------------------------------------------------------------ MEMORY.md
 
     def export_memory_md(self, caller: Caller, req: MemoryMdExportInput) -> MemoryMdExportResult:
-        if not caller.sees(req.repository):
-            raise Forbidden(f"this caller may not read repository {req.repository!r}")
+        may_read(caller, req.repository)
         rowids = self.store.filter_thoughts(None, ThoughtQuery(repositories=(req.repository,)), 1_000_000)
         live = self._materialise(list(reversed(rowids)), now_iso(), False, None, len(rowids) or 1)
         by_type: dict[str, list[ThoughtOut]] = {}
@@ -462,7 +459,7 @@ class ThoughtOps(ServiceBase):
 
     def import_memory_md(self, caller: Caller, req: MemoryMdImportInput) -> MemoryMdImportResult:
         parsed = parse_memory_md(req.repository, req.markdown)
-        self._may_write(caller, req.repository)
+        may_write(caller, req.repository)
         ids = [self.append_thought(caller, p, link_duplicates=False).thought_id for p in parsed]
         return MemoryMdImportResult(imported=len(ids), thought_ids=ids)
 

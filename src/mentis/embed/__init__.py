@@ -10,11 +10,14 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
 from mentis.errors import ConfigError, EmbeddingError
+
+if TYPE_CHECKING:
+    from mentis.config import Settings
 
 
 @runtime_checkable
@@ -72,8 +75,9 @@ class HashEmbedder:
         return out
 
 
-def load_embedder(provider: str) -> Embedder:
-    """Build the embedder named by ``provider``: ``local``, ``openai`` (``MENTIS_EMBED_*``) or ``hash``."""
+def load_embedder(settings: Settings) -> Embedder:
+    """The embedder ``settings.embedder`` names: ``local``, ``openai`` (``MENTIS_EMBED_*``) or ``hash``."""
+    provider = settings.embedder
     if provider == "local":
         from mentis.embed.local import LocalEmbedder
 
@@ -81,7 +85,7 @@ def load_embedder(provider: str) -> Embedder:
     if provider == "openai":
         from mentis.embed.openai import OpenAIEmbedder
 
-        return OpenAIEmbedder.from_env()
+        return OpenAIEmbedder.from_env(settings.providers)
     if provider == "hash":
         return HashEmbedder()
     raise ConfigError(f"unknown embedding provider {provider!r}; use 'local' (default), 'openai' or 'hash'")

@@ -8,7 +8,8 @@ and nothing is returned; rows are L2-normalised like every :class:`~mentis.embed
 ``model_id`` is ``openai:<model>`` (``openai:voyageai/voyage-4``): the store records it, so
 switching to another provider's model asks for ``mentis reindex``.
 
-Settings for :meth:`OpenAIEmbedder.from_env` (``MENTIS_EMBEDDER=openai``):
+Settings for :meth:`OpenAIEmbedder.from_env` (``MENTIS_EMBEDDER=openai``; read once by
+:mod:`mentis.config` and passed in):
 
 - ``MENTIS_EMBED_BASE_URL`` (default ``https://openrouter.ai/api/v1``)
 - ``MENTIS_EMBED_MODEL`` (default ``voyageai/voyage-4``)
@@ -19,7 +20,6 @@ Settings for :meth:`OpenAIEmbedder.from_env` (``MENTIS_EMBEDDER=openai``):
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -76,9 +76,8 @@ class OpenAIEmbedder:
         self.base_url = self._http.base_url
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> OpenAIEmbedder:
+    def from_env(cls, env: Mapping[str, str]) -> OpenAIEmbedder:
         """Build the embedder from ``MENTIS_EMBED_*`` settings (see the module docstring)."""
-        env = os.environ if env is None else env
         base_url = env.get("MENTIS_EMBED_BASE_URL", "").strip() or OPENROUTER_BASE_URL
         return cls(
             base_url=base_url,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import os
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -38,8 +37,9 @@ from mentis.errors import ConfigError
 from mentis.http.middleware import Authenticate, BodyLimit, HostGuard, RateLimit, Timeout, TokenBucket
 from mentis.http.rest import OTHER_ERRORS, endpoint, error_response, openapi
 from mentis.mcp_server import build_server
-from mentis.memory import Caller, Memory
+from mentis.memory import Memory
 from mentis.operations import OPERATIONS
+from mentis.service import resolve_caller
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ def build_app(memory: Memory, tokens: TokenStore | None, config: HttpConfig) -> 
         async with mcp.session_manager.run():
             yield
 
-    anonymous = None if config.auth else Caller(agent_id=anonymous_agent())
+    anonymous = None if config.auth else resolve_caller(memory.settings, default="http-anonymous")
     dashboard = build_dashboard(
         memory,
         tokens if config.auth else None,
@@ -185,11 +185,6 @@ def build_app(memory: Memory, tokens: TokenStore | None, config: HttpConfig) -> 
     app = RateLimit(app, TokenBucket(config.rate_per_second, config.rate_burst))
     app = Authenticate(app, tokens if config.auth else None, anonymous)
     return HostGuard(app, config.hosts())
-
-
-def anonymous_agent() -> str:
-    """The agent identity of --no-auth requests: MENTIS_AGENT_ID, else ``http-anonymous``."""
-    return os.environ.get("MENTIS_AGENT_ID") or "http-anonymous"
 
 
 def listen(config: HttpConfig) -> socket.socket:

@@ -55,24 +55,6 @@ def query_terms(text: str) -> list[str]:
     return [w for w, n in counts.items() for _ in range(n)]
 
 
-def fts_match(text: str) -> str | None:
-    """An FTS5 MATCH expression: :func:`query_terms`, quoted, OR-ed (None if none)."""
-    terms = query_terms(text)
-    return or_match(terms) if terms else None
-
-
-_QUOTED = re.compile(r'"((?:[^"]|"")*)"')
-
-
-def match_terms(match: str) -> list[str]:
-    """The words of a MATCH expression built by :func:`fts_match` (its inverse)."""
-    return [m.replace('""', '"') for m in _QUOTED.findall(match)]
-
-
-def or_match(terms: Sequence[str]) -> str:
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in terms)
-
-
 @dataclass
 class Scored:
     """One attempt's scores: the parts and the fused total."""
@@ -102,18 +84,22 @@ class Scored:
 
 
 def fuse(
-    lexical: Sequence[tuple[int, float]], vector: Sequence[tuple[int, float]], k: int = RRF_K
+    lexical: Sequence[tuple[int, float]],
+    vector: Sequence[tuple[int, float]],
+    k: float = RRF_K,
+    weights: tuple[float, float] = (1.0, 1.0),
 ) -> list[Scored]:
-    """Reciprocal-rank fusion of two ranked lists of (rowid, score), best first."""
+    """Reciprocal-rank fusion of two ranked lists of (rowid, score), best first, each list's
+    terms scaled by its weight (lexical, vector)."""
     by_row: dict[int, Scored] = {}
     for rank, (rowid, score) in enumerate(lexical, start=1):
         s = by_row.setdefault(rowid, Scored(rowid))
         s.lexical, s.lexical_rank = score, rank
-        s.fused += 1.0 / (k + rank)
+        s.fused += weights[0] / (k + rank)
     for rank, (rowid, score) in enumerate(vector, start=1):
         s = by_row.setdefault(rowid, Scored(rowid))
         s.vector, s.vector_rank = score, rank
-        s.fused += 1.0 / (k + rank)
+        s.fused += weights[1] / (k + rank)
     return sorted(by_row.values(), key=lambda s: (-s.fused, s.rowid))
 
 

@@ -25,14 +25,18 @@ NEIGHBOURS_PER_SEED = 10
 
 
 def rerank(
-    ranked: list[Scored], links: Callable[[Sequence[int]], Sequence[tuple[int, int, float]]]
+    ranked: list[Scored],
+    links: Callable[[Sequence[int]], Sequence[tuple[int, int, float]]],
+    *,
+    restart: float = RESTART,
+    stay: bool = True,
 ) -> list[Scored]:
     """Walk from the top ``SEEDS`` fused hits over ``links(seeds)``; sort by the walk's scores.
 
     Nodes the walk reaches that were not candidates are added with no fused score of their own.
     """
     edges = links([s.rowid for s in ranked[:SEEDS]])
-    walked = personalised_pagerank(ranked, edges)
+    walked = personalised_pagerank(ranked, edges, restart=restart, stay=stay)
     known = {s.rowid for s in ranked}
     ranked = ranked + [Scored(rowid=r) for r in walked if r not in known]
     for s in ranked:
@@ -41,12 +45,18 @@ def rerank(
 
 
 def personalised_pagerank(
-    ranked: Sequence[Scored], edges: Sequence[tuple[int, int, float]]
+    ranked: Sequence[Scored],
+    edges: Sequence[tuple[int, int, float]],
+    *,
+    restart: float = RESTART,
+    stay: bool = True,
 ) -> dict[int, float]:
-    """Stationary scores of a walk restarting at ``ranked`` (weights = fused scores).
+    """Stationary scores of a walk restarting at ``ranked`` (weights = fused scores) with
+    probability ``restart`` at each step.
 
     ``edges`` are undirected (a, b, weight) between rowids; nodes that appear only in edges are
-    expansion nodes with no restart mass of their own.
+    expansion nodes with no restart mass of their own. With ``stay`` (the shipped rule), mass at
+    nodes without edges stays where it is instead of leaking away.
     """
     nodes = [s.rowid for s in ranked]
     index = {r: i for i, r in enumerate(nodes)}
@@ -71,7 +81,6 @@ def personalised_pagerank(
     r = p.copy()
     for _ in range(ITERATIONS):
         spread = np.bincount(rows, weights=norm * r[cols], minlength=n)
-        # mass at nodes without edges stays where it is instead of leaking away
-        stay = np.where(out_weight == 0, r, 0.0)
-        r = RESTART * p + (1 - RESTART) * (spread + stay)
+        kept = np.where(out_weight == 0, r, 0.0) if stay else 0.0
+        r = restart * p + (1 - restart) * (spread + kept)
     return {node: float(r[i]) for i, node in enumerate(nodes)}

@@ -9,7 +9,8 @@ object, an id missing, repeated or unknown, or a score that is not a number in [
 
 :func:`apply_rerank` orders candidates by score, fused rank breaking ties.
 
-Settings for :meth:`Reranker.from_env` (used when ``MENTIS_RERANKER=openai``; default ``off``):
+Settings for :meth:`Reranker.from_env` (used when ``MENTIS_RERANKER=openai``; default ``off``; read
+once by :mod:`mentis.config` and passed in):
 ``MENTIS_RERANK_BASE_URL`` (default ``https://openrouter.ai/api/v1``), ``MENTIS_RERANK_MODEL``
 (default ``typesafe/jev-1.13``), ``MENTIS_RERANK_API_KEY`` else ``OPENROUTER_API_KEY``,
 ``MENTIS_RERANK_TIMEOUT`` seconds (default 20).
@@ -19,16 +20,18 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mentis.errors import ConfigError, MentisError
 from mentis.providers import OPENROUTER_BASE_URL, OpenAIClient, env_api_key, env_float
 from mentis.scrub import scrub_text
+
+if TYPE_CHECKING:
+    from mentis.config import Settings
 
 DEFAULT_MODEL = "typesafe/jev-1.13"
 MAX_CHARS = 1500
@@ -98,9 +101,8 @@ class Reranker:
         self.base_url = self._http.base_url
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Reranker:
+    def from_env(cls, env: Mapping[str, str]) -> Reranker:
         """Build the reranker from ``MENTIS_RERANK_*`` settings (see the module docstring)."""
-        env = os.environ if env is None else env
         base_url = env.get("MENTIS_RERANK_BASE_URL", "").strip() or OPENROUTER_BASE_URL
         return cls(
             base_url=base_url,
@@ -217,15 +219,13 @@ def apply_rerank(order: Sequence[T], scores: Sequence[float]) -> list[T]:
     return [order[i] for i in ranked]
 
 
-def load_reranker(env: Mapping[str, str] | None = None) -> Reranker | None:
+def load_reranker(settings: Settings) -> Reranker | None:
     """The reranker ``MENTIS_RERANKER`` names: ``off`` (default, None) or ``openai``."""
-    env = os.environ if env is None else env
-    name = env.get("MENTIS_RERANKER", "").strip().lower() or "off"
-    if name == "off":
+    if settings.reranker == "off":
         return None
-    if name == "openai":
-        return Reranker.from_env(env)
-    raise ConfigError(f"unknown reranker {name!r}; use 'off' (default) or 'openai'")
+    if settings.reranker == "openai":
+        return Reranker.from_env(settings.providers)
+    raise ConfigError(f"unknown reranker {settings.reranker!r}; use 'off' (default) or 'openai'")
 
 
 __all__ = [

@@ -83,7 +83,8 @@ class LocalBackend:
 
     def __init__(self, agent_id: str) -> None:
         from mentis.config import Settings
-        from mentis.memory import Caller, Memory
+        from mentis.memory import Memory
+        from mentis.service import resolve_caller
         from mentis.store import sqlite_base
 
         # a hook waits on a locked store for seconds, not the 30 s a CLI or server may wait
@@ -91,7 +92,7 @@ class LocalBackend:
 
         settings = Settings.from_env()
         self.memory = Memory.open(settings)
-        self.caller = Caller(agent_id=settings.agent_id or agent_id)
+        self.caller = resolve_caller(settings, default=agent_id)
 
     def call(self, operation: str, body: dict[str, Any]) -> dict[str, Any]:
         from mentis.model import parse

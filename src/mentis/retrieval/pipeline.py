@@ -1,0 +1,106 @@
+"""The candidate pipeline of ``search`` and ``search_thoughts`` (DESIGN §5), written once.
+
+The query's lexical terms and its embedding; lexical and vector candidates (up to ``depth``
+each, the lexical ones fetched on ``pool`` while the query is embedded); fusion; then the graph
+walk over ``edges``. Nothing outside ``scope`` is asked for, so nothing outside it shapes a
+score or a rank. The store's calls are passed in, so one function ranks attempts and thoughts,
+and ``bench/eval.py`` runs it with other :class:`Params` (and its own term selection and
+lexical index) instead of a copy of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
+import numpy as np
+
+from mentis import retrieval
+from mentis.retrieval import Scored, graph
+
+Scope = Sequence[str] | None
+Hits = Sequence[tuple[int, float]]
+Lexical = Callable[[list[str], Scope, int], Hits]
+Vector = Callable[[np.ndarray, Scope, int], Hits]
+Edges = Callable[[Sequence[int], Scope, int], Sequence[tuple[int, int, float]]]
+
+
+@dataclass(frozen=True)
+class Params:
+    """What the pipeline lets a caller vary; the defaults are what search ships."""
+
+    depth: int = retrieval.CANDIDATES
+    fusion: str = "rrf"  # "rrf" (weighted by w_lex / w_vec) | "minmax" (convex combination, alpha)
+    rrf_k: float = retrieval.RRF_K
+    w_lex: float = 1.0
+    w_vec: float = 1.0
+    alpha: float = 0.5  # minmax: the weight of the lexical score
+    restart: float = graph.RESTART
+    stay: bool = True  # graph: a node without edges keeps its mass
+
+
+SHIPPED = Params()
+
+
+def no_hits(*_: object) -> Hits:
+    """A candidate source that finds nothing (an ablation's missing side)."""
+    return []
+
+
+def candidates(
+    query: str,
+    scope: Scope,
+    embed: Callable[[str], np.ndarray],
+    lexical: Lexical,
+    vector: Vector,
+    edges: Edges | None,
+    *,
+    params: Params = SHIPPED,
+    terms: Callable[[str], list[str]] | None = None,
+    pool: Executor | None = None,
+) -> tuple[list[Scored], bool]:
+    """The fused (and, with ``edges``, graph-walked) candidates of ``query``, best first, and
+    whether the query had lexical terms (else the ranking is the vector's alone).
+
+    ``terms`` turns the query into the lexical side's words (default :func:`retrieval.query_terms`).
+    """
+    words = (terms or retrieval.query_terms)(query)
+    asked = (words, scope, params.depth) if words and scope != [] else None
+    pending = pool.submit(lexical, *asked) if asked is not None and pool is not None else None
+    qvec = embed(query)
+    vec = vector(qvec, scope, params.depth) if scope != [] else []
+    lex = pending.result() if pending is not None else lexical(*asked) if asked is not None else []
+    if params.fusion == "minmax":
+        ranked = minmax_fuse(lex, vec, params.alpha)
+    else:
+        ranked = retrieval.fuse(lex, vec, params.rrf_k, (params.w_lex, params.w_vec))
+    if edges is not None:
+        ranked = graph.rerank(
+            ranked,
+            lambda seeds: edges(seeds, scope, graph.NEIGHBOURS_PER_SEED),
+            restart=params.restart,
+            stay=params.stay,
+        )
+    return ranked, bool(words)
+
+
+def minmax_fuse(lex: Hits, vec: Hits, alpha: float) -> list[Scored]:
+    """alpha * min-max(bm25) + (1 - alpha) * min-max(cosine) over each list; absent = 0."""
+    by_row: dict[int, Scored] = {}
+    for items, w, is_lex in ((lex, alpha, True), (vec, 1.0 - alpha, False)):
+        if not items:
+            continue
+        scores = [s for _, s in items]
+        lo, hi = min(scores), max(scores)
+        for rank, (rowid, score) in enumerate(items, start=1):
+            s = by_row.setdefault(rowid, Scored(rowid))
+            if is_lex:
+                s.lexical, s.lexical_rank = score, rank
+            else:
+                s.vector, s.vector_rank = score, rank
+            s.fused += w * ((score - lo) / (hi - lo) if hi > lo else 1.0)
+    return sorted(by_row.values(), key=lambda s: (-s.fused, s.rowid))
+
+
+__all__ = ["SHIPPED", "Params", "candidates", "minmax_fuse", "no_hits"]
