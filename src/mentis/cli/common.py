@@ -23,6 +23,7 @@ from mentis.memory import Caller, Memory
 from mentis.model import parse
 from mentis.operations import BY_NAME
 from mentis.progress import stderr_progress
+from mentis.service import resolve_caller
 
 err = Console(stderr=True)
 progress = stderr_progress
@@ -47,7 +48,7 @@ def settings(db: Path | None) -> Settings:
 
 def caller(settings: Settings) -> Caller:
     """The agent identity of the CLI's writes."""
-    return Caller(agent_id=settings.agent_id or default_cli_agent())
+    return resolve_caller(settings, default=default_cli_agent())
 
 
 @contextmanager
