@@ -49,18 +49,18 @@ def direct(memory: Memory, caller: Caller, name: str, arguments: dict[str, Any])
 
 
 CLI: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
-    # operation: (today's command, fields given as arguments, field -> option; "a.b" is a nested field)
+    # operation: (its command, fields given as arguments, field -> option; "a.b" is a nested field)
     "search": ("search", ("query",), {"repository": "--repo", "limit": "--limit"}),
     "recall": ("recall", ("sql",), {"repository": "--repo", "task_id": "--task", "params": "--param"}),
-    "verify_integrity": ("verify", (), {"repository": "--repo"}),
+    "verify_integrity": ("verify-integrity", (), {"repository": "--repo"}),
     "mark_conclusion_outdated": (
-        "outdated",
+        "mark-conclusion-outdated",
         ("attempt_id",),
         {"repository": "--repo", "reason": "--reason", "latest_commit": "--latest-commit"},
     ),
-    "forget_attempt": ("forget", ("attempt_id",), {"repository": "--repo", "reason": "--reason"}),
+    "forget_attempt": ("forget-attempt", ("attempt_id",), {"repository": "--repo", "reason": "--reason"}),
     "record_attempt": (
-        "record",
+        "record-attempt",
         (),
         {
             "repository": "--repo",

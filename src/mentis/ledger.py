@@ -9,7 +9,7 @@ forgetting erases a body while the entry, and with it the chain, stays verifiabl
 ±(2^53 - 1); within that domain orjson with sorted keys produces the same bytes as JCS as long
 as every object key lies in the Basic Multilingual Plane (JCS sorts keys by UTF-16 code units,
 orjson by code points; the two orders agree there). Documents outside the fast domain go
-through the reference ``rfc8785`` encoder. ``tests/test_ledger.py`` proves byte-equality on a
+through the reference ``rfc8785`` encoder. ``tests/conformance/test_ledger.py`` proves byte-equality on a
 hypothesis-generated corpus.
 """
 

@@ -31,7 +31,7 @@ def _rows(memory: Memory, caller: Caller, n: int) -> list[AttemptRow]:
             "task_id": f"bulk-{i % 3}",
             "action": f"bulk attempt {i} tuned the zeppelinwidget{i} cache",
         }
-        vector = memory._embed([body["action"]])[0]
+        vector = memory.ctx.embed([body["action"]])[0]
         rows.append(AttemptRow(repo, aid, body["created_at"], "bulk-agent", body, vector))
     return rows
 
