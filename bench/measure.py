@@ -19,7 +19,9 @@ from typing import Any
 
 import numpy as np
 
+import mentis.memory as memory_mod
 import mentis.retrieval as retrieval_mod
+import mentis.retrieval.graph as graph_mod
 from corpus import FixedEmbedder, Workload, attempt_text_of
 from mentis.embed.local import DIM, LocalEmbedder
 from mentis.ledger import verify_rows
@@ -169,13 +171,13 @@ def measure_search(
         (store, "lexical", "lexical (BM25, incl. index refresh)"),
         (store, "vector", vector),
         (retrieval_mod, "fuse", "fuse"),
-        (mem, "_with_graph", "graph rerank (_with_graph)"),
+        (graph_mod, "rerank", "graph rerank"),
         (store, "attempt_edges", "  of which attempt_edges SQL"),
         (store, "attempt_keys", "attempt_keys"),
         (retrieval_mod, "group_tasks", "group_tasks"),
         (store, "load_attempts", "load_attempts (bodies)"),
         (store, "task_info", "task_info"),
-        (mem, "_rerank", "_rerank (LLM rerank, off)"),
+        (mem.attempts, "_rerank", "_rerank (LLM rerank, off)"),
     ]
     for owner, attr, label in stages:
         if hasattr(owner, attr):
@@ -262,7 +264,7 @@ def measure_records(
     timers = Timers()
     timers.wrap(real, "embed", "embed attempt text")
     timers.wrap(store, "append_attempt", "append_attempt (txn + fsync)")
-    timers.wrap(mem_real, "secret_warnings", "secret_warnings")
+    timers.wrap(memory_mod, "secret_warnings", "secret_warnings")
     inputs = [wl.record_input() for _ in range(n_real)]
     t0 = time.perf_counter()
     try:

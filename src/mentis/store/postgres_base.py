@@ -5,7 +5,7 @@ pool, transactions, the per-repository chain lock and error translation (the sha
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -37,6 +37,23 @@ BODY_CHANGED = "MT001"
 def redact(url: str) -> str:
     """The URL without its password, for messages."""
     return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+
+
+def connection_pool(
+    url: str, max_size: int, name: str, configure: Callable[[Conn], None] | None = None
+) -> psycopg_pool.ConnectionPool:
+    """An autocommit pool of connections to ``url``, not yet open (callers open it inside their
+    own error translation)."""
+    return psycopg_pool.ConnectionPool(
+        url,
+        min_size=1,
+        max_size=max_size,
+        timeout=POOL_TIMEOUT_S,
+        kwargs={"autocommit": True},
+        configure=configure,
+        open=False,
+        name=name,
+    )
 
 
 def store_error(what: str, url: str, exc: BaseException) -> Exception:
@@ -112,16 +129,7 @@ class PgBase:
         self.path = redact(url)
         self.dim = dim
         with self._translate("open"):
-            self._pool = psycopg_pool.ConnectionPool(
-                url,
-                min_size=1,
-                max_size=POOL_MAX,
-                timeout=POOL_TIMEOUT_S,
-                kwargs={"autocommit": True},
-                configure=self._configure,
-                open=False,
-                name="mentis",
-            )
+            self._pool = connection_pool(url, POOL_MAX, "mentis", self._configure)
         self._vector_ready = False
 
     def _configure(self, conn: Conn) -> None:

@@ -19,7 +19,15 @@ from pathlib import Path
 
 import psycopg_pool  # after postgres_base, which names the extra to install when it is missing
 
-from mentis.store.postgres_base import MIGRATION_LOCK, POOL_TIMEOUT_S, Conn, PgError, redact, store_error
+from mentis.store.postgres_base import (
+    MIGRATION_LOCK,
+    POOL_TIMEOUT_S,
+    Conn,
+    PgError,
+    connection_pool,
+    redact,
+    store_error,
+)
 from mentis.store.tokens import POSTGRES_TOKEN_TABLE, ROW_COLUMNS, Row, TokenTable, legacy_rows, mark_moved
 
 log = logging.getLogger(__name__)
@@ -38,15 +46,7 @@ class PostgresTokens(TokenTable):
         self.url = url
         self.path = redact(url)
         with self._translate("open the token table"):
-            self._pool = psycopg_pool.ConnectionPool(
-                url,
-                min_size=1,
-                max_size=POOL_SIZE,
-                timeout=POOL_TIMEOUT_S,
-                kwargs={"autocommit": True},
-                open=False,
-                name="mentis-tokens",
-            )
+            self._pool = connection_pool(url, POOL_SIZE, "mentis-tokens")
         try:
             with self._translate("open the token table"):
                 self._pool.open(wait=True, timeout=POOL_TIMEOUT_S)
