@@ -330,7 +330,7 @@ class RelationalCore:
             q("INSERT INTO attempt_idx(rowid, attempt_id, repository, task_id, status) VALUES(?,?,?,?,?)"),
             (rowid, body["attempt_id"], repo, task, attempt.status),
         )
-        self._index_record(conn, "attempt_terms", rowid, body)
+        self._index_record(conn, "attempt_terms", rowid, attempt)
         conn.execute(
             q("INSERT INTO vectors(rowid, repository, vec) VALUES(?,?,?)"),
             (rowid, repo, self.D.vector(vector)),
@@ -346,10 +346,9 @@ class RelationalCore:
             (repo, task, rowid if body.get("task_title") else None),
         )
 
-    def _index_record(self, conn: Any, table: str, rowid: int, body: dict[str, Any]) -> None:
+    def _index_record(self, conn: Any, table: str, rowid: int, record: AttemptBody | ThoughtBody) -> None:
         """One attempt's (``attempt_terms``) or thought's (``thought_terms``) lexical row."""
-        record = (AttemptBody if table == "attempt_terms" else ThoughtBody).from_json(body)
-        self._index_terms(conn, table, rowid, body["repository"], *record.index_fields)
+        self._index_terms(conn, table, rowid, record.repository, *record.index_fields)
 
     def _index_all(self, conn: Any) -> int:
         """Index every live attempt and thought (the migration to lexical rows); returns the count."""
@@ -359,7 +358,8 @@ class RelationalCore:
                 f"SELECT i.rowid, b.body FROM {idx} i JOIN bodies b ON b.rowid = i.rowid ORDER BY i.rowid"
             ).fetchall()
             for rowid, raw in rows:
-                self._index_record(conn, table, int(rowid), orjson.loads(bytes(raw)))
+                kind = AttemptBody if table == "attempt_terms" else ThoughtBody
+                self._index_record(conn, table, int(rowid), kind.parse(raw))
             done += len(rows)
         return done
 

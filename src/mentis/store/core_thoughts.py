@@ -58,7 +58,8 @@ class ThoughtCore(AttemptReads):
                 None if confidence is None else float(confidence),
             ),
         )
-        labels = [(rowid, kind, label) for kind, label in ThoughtBody.from_json(body).labels]
+        thought = ThoughtBody.from_json(body)
+        labels = [(rowid, kind, label) for kind, label in thought.labels]
         edges = [(rowid, tid, "ref", ref, None, None, at) for ref in body.get("refs", [])]
         edges += [
             (rowid, tid, r["kind"], r["target_id"], r.get("valid_at"), r.get("invalid_at"), at)
@@ -71,7 +72,7 @@ class ThoughtCore(AttemptReads):
             "VALUES(?,?,?,?,?,?,?)",
             edges,
         )
-        self._index_record(conn, "thought_terms", rowid, body)
+        self._index_record(conn, "thought_terms", rowid, thought)
         conn.execute(
             q("INSERT INTO thought_vectors(rowid, repository, vec) VALUES(?,?,?)"),
             (rowid, repo, self.D.vector(vector)),
