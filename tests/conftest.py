@@ -17,6 +17,9 @@ from tests.http_support import LiveServer
 from tests.pg_server import Cluster, throwaway_cluster
 from tests.transports import AGENT, TRANSPORTS, Call
 
+pytest_plugins = ("tests.backends",)
+"""The ``backend`` and ``open_memory`` fixtures of both stores (tests/conformance, tests/security)."""
+
 REPO = "github.com/acme/shop"
 
 

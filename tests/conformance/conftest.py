@@ -10,58 +10,26 @@ unless ``MENTIS_REQUIRE_POSTGRES`` is set (CI), where it fails instead.
 
 from __future__ import annotations
 
-import dataclasses
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
 from mentis.memory import Caller, Memory
-from tests.pg_server import Cluster
-
-BACKENDS = ("sqlite", "postgres")
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+from tests.backends import backend_settings
 
 
 @pytest.fixture
 def settings(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
-    base = Settings(home=tmp_path, db_path=tmp_path / "mentis.db", embedder="hash")
-    if backend == "sqlite":
-        return base
-    cluster: Cluster = request.getfixturevalue("pg_cluster")
-    return dataclasses.replace(base, database_url=cluster.new_database())
+    return backend_settings(backend, tmp_path, request)
 
 
 @pytest.fixture
 def other_settings(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
     """A second, empty store of the same backend (import and migrate targets)."""
-    base = Settings(home=tmp_path / "other", db_path=tmp_path / "other" / "mentis.db", embedder="hash")
-    if backend == "sqlite":
-        return base
-    cluster: Cluster = request.getfixturevalue("pg_cluster")
-    return dataclasses.replace(base, database_url=cluster.new_database())
-
-
-@pytest.fixture
-def open_memory(settings: Settings) -> Iterator[Callable[[], Memory]]:
-    """Opens (and at teardown closes) a Memory on this test's store; each call verifies again."""
-    opened: list[Memory] = []
-
-    def open_() -> Memory:
-        m = Memory.open(settings, HashEmbedder())
-        opened.append(m)
-        return m
-
-    yield open_
-    for m in opened:
-        m.close()
+    return backend_settings(backend, tmp_path / "other", request)
 
 
 @pytest.fixture

@@ -5,10 +5,9 @@ A test module imports the fixtures it uses from here (this folder has no conftes
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,50 +16,15 @@ import pytest
 import rfc8785
 
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
 from mentis.memory import Caller, Memory
-from tests.pg_server import Cluster, throwaway_cluster
+from tests.backends import backend_settings
 
 ADMIN = Caller(agent_id="operator")
 
 
-@pytest.fixture(scope="session")
-def pg_cluster() -> Iterator[Cluster]:
-    with throwaway_cluster() as cluster:
-        yield cluster
-
-
-@pytest.fixture(params=("sqlite", "postgres"))
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-def _settings(backend: str, home: Path, request: pytest.FixtureRequest) -> Settings:
-    base = Settings(home=home, db_path=home / "mentis.db", embedder="hash")
-    if backend == "sqlite":
-        return base
-    cluster: Cluster = request.getfixturevalue("pg_cluster")
-    return dataclasses.replace(base, database_url=cluster.new_database())
-
-
 @pytest.fixture
 def settings(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
-    return _settings(backend, tmp_path / "store", request)
-
-
-@pytest.fixture
-def open_memory(settings: Settings) -> Iterator[Callable[[], Memory]]:
-    """Opens (and at teardown closes) a Memory on this test's store; each open verifies it."""
-    opened: list[Memory] = []
-
-    def open_() -> Memory:
-        m = Memory.open(settings, HashEmbedder())
-        opened.append(m)
-        return m
-
-    yield open_
-    for m in opened:
-        m.close()
+    return backend_settings(backend, tmp_path / "store", request)
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from mentis.model import (
     TraverseInput,
     parse,
 )
-from tests.security.stores import ADMIN, backend, open_memory, pg_cluster, settings, state  # noqa: F401
+from tests.security.stores import ADMIN, settings, state  # noqa: F401
 
 REPO, OTHER = "team-b/secret", "team-c/other"
 SECRET = "the deploy key is zqxv-7731-marmalade"

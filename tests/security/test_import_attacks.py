@@ -36,10 +36,7 @@ from mentis.store import sqlite_verify
 from mentis.store.sqlite import _LEDGER_SCHEMA
 from tests.security.stores import (  # noqa: F401 (fixtures)
     ADMIN,
-    backend,
     export_lines,
-    open_memory,
-    pg_cluster,
     reseal,
     scratch,
     settings,
