@@ -97,7 +97,7 @@ def test_a_store_that_does_not_verify_is_a_fail_naming_the_chain_not_a_crash(
     (ledger,) = by_check(checks, "ledger")
     assert ledger["status"] == "fail"
     assert REPO in ledger["detail"] and "seq 1" in ledger["detail"]
-    assert "mentis verify" in ledger["fix"]
+    assert "mentis verify-integrity" in ledger["fix"]
     assert by_check(checks, "hook errors"), "the checks after the failing one still ran"
 
 

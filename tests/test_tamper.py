@@ -2,7 +2,7 @@
 
 Every place the store keeps an entry, a body or returned content is edited by one byte with
 plain ``sqlite3`` while Mentis is closed; opening the store (``SqliteStore``, ``Memory.open``)
-must raise ``IntegrityError`` naming the chain and seq, and ``mentis verify`` must exit 6.
+must raise ``IntegrityError`` naming the chain and seq, and ``mentis verify-integrity`` must exit 6.
 Edits made while a ``Memory`` is open must be caught when the content is read.
 """
 
@@ -223,7 +223,7 @@ def check_names(err: IntegrityError, chain: str | None, seqs: set[int] | None) -
 
 
 def assert_refused(path: Path, chain: str | None, seqs: set[int] | None) -> None:
-    """Opening the store (both ways) raises IntegrityError and `mentis verify` exits 6."""
+    """Opening the store (both ways) raises IntegrityError and `mentis verify-integrity` exits 6."""
     proc = start_verify(path)  # runs while the in-process checks do
     try:
         with pytest.raises(IntegrityError) as by_store:

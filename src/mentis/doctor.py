@@ -78,7 +78,10 @@ def run(
 
 def _fix_for(exc: MentisError) -> str:
     if exc.code == "integrity":
-        return "run `mentis verify`; restore your last `mentis export` with `mentis import` into a new store"
+        return (
+            "run `mentis verify-integrity`; restore your last `mentis export` with `mentis import` "
+            "into a new store"
+        )
     if exc.code == "store":
         return "check the file's permissions and free disk space; another process may hold a long write"
     if exc.code == "embedding" and "not installed" in str(exc):

@@ -355,7 +355,7 @@ class AttemptOps:
                 raise
             raise IntegrityError(
                 "the store does not verify (in a repository this caller may not read); "
-                "ask its administrator to run `mentis verify`"
+                "ask its administrator to run `mentis verify-integrity`"
             ) from None
         reports = [
             r for r in verified if caller.sees(r.chain) and (repository is None or r.chain == repository)

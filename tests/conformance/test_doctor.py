@@ -39,5 +39,5 @@ def test_doctor_reports_a_store_that_does_not_verify_as_a_fail(
     raw_sql(f"UPDATE entries SET agent = agent || 'x' WHERE chain = '{REPOS[0]}' AND seq = 1")
     findings = doctor.run(settings, _free())
     (ledger,) = [f for f in findings if f.check == "ledger"]
-    assert ledger.status == "fail" and REPOS[0] in ledger.detail and "mentis verify" in ledger.fix
+    assert ledger.status == "fail" and REPOS[0] in ledger.detail and "mentis verify-integrity" in ledger.fix
     assert not [f for f in findings if f.check.startswith("chain ")]

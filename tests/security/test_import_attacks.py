@@ -197,7 +197,7 @@ def test_a_store_holding_crafted_entries_does_not_open(
     backend: str,
     attack: str,
 ) -> None:
-    """The rule is in verification itself: open (and so `mentis verify`, migrate) refuses it."""
+    """The rule is in verification itself: open (and so `mentis verify-integrity`, migrate) refuses it."""
     memory, ids = target
     edit, why = ATTACKS[attack]
     seq = edit(evil_lines, ids)

@@ -59,8 +59,8 @@ def entry_of(row: Sequence[Any]) -> Entry:
 
 def derived_mismatch(rowid: int) -> IntegrityError:
     return IntegrityError(
-        f"a derived index row (entry rowid {rowid}) disagrees with the ledger; run `mentis verify`, "
-        "then `mentis rebuild` to regenerate the indexes from the ledger"
+        f"a derived index row (entry rowid {rowid}) disagrees with the ledger; run "
+        "`mentis verify-integrity`, then `mentis rebuild` to regenerate the indexes from the ledger"
     )
 
 
@@ -179,7 +179,7 @@ class RelationalCore:
                 if entry_hash(e.document()) != e.hash or sha256_hex(raw) != e.body_hash or e.kind != kind:
                     raise IntegrityError(
                         f"ledger does not verify: chain {e.chain!r} seq {e.seq}: entry or body changed "
-                        "while the store was open; run `mentis verify`",
+                        "while the store was open; run `mentis verify-integrity`",
                         chain=e.chain,
                         seq=e.seq,
                     )

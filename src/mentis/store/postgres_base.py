@@ -73,7 +73,7 @@ def store_error(what: str, url: str, exc: BaseException) -> Exception:
     sqlstate = getattr(exc, "sqlstate", None)
     if sqlstate == BODY_CHANGED:
         return IntegrityError(
-            "ledger does not verify: a body changed after the store was opened; run `mentis verify`"
+            "ledger does not verify: a body changed after the store was opened; run `mentis verify-integrity`"
         )
     if isinstance(exc, pg_errors.DiskFull):
         return StoreError(f"{what} failed on {where}: {exc}; free some disk space on the server")
@@ -96,7 +96,7 @@ def query_error(exc: BaseException, timeout_s: float) -> Exception:
     """The error for a failed recall SQL statement."""
     if getattr(exc, "sqlstate", None) == BODY_CHANGED:
         return IntegrityError(
-            "ledger does not verify: a body changed after the store was opened; run `mentis verify`"
+            "ledger does not verify: a body changed after the store was opened; run `mentis verify-integrity`"
         )
     if isinstance(exc, pg_errors.QueryCanceled):
         return QueryError(f"query ran past the {timeout_s:g} s limit and was stopped")

@@ -287,7 +287,7 @@ def _query_error(exc: sqlite3.Error, timeout_s: float, *, fired: bool) -> Except
     text = str(exc)
     if "user-defined function raised exception" in text:
         return IntegrityError(
-            "ledger does not verify: a body changed after the store was opened; run `mentis verify`"
+            "ledger does not verify: a body changed after the store was opened; run `mentis verify-integrity`"
         )
     if fired or "interrupted" in text:
         return QueryError(f"query ran past the {timeout_s:g} s limit and was stopped")
