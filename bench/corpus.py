@@ -12,6 +12,7 @@ import numpy as np
 
 from mentis.embed.local import DIM, MODEL_ID
 from mentis.model import Check, CodeContext, RecordAttemptInput, SearchInput
+from mentis.records import attempt_text
 
 ZIPF_EXPONENT = 1.1
 ZIPF_OFFSET = 8.0
@@ -282,5 +283,5 @@ class FixedEmbedder:
 
 
 def attempt_text_of(req: RecordAttemptInput) -> str:
-    parts = [req.task_title, req.action, req.observation, req.inference]
-    return "\n".join(p for p in parts if p)
+    """The text record_attempt embeds for ``req`` (the service's own rule, records.attempt_text)."""
+    return attempt_text(req.model_dump(exclude_none=True))

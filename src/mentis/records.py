@@ -14,7 +14,7 @@ what the lexical index (``index_fields``) and label tables (``labels``) take.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Literal, NamedTuple, Self
 
@@ -66,7 +66,12 @@ def status_sql(check_status: str) -> str:
 def attempt_text(body: Mapping[str, Any]) -> str:
     """What an attempt's vector is computed from, for a body (or a record_attempt input) as a
     mapping; :attr:`AttemptBody.embed_text` for a typed one."""
-    return "\n".join(p for p in (body.get(f) for f in EMBED_FIELDS) if p)
+    return _embedded(body.get(f) for f in EMBED_FIELDS)
+
+
+def _embedded(parts: Iterable[str | None]) -> str:
+    """The embedded text of an attempt: its non-empty ``EMBED_FIELDS``, one per line."""
+    return "\n".join(p for p in parts if p)
 
 
 class IndexFields(NamedTuple):
@@ -197,7 +202,7 @@ class AttemptBody(Body):
 
     @property
     def embed_text(self) -> str:
-        return "\n".join(p for p in (getattr(self, f) for f in EMBED_FIELDS) if p)
+        return _embedded(getattr(self, f) for f in EMBED_FIELDS)
 
     @property
     def index_fields(self) -> IndexFields:
