@@ -173,13 +173,19 @@ def seal(
     id: str,
     at: str,
     agent: str,
-    body: bytes,
+    body: bytes | None = None,
+    body_hash: str | None = None,
+    key_id: str | None = None,
+    sig: str | None = None,
 ) -> Entry:
-    """Build the entry that appends ``body`` at ``seq`` after an entry whose hash is ``prev``."""
+    """Build the entry that appends a body (``body``, or its ``body_hash``) at ``seq`` after an
+    entry whose hash is ``prev``; a signed entry carries ``key_id`` (hashed) and ``sig`` (not)."""
     if kind not in KINDS:
         raise ValueError(f"unknown entry kind {kind!r}")
-    body_hash = sha256_hex(body)
-    doc = _document(VERSION, chain, seq, kind, id, at, agent, prev, body_hash, None)
+    if body_hash is None:
+        assert body is not None, "seal needs the body or its hash"
+        body_hash = sha256_hex(body)
+    doc = _document(VERSION, chain, seq, kind, id, at, agent, prev, body_hash, key_id)
     return Entry(
         chain=chain,
         seq=seq,
@@ -190,6 +196,8 @@ def seal(
         prev=prev,
         body_hash=body_hash,
         hash=entry_hash(doc),
+        key_id=key_id,
+        sig=sig,
     )
 
 

@@ -8,7 +8,6 @@ the :class:`Caller` (who is asking, and what they may touch) and a validated inp
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import IO, Any
@@ -48,6 +47,7 @@ from mentis.records import attempt_text as attempt_text
 from mentis.retrieval import pipeline
 from mentis.retrieval.rerank import Reranker, RerankFailed, RerankItem, apply_rerank, load_reranker
 from mentis.service import Caller, ServiceContext, may_read, may_write, open_store, secret_warnings
+from mentis.signing import write_at, write_id
 from mentis.staleness import StaleInput, StaleResult, stale_attempts
 from mentis.stats import StatsInput, StatsResult, collect_stats
 from mentis.store.base import Store, StoredAttempt
@@ -83,8 +83,8 @@ class AttemptOps:
 
     def record_attempt(self, caller: Caller, req: RecordAttemptInput) -> RecordAttemptResult:
         may_write(caller, req.repository)
-        attempt_id = str(uuid.uuid4())
-        at = now_iso()
+        attempt_id = write_id()
+        at = write_at()
         ctx = None if req.code_context is None else CodeContextBody(**req.code_context.model_dump())
         body = AttemptBody(
             attempt_id=attempt_id,
@@ -308,7 +308,7 @@ class AttemptOps:
     def mark_conclusion_outdated(self, caller: Caller, req: MarkOutdatedInput) -> MarkOutdatedResult:
         may_write(caller, req.repository)
         self._owned_attempt(caller, req.repository, req.attempt_id)
-        at = now_iso()
+        at = write_at()
         body = CorrectionBody(
             attempt_id=req.attempt_id,
             repository=req.repository,
@@ -322,7 +322,7 @@ class AttemptOps:
             raise NotFound(f"no attempt {req.attempt_id} in repository {req.repository}")
         vec = self.ctx.embed([conclusion])[0]
         entry, count = self.store.append_correction(
-            req.repository, str(uuid.uuid4()), at, caller.agent_id, body.to_json(), vec
+            req.repository, write_id(), at, caller.agent_id, body.to_json(), vec
         )
         return MarkOutdatedResult(
             attempt_id=req.attempt_id,
@@ -336,8 +336,8 @@ class AttemptOps:
         self._owned_attempt(caller, req.repository, req.attempt_id)
         entry = self.store.forget_attempt(
             req.repository,
-            str(uuid.uuid4()),
-            now_iso(),
+            write_id(),
+            write_at(),
             caller.agent_id,
             req.attempt_id,
             req.reason,

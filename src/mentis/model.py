@@ -20,6 +20,7 @@ from mentis.records import REJECTING_KINDS as REJECTING_KINDS
 from mentis.records import RELATION_KINDS, AttemptStatus
 from mentis.records import THOUGHT_ROLES as THOUGHT_ROLES
 from mentis.records import THOUGHT_TYPES as THOUGHT_TYPES
+from mentis.signing import now_iso as now_iso
 
 # ---------------------------------------------------------------- limits (documented in README)
 
@@ -122,11 +123,6 @@ class Check(Strict):
     status: Literal["passed", "failed"]
     exit_code: ExitCode | None = None
     output: Text | None = None
-
-
-def now_iso() -> str:
-    """UTC timestamp with microseconds, the one time format of the ledger."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 # ---------------------------------------------------------------- operation inputs

@@ -18,7 +18,6 @@ the same subject 0.27-0.79, and a negation ("is not caused by ...") 0.88.
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +58,7 @@ from mentis.model import (
 from mentis.records import RelationBody, ThoughtBody
 from mentis.retrieval import pipeline
 from mentis.service import Caller, ServiceContext, may_read, may_write, secret_warnings
+from mentis.signing import write_at, write_id
 from mentis.store.base import ThoughtQuery
 from mentis.texts import fingerprint
 
@@ -171,7 +171,7 @@ class ThoughtOps:
         self, caller: Caller, req: AppendThoughtInput, *, link_duplicates: bool = True
     ) -> AppendThoughtResult:
         may_write(caller, req.repository)
-        thought_id = req.thought_id or str(uuid.uuid4())
+        thought_id = req.thought_id or write_id()
         targets = [*req.refs, *(r.target_id for r in req.relations)]
         known = self.store.find_records([thought_id, *targets])
         if thought_id in known:
@@ -192,7 +192,7 @@ class ThoughtOps:
         superseded = self._near_duplicates(req, vector, targets) if link_duplicates else []
         relations += [RelationBody(kind="Supersedes", target_id=t) for t in superseded]
         reasserts = self.reassertions(req.repository, req.content, vector)
-        at = now_iso()
+        at = write_at()
         body = ThoughtBody(
             thought_id=thought_id,
             repository=req.repository,
@@ -241,7 +241,7 @@ class ThoughtOps:
     def forget_thought(self, caller: Caller, req: ForgetThoughtInput) -> ForgetThoughtResult:
         may_write(caller, req.repository)
         entry = self.store.forget_thought(
-            req.repository, str(uuid.uuid4()), now_iso(), caller.agent_id, req.thought_id, req.reason
+            req.repository, write_id(), write_at(), caller.agent_id, req.thought_id, req.reason
         )
         return ForgetThoughtResult(
             forgotten=True, thought_id=req.thought_id, ledger=LedgerRef(seq=entry.seq, hash=entry.hash)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import orjson
 
+from mentis import signing
 from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
 from mentis.ledger import Entry, canonical, entry_hash, seal, sha256_hex
 from mentis.records import AttemptBody, ThoughtBody, tombstone
@@ -140,7 +141,15 @@ class RelationalCore:
         """Append at the chain's head; the caller's write transaction holds the chain's lock."""
         head = conn.execute(self.D.q("SELECT seq, hash FROM heads WHERE chain=?"), (chain,)).fetchone()
         seq, prev = (0, "") if head is None else (head[0] + 1, head[1])
-        entry = seal(chain=chain, seq=seq, prev=prev, kind=kind, id=id_, at=at, agent=agent, body=body)
+        body_hash = sha256_hex(body)
+        key_id = sig = None
+        sign = signing.current_sign()
+        if sign is not None:
+            key_id, sig = sign(signing.Unsigned(chain, kind, id_, at, agent, body_hash))
+        entry = seal(
+            chain=chain, seq=seq, prev=prev, kind=kind, id=id_, at=at, agent=agent, body_hash=body_hash,
+            key_id=key_id, sig=sig,
+        )  # fmt: skip
         return self._insert(conn, entry, body), entry
 
     def _insert(self, conn: Any, e: Entry, body: bytes | None) -> int:
