@@ -45,3 +45,50 @@ def test_thought_query_conditions_all_hold_and_an_empty_scope_sees_nothing(
         elsewhere,
     ]
     assert store.filter_thoughts([], ThoughtQuery(), 10) == []
+
+
+def _attempt_rowid(
+    memory: Memory, caller: Caller, repo: str, task: str, files: list[str], tags: list[str]
+) -> int:
+    out = record(memory, caller, repo, task_id=task, files=files, tags=tags)
+    keys = memory.store.attempt_keys(list(range(1, 100)))  # a fresh store's first rowids
+    return next(rowid for rowid, key in keys.items() if key[2] == out.attempt_id)
+
+
+def test_attempt_edges_link_tasks_files_and_tags_per_seed_within_scope(
+    memory: Memory, caller: Caller
+) -> None:
+    shop, billing = REPOS
+    a1 = _attempt_rowid(memory, caller, shop, "T-1", ["src/a.py"], ["flaky"])
+    a2 = _attempt_rowid(memory, caller, shop, "T-1", ["src/z.py"], [])
+    a3 = _attempt_rowid(memory, caller, shop, "T-2", ["src/a.py"], [])
+    a4 = _attempt_rowid(memory, caller, shop, "T-3", ["src/y.py"], ["flaky"])
+    a5 = _attempt_rowid(memory, caller, billing, "T-9", ["src/a.py"], ["flaky"])
+    a6 = _attempt_rowid(memory, caller, shop, "T-4", ["src/a.py"], ["flaky"])
+
+    edges = memory.store.attempt_edges([a1, a4], [shop], 10)
+    # per seed: its task's attempts first (1.0, rowid order), then label links best first
+    assert edges == [
+        (a1, a2, 1.0),
+        (a1, a6, 0.75),
+        (a1, a3, 0.5),
+        (a1, a4, 0.25),
+        (a4, a1, 0.25),
+        (a4, a6, 0.25),
+    ]
+    everywhere = memory.store.attempt_edges([a1], None, 10)
+    assert (a1, a5, 0.75) in everywhere and len(everywhere) == 5
+    assert memory.store.attempt_edges([a1], [shop], 2) == [(a1, a2, 1.0), (a1, a6, 0.75), (a1, a3, 0.5)]
+    assert memory.store.attempt_edges([], None, 10) == []
+
+
+def test_thought_edges_follow_refs_both_ways_and_shared_labels(memory: Memory, caller: Caller) -> None:
+    shop = REPOS[0]
+    t1 = _thought(memory, caller, shop, "the payment queue needs a timeout", concepts=["queue"], tags=["ops"])
+    t2 = _thought(memory, caller, shop, "checkout retries twice before failing", concepts=["queue"])
+    t3 = _thought(memory, caller, shop, "deploys happen on tuesdays", tags=["ops"])
+    loaded = memory.store.load_thoughts([t1])
+    t1_id = loaded[t1][1]["thought_id"]
+    t4 = _thought(memory, caller, shop, "the worker pool was resized for load", refs=[t1_id])
+    edges = memory.store.thought_edges_between([t1, t4], [shop], 10)
+    assert edges == [(t1, t4, 1.0), (t1, t2, 0.5), (t1, t3, 0.25), (t4, t1, 1.0)]

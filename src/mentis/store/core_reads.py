@@ -61,23 +61,46 @@ class AttemptReads(RelationalCore):
         Labels held by more than ``LABEL_FANOUT`` of those attempts (a README everyone touches)
         link nothing.
         """
-        edges: list[tuple[int, int, float]] = []
+        task_sql = (
+            "SELECT b.rowid AS other, 1.0 AS w FROM attempt_idx a JOIN attempt_idx b "
+            "ON b.repository = a.repository AND b.task_id = a.task_id AND b.rowid != a.rowid "
+            "WHERE a.rowid = {seed} ORDER BY b.rowid LIMIT ?"
+        )
         with self._read() as conn:
-            for seed in seeds:
-                for (other,) in conn.execute(
-                    self.D.q(
-                        "SELECT b.rowid FROM attempt_idx a JOIN attempt_idx b ON b.repository = a.repository "
-                        "AND b.task_id = a.task_id AND b.rowid != a.rowid WHERE a.rowid = ? "
-                        "ORDER BY b.rowid LIMIT ?"
-                    ),
-                    (seed, per_seed),
-                ):
-                    edges.append((seed, int(other), 1.0))
-                for other, weight in self._label_links(
-                    conn, "attempt_label", "attempt_idx", "file", seed, repositories, LABEL_FANOUT, per_seed
-                ):
-                    edges.append((seed, other, weight))
-        return edges
+            tasks = self._for_seeds(conn, task_sql, "x.other", seeds, [per_seed])
+            labels = self._label_links(
+                conn, "attempt_label", "attempt_idx", "file", seeds, repositories, LABEL_FANOUT, per_seed
+            )
+        return [
+            (seed, int(other), float(w))
+            for seed in seeds
+            for found in (tasks, labels)
+            for other, w in found[seed]
+        ]
+
+    def _for_seeds(
+        self, conn: Any, inner: str, order: str, seeds: Sequence[int], args: Sequence[Any]
+    ) -> dict[int, list[tuple[Any, ...]]]:
+        """The rows of ``inner`` (SQL in which ``{seed}`` stands for one seed's rowid) for each seed,
+        in ``inner``'s own order (``order`` repeats its ORDER BY over the output columns).
+
+        PostgreSQL runs it once for all seeds (a LATERAL join over the seed array: one statement
+        instead of one per seed, each a round trip and a plan); SQLite runs it per seed, in process.
+        """
+        out: dict[int, list[tuple[Any, ...]]] = {int(seed): [] for seed in seeds}
+        if not seeds:
+            return out
+        if self.D.postgres:
+            sql = (
+                "SELECT s.seed, x.* FROM unnest(?::bigint[]) WITH ORDINALITY AS s(seed, ord) "
+                f"CROSS JOIN LATERAL ({inner.format(seed='s.seed')}) x ORDER BY s.ord, {order}"
+            )
+            for seed, *row in conn.execute(self.D.q(sql), [[int(s) for s in seeds], *args]):
+                out[int(seed)].append(tuple(row))
+            return out
+        for seed in out:
+            out[seed] = [tuple(row) for row in conn.execute(inner.format(seed=seed), args)]
+        return out
 
     def _label_links(
         self,
@@ -85,18 +108,19 @@ class AttemptReads(RelationalCore):
         labels: str,
         idx: str,
         heavy: str,
-        seed: int,
+        seeds: Sequence[int],
         repositories: Sequence[str] | None,
         fanout: int,
         limit: int,
-    ) -> list[tuple[int, float]]:
-        """Rows of ``repositories`` (None: all) sharing labels with ``seed``: 0.5 per shared
-        label of kind ``heavy``, 0.25 per other, best ``limit``; labels held by more than
+    ) -> dict[int, list[tuple[Any, ...]]]:
+        """For each seed, rows of ``repositories`` (None: all) sharing labels with it: 0.5 per
+        shared label of kind ``heavy``, 0.25 per other, best ``limit``; labels held by more than
         ``fanout`` rows of those repositories link nothing.
 
         Label rows exist only for live documents, so the index table is joined only to filter by
         repository; the ``(kind, label, rowid)`` index answers the rest without table reads.
         """
+        assert heavy.isidentifier(), heavy  # a label kind, written into the SQL
         join = count_join = where = count_where = ""
         scope: list[Any] = []
         if repositories is not None:
@@ -105,17 +129,18 @@ class AttemptReads(RelationalCore):
             join, where = f"JOIN {idx} b ON b.rowid = l2.rowid ", f"AND {cond} "
             count_join = f"JOIN {idx} y ON y.rowid = x.rowid "
             count_where = f"AND {cond.replace('b.', 'y.', 1)} "
-        sql = (
-            f"SELECT l2.rowid, sum(CASE l1.kind WHEN ? THEN 0.5 ELSE 0.25 END) AS w "
+        inner = (
+            f"SELECT l2.rowid AS other, sum(CASE l1.kind WHEN '{heavy}' THEN 0.5 ELSE 0.25 END) AS w "
             f"FROM {labels} l1 JOIN {labels} l2 ON l2.kind = l1.kind AND l2.label = l1.label "
             f"AND l2.rowid != l1.rowid {join}"
-            f"WHERE l1.rowid = ? {where}AND (SELECT count(*) FROM (SELECT 1 FROM {labels} x "
+            f"WHERE l1.rowid = {{seed}} {where}AND (SELECT count(*) FROM (SELECT 1 FROM {labels} x "
             f"{count_join}WHERE x.kind = l1.kind AND x.label = l1.label {count_where}"
             "LIMIT ? + 1) capped) <= ? "
             "GROUP BY l2.rowid ORDER BY w DESC, l2.rowid LIMIT ?"
         )
-        args = [heavy, seed, *scope, *scope, fanout, fanout, limit]
-        return [(int(r), float(w)) for r, w in conn.execute(self.D.q(sql), args)]
+        args = [*scope, *scope, fanout, fanout, limit]
+        found = self._for_seeds(conn, inner, "x.w DESC, x.other", seeds, args)
+        return {seed: [(int(r), float(w)) for r, w in rows] for seed, rows in found.items()}
 
     def lexical(
         self, terms: Sequence[str], repositories: Sequence[str] | None, limit: int

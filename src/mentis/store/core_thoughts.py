@@ -199,28 +199,30 @@ class ThoughtCore(AttemptReads):
         """Graph links from each seed thought to thoughts of ``repositories`` (None: all): refs and
         relations either way (1.0), each shared concept (0.5) or tag (0.25); labels on more than
         ``fanout`` of those thoughts link nothing."""
-        edges: list[tuple[int, int, float]] = []
         repo_sql, repo_args = "", list[Any]()
         if repositories is not None:
             check_list(repositories, "repositories")
             cond, repo_args = self.D.in_("b.repository", repositories)
             repo_sql = f"AND {cond}"
-        sql = self.D.q(
-            "SELECT b.rowid FROM thought_idx a JOIN thought_edge e ON e.from_rowid = a.rowid "
-            f"JOIN thought_idx b ON b.thought_id = e.to_id WHERE a.rowid = ? {repo_sql} "
-            "UNION SELECT e.from_rowid FROM thought_idx a "
+        linked = (
+            "SELECT b.rowid AS other, 1.0 AS w FROM thought_idx a "
+            "JOIN thought_edge e ON e.from_rowid = a.rowid "
+            f"JOIN thought_idx b ON b.thought_id = e.to_id WHERE a.rowid = {{seed}} {repo_sql} "
+            "UNION SELECT e.from_rowid, 1.0 FROM thought_idx a "
             "JOIN thought_edge e ON e.to_id = a.thought_id "
-            f"JOIN thought_idx b ON b.rowid = e.from_rowid WHERE a.rowid = ? {repo_sql} LIMIT ?"
+            f"JOIN thought_idx b ON b.rowid = e.from_rowid WHERE a.rowid = {{seed}} {repo_sql} LIMIT ?"
         )
         with self._read() as conn:
-            for seed in seeds:
-                for (other,) in conn.execute(sql, (seed, *repo_args, seed, *repo_args, per_seed)):
-                    edges.append((seed, int(other), 1.0))
-                for other, weight in self._label_links(
-                    conn, "thought_label", "thought_idx", "concept", seed, repositories, fanout, per_seed
-                ):
-                    edges.append((seed, other, weight))
-        return edges
+            refs = self._for_seeds(conn, linked, "x.other", seeds, [*repo_args, *repo_args, per_seed])
+            labels = self._label_links(
+                conn, "thought_label", "thought_idx", "concept", seeds, repositories, fanout, per_seed
+            )
+        return [
+            (seed, int(other), float(w))
+            for seed in seeds
+            for found in (refs, labels)
+            for other, w in found[seed]
+        ]
 
     def filter_thoughts(self, rowids: Sequence[int] | None, query: ThoughtQuery, limit: int) -> list[int]:
         """Rowids passing every condition of ``query``; candidates in order, else newest first."""
