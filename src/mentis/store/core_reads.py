@@ -98,8 +98,13 @@ class AttemptReads(RelationalCore):
             for seed, *row in conn.execute(self.D.q(sql), [[int(s) for s in seeds], *args]):
                 out[int(seed)].append(tuple(row))
             return out
+        parts = inner.split("{seed}")
+        sql, taken = "?".join(parts), [part.count("?") for part in parts]
         for seed in out:
-            out[seed] = [tuple(row) for row in conn.execute(inner.format(seed=seed), args)]
+            rest, bound = iter(args), []
+            for i, count in enumerate(taken):
+                bound += [next(rest) for _ in range(count)] + ([seed] if i < len(taken) - 1 else [])
+            out[seed] = [tuple(row) for row in conn.execute(sql, bound)]
         return out
 
     def _label_links(
