@@ -46,6 +46,14 @@ from mentis.model import (
     VerifyInput,
     VerifyResult,
 )
+from mentis.signed_writes import (
+    PrepareWriteInput,
+    PrepareWriteResult,
+    SignedWriteInput,
+    SignedWriteResult,
+    prepare_write,
+    signed_write,
+)
 from mentis.stats import StatsInput, StatsResult
 
 
@@ -208,6 +216,27 @@ OPERATIONS: tuple[Operation, ...] = (
         lambda m, c, r: m.import_memory_md(c, r),
         "Append the thoughts of a MEMORY.md (as written by export_memory_md) to a repository; a "
         "malformed line rejects the whole file and nothing is written.",
+        writes=True,
+    ),
+    Operation(
+        "prepare_write",
+        PrepareWriteInput,
+        PrepareWriteResult,
+        prepare_write,
+        "Remote signing, phase 1: run a write tool (record_attempt, mark_conclusion_outdated, "
+        "forget_attempt, append_thought, forget_thought, ...) up to its ledger entry without writing "
+        "anything, and return the entry's unsigned fields (chain, kind, id, at, agent, body_hash) and "
+        "its body, for a client holding the agent's key to check and sign (`mentis serve --remote` "
+        "does this for you).",
+    ),
+    Operation(
+        "signed_write",
+        SignedWriteInput,
+        SignedWriteResult,
+        signed_write,
+        "Remote signing, phase 2: run the write tool with the id and time prepare_write gave and the "
+        "client's signature (key_id, sig envelope); the store verifies the signature against the "
+        "agent's registered key before it writes. Returns the tool's own result.",
         writes=True,
     ),
 )

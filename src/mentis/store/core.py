@@ -145,7 +145,9 @@ class RelationalCore:
         key_id = sig = None
         sign = signing.current_sign()
         if sign is not None:
-            key_id, sig = sign(signing.Unsigned(chain, kind, id_, at, agent, body_hash))
+            key_id, sig = signing.sign_append(
+                sign, signing.Unsigned(chain, kind, id_, at, agent, body_hash), body
+            )
         entry = seal(
             chain=chain, seq=seq, prev=prev, kind=kind, id=id_, at=at, agent=agent, body_hash=body_hash,
             key_id=key_id, sig=sig,
