@@ -363,16 +363,22 @@ async def serve(
 
         key = load_private_key(signing_key)
     link = Link(config)
-    async with anyio.create_task_group() as tg:
-        remote: Remote = await tg.start(link.run)
-        forward: Forward = link.call
-        if key is not None:
-            signer = RemoteSigner(link, key, agent_id)
-            writes = {t.name for t in remote.tools if is_write(t)}
-            forward = signer.forwarder(writes)
-        ready(remote)
-        try:
-            await run_stdio(build_proxy(remote, forward))
-        finally:
-            link.close()
-            tg.cancel_scope.cancel()
+    try:
+        async with anyio.create_task_group() as tg:
+            remote: Remote = await tg.start(link.run)
+            forward: Forward = link.call
+            if key is not None:
+                signer = RemoteSigner(link, key, agent_id)
+                writes = {t.name for t in remote.tools if is_write(t)}
+                forward = signer.forwarder(writes)
+            ready(remote)
+            try:
+                await run_stdio(build_proxy(remote, forward))
+            finally:
+                link.close()
+                tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:  # the task group wraps what failed in it
+        ours = [e for e in _leaves(group) if isinstance(e, MentisError)]
+        if ours:
+            raise ours[0] from None
+        raise

@@ -1,0 +1,193 @@
+"""`mentis serve --remote`: a real `mentis serve --http` child, a real proxy child on stdio, both
+driven by the official MCP client. The proxy publishes the remote's tools, forwards every call
+and hands back the remote's answer unchanged; a server that is down or refuses the token gives a
+clear error, never a hang."""
+
+from __future__ import annotations
+
+import subprocess
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+
+from mentis.operations import OPERATIONS
+
+from .conftest import MENTIS, REPO
+from .remote_support import direct_client, error_text, http_server, make_token, ok, proxy_params
+
+AGENT = "proxied-agent"
+ATTEMPT = {
+    "repository": REPO,
+    "task_id": "cart-rounding",
+    "task_title": "Cart total is off by a cent",
+    "action": "Rounded the cart total once instead of per line",
+    "files": ["shop/cart.py"],
+    "observation": "The total now matches the invoice for every sample cart",
+    "check": {"command": "pytest tests/test_cart.py", "status": "passed", "exit_code": 0},
+}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def token(db_path: Path) -> str:
+    return make_token(db_path, AGENT)
+
+
+@pytest.fixture
+def proxy_env(mentis_env: dict[str, str], token: str, tmp_path: Path) -> dict[str, str]:
+    """The proxy's environment: the token in MENTIS_TOKEN, and no store of its own to fall back on."""
+    env = {k: v for k, v in mentis_env.items() if k not in ("MENTIS_DB", "MENTIS_AGENT_ID")}
+    env.update(MENTIS_TOKEN=token, MENTIS_HOME=str(tmp_path / "proxy-home"))
+    return env
+
+
+@pytest.mark.anyio
+async def test_the_proxy_publishes_exactly_the_remote_tools_and_forwards_a_round_trip(
+    mentis_env: dict[str, str], proxy_env: dict[str, str], token: str
+) -> None:
+    with anyio.fail_after(90):
+        async with http_server(mentis_env) as url:
+            async with direct_client(url, token) as direct:
+                remote_tools = (await direct.list_tools()).tools
+            async with Client(proxy_params(url, proxy_env)) as proxy:
+                tools = (await proxy.list_tools()).tools
+                assert [t.model_dump() for t in tools] == [t.model_dump() for t in remote_tools]
+                assert {t.name for t in tools} == {op.name for op in OPERATIONS}
+
+                recorded = ok(await proxy.call_tool("record_attempt", ATTEMPT))
+                assert recorded["status"] == "passed"
+                found = ok(await proxy.call_tool("search", {"query": "cart total rounded wrong by a cent"}))
+                assert [(t["task_id"], t["attempt"]["attempt_id"]) for t in found["tasks"]] == [
+                    ("cart-rounding", recorded["attempt_id"])
+                ]
+                history = ok(
+                    await proxy.call_tool("recall", {"repository": REPO, "task_id": "cart-rounding"})
+                )
+                columns = history["columns"]
+                (row,) = history["rows"]
+                assert row[columns.index("attempt_id")] == recorded["attempt_id"]
+                assert row[columns.index("agent_id")] == AGENT  # the token's agent: the server decides
+            async with direct_client(url, token) as direct:
+                again = await direct.call_tool("recall", {"repository": REPO, "task_id": "cart-rounding"})
+                assert ok(again) == history
+
+
+@pytest.mark.anyio
+async def test_a_tool_error_comes_back_from_the_proxy_exactly_as_the_remote_gave_it(
+    mentis_env: dict[str, str], proxy_env: dict[str, str], token: str
+) -> None:
+    calls = [
+        ("recall", {"sql": "SELECT nope FROM nowhere"}),
+        ("record_attempt", {**ATTEMPT, "colour": "blue"}),
+        ("mark_conclusion_outdated", {"repository": REPO, "attempt_id": "0" * 32, "reason": "stale"}),
+    ]
+    with anyio.fail_after(90):
+        async with http_server(mentis_env) as url:
+            async with direct_client(url, token) as direct:
+                expected = [await direct.call_tool(name, args) for name, args in calls]
+            async with Client(proxy_params(url, proxy_env)) as proxy:
+                got = [await proxy.call_tool(name, args) for name, args in calls]
+    for want, have in zip(expected, got, strict=True):
+        assert want.is_error and have.is_error
+        assert [c.model_dump() for c in have.content] == [c.model_dump() for c in want.content]
+    assert "[query]" in error_text(got[0])
+    assert "colour: is not a known field" in error_text(got[1])
+    assert "[not_found]" in error_text(got[2])
+
+
+@pytest.mark.anyio
+async def test_a_server_that_goes_down_gives_a_clear_error_and_the_proxy_reconnects_when_it_is_back(
+    mentis_env: dict[str, str], proxy_env: dict[str, str]
+) -> None:
+    with anyio.fail_after(120):
+        async with AsyncExitStack() as stack:
+            async with http_server(mentis_env) as url:
+                proxy = await stack.enter_async_context(Client(proxy_params(url, proxy_env)))
+                assert ok(await proxy.call_tool("search", {"query": "cart total"}))["tasks"] == []
+            down = await proxy.call_tool("search", {"query": "cart total"})
+            text = error_text(down)
+            assert text.startswith("Error executing tool search: [unavailable] the remote Mentis at "), text
+            assert "cannot connect" in text, text
+            port = url.rsplit(":", 1)[1].split("/")[0]
+            async with http_server(mentis_env, f"127.0.0.1:{port}"):
+                back = ok(await proxy.call_tool("search", {"query": "cart total"}))
+                assert back["tasks"] == []
+
+
+def test_a_refused_token_stops_the_proxy_at_start_with_a_clear_error(
+    mentis_env: dict[str, str], proxy_env: dict[str, str]
+) -> None:
+    async def run() -> subprocess.CompletedProcess[bytes]:
+        async with http_server(mentis_env) as url:
+            env = {**proxy_env, "MENTIS_TOKEN": "mentis_not-a-real-token"}
+            return await anyio.run_process([*MENTIS, "serve", "--remote", url], env=env, check=False)
+
+    done = anyio.run(run)
+    assert done.returncode == 12, done.stderr
+    assert b"refused the token (HTTP 401)" in done.stderr
+    assert done.stdout == b""
+
+
+def test_a_server_that_is_down_at_start_stops_the_proxy_with_a_clear_error(proxy_env: dict[str, str]) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = subprocess.run(
+        [*MENTIS, "serve", "--remote", f"http://127.0.0.1:{port}/mcp"],
+        env=proxy_env,
+        capture_output=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 12, done.stderr
+    assert b"is unavailable: cannot connect" in done.stderr
+    assert done.stdout == b""
+
+
+@pytest.mark.parametrize(
+    ("args", "env_token", "message"),
+    [
+        (["--token", "abc"], True, b"--token is refused"),
+        ([], False, b"--remote needs a token"),
+        (["--token-file", "/nonexistent/token"], False, b"cannot read the token file"),
+        (["--http"], True, b"--remote serves stdio"),
+    ],
+    ids=["token-on-command-line", "no-token", "unreadable-token-file", "with-http"],
+)
+def test_the_proxy_refuses_a_token_it_should_not_take_or_cannot_find(
+    proxy_env: dict[str, str], args: list[str], env_token: bool, message: bytes
+) -> None:
+    env = dict(proxy_env) if env_token else {k: v for k, v in proxy_env.items() if k != "MENTIS_TOKEN"}
+    done = subprocess.run(
+        [*MENTIS, "serve", "--remote", "http://127.0.0.1:9/mcp", *args],
+        env=env,
+        capture_output=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode in (2, 10), done.stderr
+    assert message in done.stderr
+    assert done.stdout == b""
+
+
+def test_plain_http_to_another_host_is_refused_so_the_token_never_crosses_a_network_in_clear(
+    proxy_env: dict[str, str],
+) -> None:
+    done = subprocess.run(
+        [*MENTIS, "serve", "--remote", "http://mentis.example.com/mcp"],
+        env=proxy_env,
+        capture_output=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 10
+    assert b"plain http would send the token in clear text" in done.stderr
