@@ -118,12 +118,15 @@ def needs_escape(text: str) -> bool:
 
 RECORD_ID = {"attempt": "attempt_id", "thought": "thought_id"}
 """The body field that names its own entry's id, per entry kind that creates a record."""
+AGENTS_CHAIN = "__agents__"
+"""``mentis.signing.AGENTS_CHAIN`` (this module imports nothing of Mentis: workers run it alone)."""
 
 
 def body_links(chain: str, kind: str, id_: str, body: bytes) -> list[Link] | str:
     """The records a body points at, or why it may not stand in ``chain`` (DESIGN §4, last rule).
 
-    Every body names its own chain (``repository``); an attempt or thought body names its own
+    An agent registry event stands only in :data:`AGENTS_CHAIN` and targets nothing; no other
+    chain name starts with ``__``. Every other body names its own chain (``repository``); an attempt or thought body names its own
     entry's id. A correction targets an attempt, a forget tombstone one attempt or one thought,
     a thought's refs any record and its relations thoughts: the caller checks that each target is
     a record of the same chain, appended before. The same rules serve the reference verifier
@@ -137,6 +140,12 @@ def body_links(chain: str, kind: str, id_: str, body: bytes) -> list[Link] | str
         return "body is not JSON"
     if type(doc) is not dict:
         return "body is not a JSON object"
+    if (kind == "agent") != (chain == AGENTS_CHAIN):
+        return f"a {kind} entry may not stand in chain {chain!r} (only agent entries stand in {AGENTS_CHAIN})"
+    if kind == "agent":
+        return []  # a registry event names agents and keys, never another chain's records
+    if chain.startswith("__"):
+        return f"chain {chain!r} is reserved (names starting with __ are system chains)"
     if doc.get("repository") != chain:
         return f"body names repository {doc.get('repository')!r}, not its own chain"
     own = RECORD_ID.get(kind)

@@ -68,13 +68,15 @@ WORKER_TIMEOUT_S = 60.0
 then); after that it is killed and its blocks are scanned here."""
 
 
-def one_pass(conn: sqlite3.Connection, heads: dict[str, tuple[int, str]]) -> list[ChainReport]:
+def one_pass(
+    conn: sqlite3.Connection, heads: dict[str, tuple[int, str]], *, signatures: bool = False
+) -> list[ChainReport]:
     """The reference pass over the snapshot ``conn`` reads (or the write it is inside): every entry
     in rowid order through :func:`mentis.ledger.verify_rows`, then no body outside the entries."""
     rows = conn.execute(
         f"SELECT {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b ON b.rowid = e.rowid ORDER BY e.rowid"
     )
-    reports = verify_rows(rows, heads)
+    reports = verify_rows(rows, heads, signatures=signatures)
     with_body = sum(r.entries - r.bodies_erased for r in reports)
     if conn.execute("SELECT count(*) FROM bodies").fetchone()[0] != with_body:
         orphan = conn.execute(
@@ -97,6 +99,8 @@ def parallel_verify(
     """
     workers = min(MAX_WORKERS, _cpus() - 1) if _python_runs_workers() else 0
     lo, hi = _rowid_range(conn, "entries")
+    if ledger_scan.AGENTS_CHAIN in heads:
+        return None  # the block scans do not check signatures or the registry's rules yet
     if workers < 1 or lo is None or hi is None or hi - lo + 1 < PARALLEL_MIN_ENTRIES:
         return None
     try:
