@@ -11,12 +11,15 @@ from pathlib import Path
 
 import anyio
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from mcp import Client
 
+from mentis import signing
 from mentis.operations import OPERATIONS
 
 from .conftest import MENTIS, REPO
-from .remote_support import direct_client, error_text, http_server, make_token, ok, proxy_params
+from .remote_support import direct_client, error_text, http_server, ledger_rows, make_token, ok, proxy_params
+from .signing_support import register_key
 
 AGENT = "proxied-agent"
 ATTEMPT = {
@@ -191,3 +194,92 @@ def test_plain_http_to_another_host_is_refused_so_the_token_never_crosses_a_netw
     )
     assert done.returncode == 10
     assert b"plain http would send the token in clear text" in done.stderr
+
+
+# --------------------------------------------------------------------------- signing through the proxy
+
+
+@pytest.fixture
+def alice_key(db_path: Path, tmp_path: Path) -> Ed25519PrivateKey:
+    """AGENT registered with a real Ed25519 key in the server's store, its private key in a file."""
+    from mentis.config import Settings
+    from mentis.embed import HashEmbedder
+    from mentis.memory import Memory
+
+    memory = Memory.open(Settings(home=db_path.parent, db_path=db_path, embedder="hash"), HashEmbedder())
+    try:
+        key = register_key(memory.store, AGENT)
+    finally:
+        memory.close()
+    signing.write_private_key(key, tmp_path / "alice.pem")
+    return key
+
+
+@pytest.mark.anyio
+async def test_writes_through_the_proxy_are_signed_with_the_local_key_and_verify(
+    mentis_env: dict[str, str], proxy_env: dict[str, str], token: str, db_path: Path, tmp_path: Path,
+    alice_key: Ed25519PrivateKey,
+) -> None:  # fmt: skip
+    env = {**proxy_env, "MENTIS_SIGNING_KEY": str(tmp_path / "alice.pem"), "MENTIS_AGENT_ID": AGENT}
+    key_id = signing.key_id_of(alice_key.public_key())
+    with anyio.fail_after(120):
+        async with http_server(mentis_env) as url:
+            async with direct_client(url, token) as direct:
+                unsigned = await direct.call_tool("record_attempt", ATTEMPT)
+                assert "has a key in the agent registry; its writes must be signed" in error_text(unsigned)
+            async with Client(proxy_params(url, env)) as proxy:
+                recorded = ok(await proxy.call_tool("record_attempt", ATTEMPT))
+                assert recorded["status"] == "passed" and recorded["ledger"]["seq"] == 0
+                outdated = ok(
+                    await proxy.call_tool(
+                        "mark_conclusion_outdated",
+                        {
+                            "repository": REPO,
+                            "attempt_id": recorded["attempt_id"],
+                            "reason": "VAT rules changed",
+                        },
+                    )
+                )
+                assert outdated["corrections_count"] == 1
+                thought = {"repository": REPO, "type": "Decision", "content": "Round the total once"}
+                noted = ok(await proxy.call_tool("append_thought", thought))
+                found = ok(await proxy.call_tool("search", {"query": "cart total rounding"}))
+                assert found["tasks"][0]["attempt"]["correction"]["reason"] == "VAT rules changed"
+                refused = await proxy.call_tool("record_attempt", {**ATTEMPT, "colour": "blue"})
+                assert "colour: is not a known field" in error_text(refused)
+                many = await proxy.call_tool(
+                    "import_memory_md", {"repository": REPO, "markdown": "## Decision\n- a\n"}
+                )
+                assert "one signature covers one entry" in error_text(many)
+    rows = [r for r in ledger_rows(db_path) if r[0] == REPO]
+    assert [(r[2], r[3]) for r in rows] == [
+        ("attempt", recorded["attempt_id"]),
+        ("correction", rows[1][3]),
+        ("thought", noted["thought_id"]),
+    ]
+    streams = set()
+    for chain, _seq, kind, id_, at, agent, body_hash, row_key, sig in rows:
+        assert (agent, row_key) == (AGENT, key_id)
+        fields = signing.Unsigned(chain, kind, id_, at, agent, body_hash)
+        assert signing.verify_envelope(fields, key_id, sig, alice_key.public_key())
+        streams.add(signing.Envelope.parse(sig).stream)
+    assert len(streams) == 1  # one stream, in order: statements 0, 1, 2
+    assert [signing.Envelope.parse(r[8]).n for r in rows] == [0, 1, 2]
+    done = subprocess.run(
+        [*MENTIS, "verify-integrity", "--json"], env=mentis_env, capture_output=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.anyio
+async def test_a_key_for_another_agent_than_the_tokens_is_refused_before_anything_is_signed(
+    mentis_env: dict[str, str], proxy_env: dict[str, str], db_path: Path, tmp_path: Path,
+    alice_key: Ed25519PrivateKey,
+) -> None:  # fmt: skip
+    env = {**proxy_env, "MENTIS_SIGNING_KEY": str(tmp_path / "alice.pem"), "MENTIS_AGENT_ID": "someone-else"}
+    with anyio.fail_after(90):
+        async with http_server(mentis_env) as url, Client(proxy_params(url, env)) as proxy:
+            refused = await proxy.call_tool("record_attempt", ATTEMPT)
+    assert "[forbidden]" in error_text(refused)
+    assert "MENTIS_AGENT_ID says this key signs for 'someone-else'" in error_text(refused)
+    assert [r for r in ledger_rows(db_path) if r[0] == REPO] == []
