@@ -115,8 +115,8 @@ def signed_write(memory: Memory, caller: Caller, req: SignedWriteInput) -> Signe
     :data:`signing.SKEW_S` of the server's clock."""
     op = _write_operation(req.tool)
     arguments = parse(op.input, req.arguments)
-    signing.check_skew(req.at)
     signing.Envelope.parse(req.sig)
+    signing.check_skew(req.at)
     calls: list[signing.Unsigned] = []
     presigned = signing.presigned(req.key_id, req.sig)
 
