@@ -14,9 +14,9 @@ from typing import Any
 
 import orjson
 import pytest
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.rsa import generate_private_key
-from cryptography.hazmat.primitives import serialization
 
 from mentis import signing
 from mentis.agent_ops import (
@@ -326,8 +326,9 @@ def rewrite_body(settings: Settings, chain: str, seq: int, body: dict[str, Any])
         conn.execute(f"UPDATE bodies SET body={p} WHERE rowid={p}", (raw, rows[0][0]))
         prev = None
         for rowid, v, ch, s, kind, id_, at, agent, old_prev, body_hash, key_id in rows:
+            new_hash = sha256_hex(raw) if s == seq else body_hash
             doc = {"v": v, "chain": ch, "seq": s, "kind": kind, "id": id_, "at": at, "agent": agent,
-                   "prev": old_prev if prev is None else prev, "body_hash": sha256_hex(raw) if s == seq else body_hash}  # fmt: skip
+                   "prev": old_prev if prev is None else prev, "body_hash": new_hash}  # fmt: skip
             if key_id is not None:
                 doc["key_id"] = key_id
             prev = entry_hash(doc)
@@ -374,8 +375,8 @@ def test_an_unsigned_entry_forged_for_a_keyed_agent_fails_open(
     memory.close()
     entry = next(e for e, _ in _ledger_of(settings) if e.id == made)
     with raw_db(settings) as (conn, p):  # strip the signature and re-hash the entry without key_id
-        doc = {"v": entry.v, "chain": entry.chain, "seq": entry.seq, "kind": entry.kind, "id": entry.id,
-               "at": entry.at, "agent": entry.agent, "prev": entry.prev, "body_hash": entry.body_hash}  # fmt: skip
+        doc = entry.document()
+        del doc["key_id"]
         conn.execute(f"UPDATE entries SET key_id=NULL, sig=NULL, hash={p} WHERE chain={p} AND seq={p}",
                      (entry_hash(doc), entry.chain, entry.seq))  # fmt: skip
         conn.execute(f"UPDATE heads SET hash={p} WHERE chain={p}", (entry_hash(doc), entry.chain))
