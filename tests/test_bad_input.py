@@ -497,6 +497,34 @@ CASES += [
         ("line 3", "importance"),
         id="bad-line-writes-nothing",
     ),
+    Bad("register_agent", {"agent_id": "__agents__"}, ("agent_id",), id="reserved-id"),
+    Bad("register_agent", {"agent_id": "a", "aliases": "b"}, ("aliases",), id="aliases-not-a-list"),
+    Bad(
+        "add_agent_key",
+        {"agent_id": "seed-agent", "public_key": "AAAA"},
+        ("public_key", "32 bytes"),
+        id="short-key",
+    ),
+    Bad(
+        "add_agent_key",
+        {"agent_id": "nobody", "public_key": "A" * 43},
+        ("nobody", "register it first"),
+        "not_found",
+        id="unregistered-agent",
+    ),
+    Bad(
+        "revoke_agent_key", {"agent_id": "a", "key_id": "rsa:1", "reason": "x"}, ("key_id",), id="bad-key-id"
+    ),
+    Bad("revoke_agent_key", {"agent_id": "a", "key_id": "ed25519:" + "0" * 32}, ("reason",), id="no-reason"),
+    Bad(
+        "disable_agent",
+        {"agent_id": "nobody", "reason": "gone"},
+        ("nobody",),
+        "not_found",
+        id="unknown-agent",
+    ),
+    Bad("list_agents", {"all": True}, ("all",), id="unknown-field"),
+    Bad("show_agent", {"agent_id": "nobody"}, ("nobody",), "not_found", id="unknown-agent"),
 ]
 
 _SIG = "s1." + "a" * 32 + ".0.-." + "A" * 86

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mentis import signing
+from mentis.errors import InvalidInput
 
 OPS = ("register", "key_add", "key_revoke", "disable")
 AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$")
@@ -155,7 +156,7 @@ class Registry:
         public_text, key_id = _text(body, "public_key"), _text(body, "key_id")
         try:
             public = signing.parse_public(public_text)
-        except signing.InvalidInput as exc:
+        except InvalidInput as exc:
             raise RegistryError(exc.message) from None
         if signing.key_id_of(public) != key_id:
             raise RegistryError(f"key_id {key_id!r} is not the id of its public key")

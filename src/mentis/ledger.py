@@ -247,8 +247,9 @@ def verify_rows(
     Rows come in ledger order (a store's rowid order, an export's line order): chains interleave
     and each chain's entries come in seq order. Signed entries and the agent registry are checked
     as :mod:`mentis.sigcheck` says: the last signature of each signing stream, or with
-    ``signatures`` every signature. ``heads`` (chain → (seq, hash)), when given, is the store's record of each chain's
-    head; a chain whose last entry differs from it (truncation) or a head with no chain fails.
+    ``signatures`` every signature. ``heads`` (chain → (seq, hash)), when given, is the store's
+    record of each chain's head; a chain whose last entry differs from it (truncation) or a head
+    with no chain fails.
 
     Each body must also stand in its own chain (:func:`mentis.store.ledger_scan.body_links`): it
     names the entry's chain and, for an attempt or thought, the entry's id, and it targets only

@@ -84,7 +84,11 @@ class SignatureCheck:
             return chain, seq, f"agent {agent!r} wrote after it was disabled at {who.disabled_at}"
         if key_id is None and sig is None:
             if who is not None and who.keys:
-                return chain, seq, f"unsigned entry by agent {agent!r}, whose writes must be signed (it has a key)"
+                return (
+                    chain,
+                    seq,
+                    f"unsigned entry by agent {agent!r}, whose writes must be signed (it has a key)",
+                )
             return None
         if key_id is None or sig is None:
             return chain, seq, "a signed entry needs both key_id and sig (one of them is missing)"

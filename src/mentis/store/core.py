@@ -27,8 +27,8 @@ from mentis import signing
 from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
 from mentis.ledger import Entry, canonical, entry_hash, seal, sha256_hex
 from mentis.records import AttemptBody, ThoughtBody, tombstone
-from mentis.store.core_agents import AgentCore
 from mentis.store.base import AttemptRow, Embed, SqlResult, replay
+from mentis.store.core_agents import AgentCore
 from mentis.store.dialect import Dialect
 from mentis.store.ledger_scan import RECORD_ID
 from mentis.store.recall_limits import RecallBounds

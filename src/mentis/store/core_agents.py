@@ -20,7 +20,7 @@ cannot commit around it: one of them waits for the other and then sees it.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import orjson
 
@@ -36,7 +36,7 @@ AgentKey = tuple[str, str, str, str | None]
 class AgentCore:
     """Registry reads and writes, and the signed-write rules (``self`` is the store)."""
 
-    D: Any
+    D: ClassVar[Any]
     _registry_cache: tuple[int, Registry] | None = None
     _registry_guard = threading.Lock()
 
@@ -80,7 +80,9 @@ class AgentCore:
         try:
             registry = Registry.from_bodies(bodies)
         except RegistryError as exc:
-            raise IntegrityError(f"the agent registry does not fold: {exc}; run `mentis verify-integrity`") from None
+            raise IntegrityError(
+                f"the agent registry does not fold: {exc}; run `mentis verify-integrity`"
+            ) from None
         with self._registry_guard:
             self._registry_cache = (seq, registry)
         return registry
@@ -121,9 +123,7 @@ class AgentCore:
         registry = self._registry_in(conn)
         who = registry.resolve(fields.agent)
         if who is not None and who.disabled_at is not None:
-            raise Forbidden(
-                f"agent {fields.agent!r} is disabled ({who.disabled_reason}); it may not write"
-            )
+            raise Forbidden(f"agent {fields.agent!r} is disabled ({who.disabled_reason}); it may not write")
         if key_id is None and sig is None:
             if who is not None and who.keys:
                 raise Forbidden(
@@ -132,7 +132,9 @@ class AgentCore:
                 )
             return
         if key_id is None or sig is None:
-            raise InvalidInput("a signed write carries both key_id and sig", field="sig" if sig is None else "key_id")
+            raise InvalidInput(
+                "a signed write carries both key_id and sig", field="sig" if sig is None else "key_id"
+            )
         env = signing.Envelope.parse(sig)
         key = registry.keys.get(key_id)
         if key is None:
@@ -140,7 +142,9 @@ class AgentCore:
         if who is None or key.agent_id != who.agent_id:
             raise Forbidden(f"key {key_id} belongs to agent {key.agent_id!r}, not to {fields.agent!r}")
         if not key.active:
-            raise Forbidden(f"key {key_id} was revoked at {key.revoked_at} ({key.reason}); sign with an active key")
+            raise Forbidden(
+                f"key {key_id} was revoked at {key.revoked_at} ({key.reason}); sign with an active key"
+            )
         signing.check_skew(fields.at)
         stmt = signing.Statement.of(fields, key_id, env)
         if not signing.verify(signing.parse_public(key.public_key), stmt, env.signature):
@@ -185,7 +189,9 @@ class AgentCore:
             why = f"the stream's last statement is {head[0]}: statements are missing"
         else:
             why = "prev is not the digest of the stream's last statement"
-        raise InvalidInput(f"sig: statement {env.n} of signing stream {env.stream} does not link: {why}", field="sig")
+        raise InvalidInput(
+            f"sig: statement {env.n} of signing stream {env.stream} does not link: {why}", field="sig"
+        )
 
     def _rebuild_sig_streams(self, conn: Any) -> None:
         """Derive ``sig_streams`` from the ledger again (rebuild, import)."""

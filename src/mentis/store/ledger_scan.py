@@ -126,9 +126,10 @@ def body_links(chain: str, kind: str, id_: str, body: bytes) -> list[Link] | str
     """The records a body points at, or why it may not stand in ``chain`` (DESIGN §4, last rule).
 
     An agent registry event stands only in :data:`AGENTS_CHAIN` and targets nothing; no other
-    chain name starts with ``__``. Every other body names its own chain (``repository``); an attempt or thought body names its own
-    entry's id. A correction targets an attempt, a forget tombstone one attempt or one thought,
-    a thought's refs any record and its relations thoughts: the caller checks that each target is
+    chain name starts with ``__``. Every other body names its own chain (``repository``); an
+    attempt or thought body names its own entry's id. A correction targets an attempt, a forget
+    tombstone one attempt or one thought, a thought's refs any record and its relations thoughts:
+    the caller checks that each target is
     a record of the same chain, appended before. The same rules serve the reference verifier
     (``mentis.ledger``) and the block scans here, so the two cannot disagree.
     """
