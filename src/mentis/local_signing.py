@@ -64,8 +64,8 @@ class LocalSigning:
 
         @wraps(write)
         def signed(caller: Any, *args: Any, **kwargs: Any) -> T:
-            if getattr(caller, "agent_id", None) != self.signer.agent:
-                return write(caller, *args, **kwargs)
+            if getattr(caller, "agent_id", None) != self.signer.agent or signing.current_sign() is not None:
+                return write(caller, *args, **kwargs)  # another agent's, or a remote signing phase's
             with self._lock, signing.signing_with(self.signer.sign):
                 try:
                     return write(caller, *args, **kwargs)

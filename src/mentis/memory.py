@@ -565,7 +565,7 @@ class Memory:
             from mentis.operations import OPERATIONS  # it imports this module
 
             for op in OPERATIONS:  # every write an operation makes: signed once, here
-                if op.writes:
+                if op.writes and hasattr(self, op.name):  # prepare/signed_write carry their own signature
                     setattr(self, op.name, self.local_signing.wrap(getattr(self, op.name)))
         self.store, self.embedder, self.settings = store, embedder, self.ctx.settings
 

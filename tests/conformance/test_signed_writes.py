@@ -5,14 +5,18 @@ content, a replay and another agent's statement, each writing nothing."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
 from mentis import signing
+from mentis.config import Settings
+from mentis.embed import HashEmbedder
 from mentis.errors import Conflict, Forbidden, InvalidInput
 from mentis.memory import Caller, Memory
 from mentis.signed_writes import SignedWriteInput, signed_write
@@ -244,3 +248,22 @@ def test_a_malformed_envelope_is_refused_naming_sig_before_anything_runs(memory:
         )
     assert refused.value.field == "sig"
     assert ledger(memory) == []
+
+
+def test_a_server_signing_its_own_writes_leaves_both_remote_phases_to_the_client(
+    memory: Memory, settings: Settings, tmp_path: Path
+) -> None:
+    key = register_key(memory.store, "alice")
+    path = signing.write_private_key(key, tmp_path / "alice.pem")
+    local = Memory.open(dataclasses.replace(settings, signing_key=path), HashEmbedder())
+    try:
+        before = ledger(local)
+        prepare(local, ALICE, "record_attempt", ATTEMPT)
+        assert ledger(local) == before  # the server's own signer did not write it
+        client = signing.Signer(key, "alice")
+        sign_and_write(local, ALICE, client, "record_attempt", ATTEMPT)
+        entry, _ = list(local.store.iter_ledger())[-1]
+        assert entry.kind == "attempt" and entry.agent == "alice"
+        assert entry.sig is not None and signing.Envelope.parse(entry.sig).stream == client.stream
+    finally:
+        local.close()
