@@ -19,7 +19,6 @@ from mentis.operations import OPERATIONS
 
 from .conftest import MENTIS, REPO
 from .remote_support import direct_client, error_text, http_server, ledger_rows, make_token, ok, proxy_params
-from .signing_support import register_key
 
 AGENT = "proxied-agent"
 ATTEMPT = {
@@ -200,19 +199,17 @@ def test_plain_http_to_another_host_is_refused_so_the_token_never_crosses_a_netw
 
 
 @pytest.fixture
-def alice_key(db_path: Path, tmp_path: Path) -> Ed25519PrivateKey:
-    """AGENT registered with a real Ed25519 key in the server's store, its private key in a file."""
-    from mentis.config import Settings
-    from mentis.embed import HashEmbedder
-    from mentis.memory import Memory
-
-    memory = Memory.open(Settings(home=db_path.parent, db_path=db_path, embedder="hash"), HashEmbedder())
-    try:
-        key = register_key(memory.store, AGENT)
-    finally:
-        memory.close()
-    signing.write_private_key(key, tmp_path / "alice.pem")
-    return key
+def alice_key(mentis_env: dict[str, str], tmp_path: Path) -> Ed25519PrivateKey:
+    """AGENT registered with a real Ed25519 key on the server's store by `mentis agent keygen`."""
+    path = tmp_path / "alice.pem"
+    done = subprocess.run(
+        [*MENTIS, "agent", "keygen", "--agent", AGENT, "--out", str(path), "--json"],
+        env=mentis_env,
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return signing.load_private_key(path)
 
 
 @pytest.mark.anyio
