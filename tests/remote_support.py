@@ -4,6 +4,7 @@ and `mentis serve --remote` children driven by the official MCP client over thei
 from __future__ import annotations
 
 import re
+import signal
 import sqlite3
 import sys
 from collections.abc import AsyncIterator
@@ -37,11 +38,22 @@ def make_token(db_path: Path, agent: str, scope: str = "write") -> str:
 async def http_server(env: dict[str, str], bind: str = "127.0.0.1:0") -> AsyncIterator[str]:
     """`mentis serve --http BIND` on the test's store; yields its MCP URL once the banner is out.
     Stopped (terminated and waited for) on exit."""
+    async with http_server_process(env, bind) as (url, _):
+        yield url
+
+
+@asynccontextmanager
+async def http_server_process(
+    env: dict[str, str], bind: str = "127.0.0.1:0"
+) -> AsyncIterator[tuple[str, anyio.abc.Process]]:
+    """:func:`http_server`, yielding the child process too."""
     process = await anyio.open_process([*MENTIS, "serve", "--http", bind], env=env)
     try:
         url = await _banner_url(process)
-        yield f"{url}/mcp"
+        yield f"{url}/mcp", process
     finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGCONT)  # in case a test paused it
         if process.returncode is None:
             process.terminate()
         with anyio.fail_after(30):

@@ -5,6 +5,7 @@ clear error, never a hang."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -18,7 +19,16 @@ from mentis import signing
 from mentis.operations import OPERATIONS
 
 from .conftest import MENTIS, REPO
-from .remote_support import direct_client, error_text, http_server, ledger_rows, make_token, ok, proxy_params
+from .remote_support import (
+    direct_client,
+    error_text,
+    http_server,
+    http_server_process,
+    ledger_rows,
+    make_token,
+    ok,
+    proxy_params,
+)
 
 AGENT = "proxied-agent"
 ATTEMPT = {
@@ -121,6 +131,29 @@ async def test_a_server_that_goes_down_gives_a_clear_error_and_the_proxy_reconne
             async with http_server(mentis_env, f"127.0.0.1:{port}"):
                 back = ok(await proxy.call_tool("search", {"query": "cart total"}))
                 assert back["tasks"] == []
+
+
+@pytest.mark.anyio
+async def test_a_server_that_stops_answering_gives_an_error_within_the_timeout_not_a_hang(
+    mentis_env: dict[str, str], proxy_env: dict[str, str]
+) -> None:
+    with anyio.fail_after(90):
+        async with (
+            http_server_process(mentis_env) as (url, server),
+            Client(proxy_params(url, proxy_env, "--timeout", "3")) as proxy,
+        ):
+            assert ok(await proxy.call_tool("search", {"query": "cart total"}))["tasks"] == []
+            server.send_signal(signal.SIGSTOP)  # the socket stays open; nothing answers
+            try:
+                with anyio.fail_after(30):
+                    stuck = await proxy.call_tool("search", {"query": "cart total"})
+            finally:
+                server.send_signal(signal.SIGCONT)
+            text = error_text(stuck)
+            assert text.startswith("Error executing tool search: [unavailable] "), text
+            assert "did not answer search within 3 s" in text or "no answer in time" in text, text
+            back = await proxy.call_tool("search", {"query": "cart total"})
+            assert ok(back)["tasks"] == []
 
 
 def test_a_refused_token_stops_the_proxy_at_start_with_a_clear_error(

@@ -35,6 +35,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    REQUEST_TIMEOUT,
     CallToolRequestParams,
     CallToolResult,
     Implementation,
@@ -262,7 +263,16 @@ class Link:
         try:
             result = await client.call_tool(job.name, job.arguments)
         except MCPError as exc:
-            job.fail(f"the remote Mentis at {self.config.url} answered with an error: {exc.error.message}")
+            if exc.code == REQUEST_TIMEOUT:
+                job.fail(
+                    f"the remote Mentis at {self.config.url} did not answer {job.name} within "
+                    f"{self.config.call_timeout_s:g} s; its outcome is unknown (search or recall before "
+                    "repeating a write)"
+                )
+            else:
+                job.fail(
+                    f"the remote Mentis at {self.config.url} answered with an error: {exc.error.message}"
+                )
         else:
             job.result = result
             job.done.set()
@@ -289,7 +299,7 @@ class Link:
         if not job.done.is_set():
             raise RemoteUnavailable(
                 f"the remote Mentis at {self.config.url} did not answer {name} within "
-                f"{int(self.config.call_timeout_s)} s; its outcome is unknown"
+                f"{self.config.call_timeout_s:g} s; its outcome is unknown"
             )
         if job.result is None:
             raise RemoteUnavailable(job.error or "no answer")

@@ -62,6 +62,9 @@ def serve(
     ca_file: Annotated[
         Path | None, typer.Option(help="With --remote: PEM CA certificates to trust for the server's TLS.")
     ] = None,
+    timeout: Annotated[
+        float, typer.Option(min=1, max=3600, help="With --remote: seconds one forwarded call may take.")
+    ] = 120.0,
     token: Annotated[str | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Run the MCP server over stdio (what coding-agent harnesses launch), or over HTTP with --http.
@@ -85,7 +88,7 @@ def serve(
         if http or bind or no_auth or tls_cert or tls_key or allow_host or db:
             err.print("error: --remote serves stdio; it takes no --http, HOST:PORT, --db or TLS options")
             raise typer.Exit(2)
-        _serve_remote(config, remote, token_file, ca_file)
+        _serve_remote(config, remote, token_file, ca_file, timeout)
         return
     if token_file or ca_file:
         err.print("error: --token-file and --ca-file need --remote", highlight=False)
@@ -111,17 +114,17 @@ def serve(
         memory.close()
 
 
-def _serve_remote(config: Settings, url: str, token_file: Path | None, ca_file: Path | None) -> None:
-    import os
-
+def _serve_remote(
+    config: Settings, url: str, token_file: Path | None, ca_file: Path | None, timeout: float
+) -> None:
     import anyio
 
     from mentis import remote
 
     with errors():
-        target = remote.RemoteConfig(remote.check_url(url), remote.read_token(token_file), ca_file)
-        key_env = os.environ.get("MENTIS_SIGNING_KEY") or None
-        key = Path(key_env) if key_env else None
+        url = remote.check_url(url)
+        target = remote.RemoteConfig(url, remote.read_token(token_file), ca_file, call_timeout_s=timeout)
+        key = config.signing_key
 
         def ready(found: remote.Remote) -> None:
             signs = f"; signing writes with {key}" if key else ""
