@@ -71,7 +71,8 @@ def serve(
 
     The store is opened and verified first; a store that does not verify is refused. Over HTTP every
     route but /health needs a bearer token (`mentis token create`); on a store without tokens a
-    first admin token is written to admin.token next to the store (mode 0600).
+    first admin token is written to admin.token next to the store (mode 0600). With --remote URL it
+    opens no store: it serves stdio by forwarding every tool to the Mentis at URL.
     """
     import anyio
 
