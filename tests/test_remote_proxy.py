@@ -313,3 +313,42 @@ async def test_a_key_for_another_agent_than_the_tokens_is_refused_before_anythin
     assert "[forbidden]" in error_text(refused)
     assert "MENTIS_AGENT_ID says this key signs for 'someone-else'" in error_text(refused)
     assert [r for r in ledger_rows(db_path) if r[0] == REPO] == []
+
+
+@pytest.mark.anyio
+async def test_the_proxys_stdout_carries_only_jsonrpc_and_an_unreadable_line_gets_a_parse_error(
+    mentis_env: dict[str, str], proxy_env: dict[str, str], tmp_path: Path
+) -> None:
+    from .test_stdout_is_jsonrpc import RawSession, assert_all_jsonrpc
+
+    with anyio.fail_after(90), (tmp_path / "proxy-stderr.log").open("wb") as stderr:
+        async with http_server(mentis_env) as url:
+            process = await anyio.open_process(
+                [*MENTIS, "serve", "--remote", url], env=proxy_env, stderr=stderr
+            )
+            async with process:
+                s = RawSession(process)
+                init = await s.request(
+                    "initialize",
+                    {
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {},
+                        "clientInfo": {"name": "raw-proxy-test", "version": "0"},
+                    },
+                )
+                assert "result" in init, init
+                await s.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+                listed = await s.request("tools/list")
+                assert {t["name"] for t in listed["result"]["tools"]} == {op.name for op in OPERATIONS}
+                await s.send_line("{not json")
+                parse_error = await s.wait_for(None)
+                assert parse_error["error"]["code"] == -32700
+                recorded = await s.call("record_attempt", ATTEMPT)
+                assert recorded["structuredContent"]["status"] == "passed"
+                failed = await s.call("recall", {"sql": "SELECT nope"})
+                assert failed["isError"] is True
+                assert process.stdin is not None
+                await process.stdin.aclose()
+                await s.drain()
+    assert_all_jsonrpc(bytes(s.raw))
+    assert b"serving MCP on stdio, forwarding" in (tmp_path / "proxy-stderr.log").read_bytes()
