@@ -482,14 +482,16 @@ def test_a_key_added_while_its_agent_writes_unsigned_never_commits_around_the_wr
         start = threading.Barrier(2)
         refused: list[Exception] = []
 
-        def write(agent: str = agent) -> None:
+        def write(
+            agent: str = agent, start: threading.Barrier = start, refused: list[Exception] = refused
+        ) -> None:
             start.wait(timeout=10)
             try:
                 record(memory, Caller(agent_id=agent), observation=f"unsigned by {agent}")
             except Forbidden as exc:
                 refused.append(exc)
 
-        def key(agent: str = agent) -> None:
+        def key(agent: str = agent, start: threading.Barrier = start) -> None:
             start.wait(timeout=10)
             add_key(memory, agent)
 
