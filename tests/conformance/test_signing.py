@@ -466,3 +466,42 @@ def test_rebuild_keeps_each_stream_where_it_was(
         memory.rebuild()
         record(memory, ALICE, observation="after the rebuild")
     assert memory.verify_integrity(ADMIN, signatures=True).ok
+
+
+def test_a_key_added_while_its_agent_writes_unsigned_never_commits_around_the_write(
+    memory: Memory, open_memory: Callable[[], Memory]
+) -> None:
+    """Each round races a key add against an unsigned write by the same agent: either the write
+    commits first (and stays valid) or it is refused; open then verifies the ledger in commit order."""
+    import threading
+
+    outcomes = []
+    for round_ in range(8):
+        agent = f"racer-{round_}"
+        register(memory, agent)
+        start = threading.Barrier(2)
+        refused: list[Exception] = []
+
+        def write(
+            agent: str = agent, start: threading.Barrier = start, refused: list[Exception] = refused
+        ) -> None:
+            start.wait(timeout=10)
+            try:
+                record(memory, Caller(agent_id=agent), observation=f"unsigned by {agent}")
+            except Forbidden as exc:
+                refused.append(exc)
+
+        def key(agent: str = agent, start: threading.Barrier = start) -> None:
+            start.wait(timeout=10)
+            add_key(memory, agent)
+
+        threads = [threading.Thread(target=write), threading.Thread(target=key)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        assert not any(t.is_alive() for t in threads)
+        outcomes.append("refused" if refused else "written first")
+    reopened = open_memory()  # verifies every unsigned entry against the registry in ledger order
+    assert reopened.verify_integrity(ADMIN).ok
+    assert set(outcomes) <= {"refused", "written first"}
