@@ -352,3 +352,46 @@ async def test_the_proxys_stdout_carries_only_jsonrpc_and_an_unreadable_line_get
                 await s.drain()
     assert_all_jsonrpc(bytes(s.raw))
     assert b"serving MCP on stdio, forwarding" in (tmp_path / "proxy-stderr.log").read_bytes()
+
+
+@pytest.mark.anyio
+async def test_a_proxy_signing_with_an_unregistered_or_revoked_key_is_refused_and_nothing_is_written(
+    mentis_env: dict[str, str], proxy_env: dict[str, str], db_path: Path, tmp_path: Path,
+    alice_key: Ed25519PrivateKey,
+) -> None:  # fmt: skip
+    stranger = signing.write_private_key(Ed25519PrivateKey.generate(), tmp_path / "stranger.pem")
+    key_id = signing.key_id_of(alice_key.public_key())
+    with anyio.fail_after(120):
+        async with http_server(mentis_env) as url:
+            env = {**proxy_env, "MENTIS_SIGNING_KEY": str(stranger)}
+            async with Client(proxy_params(url, env)) as proxy:
+                unknown = await proxy.call_tool("record_attempt", ATTEMPT)
+                assert "is not in the agent registry" in error_text(unknown)
+                assert [r for r in ledger_rows(db_path) if r[0] == REPO] == []
+
+            env = {**proxy_env, "MENTIS_SIGNING_KEY": str(tmp_path / "alice.pem")}
+            async with Client(proxy_params(url, env)) as proxy:
+                before = ok(await proxy.call_tool("record_attempt", ATTEMPT))  # signed before the revocation
+                revoke = [
+                    *MENTIS,
+                    "agent",
+                    "revoke-key",
+                    "--agent",
+                    AGENT,
+                    "--key-id",
+                    key_id,
+                    "--reason",
+                    "laptop lost",
+                ]
+                done = await anyio.run_process(revoke, env=mentis_env, check=False)
+                assert done.returncode == 0, done.stderr
+                revoked = await proxy.call_tool("record_attempt", {**ATTEMPT, "task_id": "after-revocation"})
+                assert f"key {key_id} was revoked" in error_text(revoked)
+    rows = [r for r in ledger_rows(db_path) if r[0] == REPO]
+    assert [r[3] for r in rows] == [before["attempt_id"]]
+    fields = signing.Unsigned(rows[0][0], *rows[0][2:7])
+    assert signing.verify_envelope(fields, key_id, rows[0][8], alice_key.public_key())
+    verified = subprocess.run(
+        [*MENTIS, "verify-integrity", "--signatures"], env=mentis_env, capture_output=True, timeout=120
+    )
+    assert verified.returncode == 0, verified.stderr  # the signature made before the revocation stays valid
