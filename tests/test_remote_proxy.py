@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from mcp import Client
 
 from mentis import signing
+from mentis.auth import TokenStore
 from mentis.operations import OPERATIONS
 
 from .conftest import MENTIS, REPO
@@ -154,6 +155,27 @@ async def test_a_server_that_stops_answering_gives_an_error_within_the_timeout_n
             assert "did not answer search within 3 s" in text or "no answer in time" in text, text
             back = await proxy.call_tool("search", {"query": "cart total"})
             assert ok(back)["tasks"] == []
+
+
+@pytest.mark.anyio
+async def test_a_token_revoked_while_the_proxy_runs_gives_a_clear_error_naming_the_token(
+    mentis_env: dict[str, str], proxy_env: dict[str, str], db_path: Path
+) -> None:
+    tokens = TokenStore(db_path)
+    try:
+        secret, info = tokens.create(scope="write", repositories=("*",), agent="short-lived")
+    finally:
+        tokens.close()
+    with anyio.fail_after(90):
+        async with (
+            http_server(mentis_env) as url,
+            Client(proxy_params(url, {**proxy_env, "MENTIS_TOKEN": secret})) as proxy,
+        ):
+            assert ok(await proxy.call_tool("search", {"query": "cart total"}))["tasks"] == []
+            done = await anyio.run_process([*MENTIS, "token", "revoke", info.id], env=mentis_env, check=False)
+            assert done.returncode == 0, done.stderr
+            refused = await proxy.call_tool("search", {"query": "cart total"})
+    assert "[unavailable]" in error_text(refused) and "refused the token (HTTP 401)" in error_text(refused)
 
 
 def test_a_refused_token_stops_the_proxy_at_start_with_a_clear_error(

@@ -177,8 +177,7 @@ class Link:
     @asynccontextmanager
     async def _open(self) -> AsyncIterator[Client]:
         async def on_response(response: httpx2.Response) -> None:
-            if response.status_code in (401, 403):
-                self._auth_refused = response.status_code
+            self._auth_refused = response.status_code if response.status_code in (401, 403) else None
 
         timeout = httpx2.Timeout(self.config.call_timeout_s, connect=self.config.connect_timeout_s)
         async with (
@@ -269,10 +268,16 @@ class Link:
                     f"{self.config.call_timeout_s:g} s; its outcome is unknown (search or recall before "
                     "repeating a write)"
                 )
+            elif self._auth_refused is not None:  # e.g. the token was revoked since the start
+                job.fail(self.describe(exc))
             else:
                 job.fail(
                     f"the remote Mentis at {self.config.url} answered with an error: {exc.error.message}"
                 )
+        except Exception as exc:  # this call's own failure (a result that does not match its schema…)
+            job.fail(
+                f"the remote Mentis at {self.config.url}: {job.name} failed: {type(exc).__name__}: {exc}"
+            )
         else:
             job.result = result
             job.done.set()
