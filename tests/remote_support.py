@@ -35,19 +35,19 @@ def make_token(db_path: Path, agent: str, scope: str = "write") -> str:
 
 
 @asynccontextmanager
-async def http_server(env: dict[str, str], bind: str = "127.0.0.1:0") -> AsyncIterator[str]:
+async def http_server(env: dict[str, str], bind: str = "127.0.0.1:0", *extra: str) -> AsyncIterator[str]:
     """`mentis serve --http BIND` on the test's store; yields its MCP URL once the banner is out.
     Stopped (terminated and waited for) on exit."""
-    async with http_server_process(env, bind) as (url, _):
+    async with http_server_process(env, bind, *extra) as (url, _):
         yield url
 
 
 @asynccontextmanager
 async def http_server_process(
-    env: dict[str, str], bind: str = "127.0.0.1:0"
+    env: dict[str, str], bind: str = "127.0.0.1:0", *extra: str
 ) -> AsyncIterator[tuple[str, anyio.abc.Process]]:
     """:func:`http_server`, yielding the child process too."""
-    process = await anyio.open_process([*MENTIS, "serve", "--http", bind], env=env)
+    process = await anyio.open_process([*MENTIS, "serve", "--http", bind, *extra], env=env)
     try:
         url = await _banner_url(process)
         yield f"{url}/mcp", process

@@ -178,6 +178,27 @@ async def test_a_token_revoked_while_the_proxy_runs_gives_a_clear_error_naming_t
     assert "[unavailable]" in error_text(refused) and "refused the token (HTTP 401)" in error_text(refused)
 
 
+@pytest.mark.anyio
+async def test_https_with_a_private_ca_works_with_ca_file_and_fails_clearly_without(
+    mentis_env: dict[str, str], proxy_env: dict[str, str], tmp_path: Path
+) -> None:
+    from mentis.tls import self_signed
+
+    cert, key = self_signed(tmp_path / "tls")
+    with anyio.fail_after(90):
+        async with http_server(
+            mentis_env, "127.0.0.1:0", "--tls-cert", str(cert), "--tls-key", str(key)
+        ) as url:
+            assert url.startswith("https://")
+            untrusted = await anyio.run_process(
+                [*MENTIS, "serve", "--remote", url], env=proxy_env, check=False
+            )
+            assert untrusted.returncode == 12
+            assert b"TLS failed" in untrusted.stderr and b"--ca-file" in untrusted.stderr
+            async with Client(proxy_params(url, proxy_env, "--ca-file", str(cert))) as proxy:
+                assert ok(await proxy.call_tool("search", {"query": "cart total"}))["tasks"] == []
+
+
 def test_a_refused_token_stops_the_proxy_at_start_with_a_clear_error(
     mentis_env: dict[str, str], proxy_env: dict[str, str]
 ) -> None:

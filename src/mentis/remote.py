@@ -140,6 +140,16 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
+def _tls_cause(exc: BaseException) -> ssl.SSLError | None:
+    """The TLS error under ``exc`` (httpx wraps it in a ConnectError), if any."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 @dataclass(eq=False)
 class _Call:
     """One forwarded call: the Link's task fills in ``result`` or ``error`` and sets ``done``."""
@@ -210,14 +220,15 @@ class Link:
             )
         causes = []
         for leaf in _leaves(exc):
-            if isinstance(leaf, httpx2.ConnectError | httpx2.ConnectTimeout):
+            tls = _tls_cause(leaf)
+            if tls is not None:
+                causes.append(f"TLS failed ({tls.reason or tls}); for a private CA pass --ca-file")
+            elif isinstance(leaf, httpx2.ConnectError | httpx2.ConnectTimeout):
                 causes.append(f"cannot connect ({leaf or type(leaf).__name__})")
             elif isinstance(leaf, httpx2.TimeoutException):
                 causes.append("no answer in time")
             elif isinstance(leaf, MCPError):
                 causes.append(f"MCP error {leaf.code}: {leaf.error.message}")
-            elif isinstance(leaf, ssl.SSLError):
-                causes.append(f"TLS failed ({leaf}); for a private CA pass --ca-file")
             else:
                 causes.append(f"{type(leaf).__name__}: {leaf}")
         return f"{where} is unavailable: {'; '.join(dict.fromkeys(causes)) or 'connection closed'}"
