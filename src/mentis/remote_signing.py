@@ -38,6 +38,7 @@ from mentis.errors import Forbidden, InvalidInput
 from mentis.remote import Forward, Link
 from mentis.signed_writes import PHASES
 
+_PHASE_PREFIX = re.compile(r"^Error executing tool (prepare_write|signed_write): ")
 _ERROR_CODE = re.compile(r"^Error executing tool [^:]*: \[([a-z_]+)\] ")
 
 
@@ -87,7 +88,7 @@ class RemoteSigner:
             for attempt in (1, 2):
                 prepared = await self.link.call("prepare_write", {"tool": name, "arguments": arguments})
                 if prepared.is_error:
-                    return prepared
+                    return as_tool(prepared, name)
                 fields, body_hash = check_prepared(name, arguments, prepared.structured_content)
                 signer = self._signer_for(fields.agent)
                 key_id, sig = signer.sign(fields)
@@ -110,8 +111,18 @@ class RemoteSigner:
                 signer.restart()
                 if attempt == 1 and error_code(done) == "conflict":
                     continue
-                return done
+                return as_tool(done, name)
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def as_tool(result: CallToolResult, name: str) -> CallToolResult:
+    """A phase's tool error as the tool's own: ``Error executing tool <name>: [code] …``, the
+    form a direct call of ``name`` gives."""
+    first = result.content[0] if result.content else None
+    if not result.is_error or not isinstance(first, TextContent):
+        return result
+    text = _PHASE_PREFIX.sub(f"Error executing tool {name}: ", first.text, count=1)
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
 def unwrap(done: CallToolResult) -> CallToolResult:
