@@ -12,7 +12,7 @@ from mcp_types import CallToolResult, TextContent
 
 from mentis.errors import InvalidInput
 from mentis.memory import Caller, Memory
-from mentis.remote_signing import check_prepared, error_code, same
+from mentis.remote_signing import as_tool, check_prepared, error_code, same
 
 from .conftest import REPO
 from .signing_support import prepare
@@ -99,3 +99,21 @@ def test_the_error_code_is_read_from_a_mentis_tool_error_only() -> None:
     )
     assert error_code(result("Error executing tool x: [conflict] y", is_error=False)) is None
     assert error_code(result("something else [conflict]")) is None
+
+
+def test_a_phases_error_is_given_the_callers_tool_name_and_nothing_else_changes() -> None:
+    def result(text: str, is_error: bool = True) -> CallToolResult:
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=is_error)
+
+    renamed = as_tool(
+        result("Error executing tool prepare_write: [not_found] no attempt x"), "forget_attempt"
+    )
+    assert (
+        renamed.content[0].model_dump()["text"]
+        == "Error executing tool forget_attempt: [not_found] no attempt x"
+    )
+    assert renamed.is_error
+    other = result("Error executing tool search: [query] prepare_write")
+    assert as_tool(other, "record_attempt") is other
+    fine = result("Error executing tool signed_write: [x] y", is_error=False)
+    assert as_tool(fine, "record_attempt") is fine
