@@ -119,10 +119,10 @@ def as_tool(result: CallToolResult, name: str) -> CallToolResult:
     """A phase's tool error as the tool's own: ``Error executing tool <name>: [code] …``, the
     form a direct call of ``name`` gives."""
     first = result.content[0] if result.content else None
-    if not result.is_error or not isinstance(first, TextContent):
+    if not result.is_error or not isinstance(first, TextContent) or not _PHASE_PREFIX.match(first.text):
         return result
     text = _PHASE_PREFIX.sub(f"Error executing tool {name}: ", first.text, count=1)
-    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+    return result.model_copy(update={"content": [TextContent(type="text", text=text), *result.content[1:]]})
 
 
 def unwrap(done: CallToolResult) -> CallToolResult:
