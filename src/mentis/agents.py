@@ -148,7 +148,7 @@ class Registry:
         if agent is None:
             raise RegistryError(f"no agent {agent_id!r} is registered; register it first")
         if agent.disabled_at is not None:
-            raise RegistryError(f"agent {agent_id!r} is disabled")
+            raise RegistryError(f"agent {agent_id!r} is disabled (for good: register a new agent id)")
         return agent
 
     def _key_add(self, body: dict[str, Any], agent_id: str, at: str, by: str) -> None:

@@ -12,7 +12,8 @@ chain starts at seq 0 with an empty prev and each block of a chain starts where 
 ended, the chains are exactly those in ``heads`` and end at the recorded heads, every missing body
 is listed by a forget tombstone of its chain, no body row lies outside the entries' rowids
 (inside them, each block counts its own), no two attempts or thoughts share an id, and every record
-a body targets is an earlier record of the body's own chain (:func:`ledger_scan.link_error`).
+a body targets is an earlier record of the body's own chain (:func:`ledger_scan.link_error`), and
+the signed entries and the agent registry pass :func:`sqlite_sigstitch.signatures_verify`.
 
 :func:`parallel_verify` returns the reports :func:`mentis.ledger.verify_rows` would return, or
 ``None``: for a small store, for a file whose ledger tables were not created by this schema, and
@@ -47,9 +48,10 @@ from mentis.errors import IntegrityError
 from mentis.ledger import KINDS, VERSION, ChainReport, erased_seqs, verify_rows
 from mentis.store import ledger_scan
 from mentis.store.core import ENTRY_COLS
+from mentis.store.sqlite_sigstitch import signatures_verify
 
 if TYPE_CHECKING:
-    from mentis.store.ledger_scan import BlockScan
+    from mentis.store.ledger_scan import BlockScan, Signed
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +101,6 @@ def parallel_verify(
     """
     workers = min(MAX_WORKERS, _cpus() - 1) if _python_runs_workers() else 0
     lo, hi = _rowid_range(conn, "entries")
-    if ledger_scan.AGENTS_CHAIN in heads:
-        return None  # the block scans do not check signatures or the registry's rules yet
     if workers < 1 or lo is None or hi is None or hi - lo + 1 < PARALLEL_MIN_ENTRIES:
         return None
     try:
@@ -263,10 +263,12 @@ def _stitch(scans: list[BlockScan | None], heads: dict[str, tuple[int, str]]) ->
     erased: dict[str, set[int]] = {}
     records: dict[str, tuple[str, str, int]] = {}  # attempt or thought id → (chain, kind, seq)
     links: list[tuple[str, int, str, str]] = []
+    signed: list[Signed] = []
     for scan in scans:
         if scan is None:
             return None
-        spans, block_missing, tombstones, block_records, block_links = scan
+        spans, block_missing, tombstones, block_records, block_links, block_signed = scan
+        signed.append(block_signed)
         for id_, chain, kind, seq in block_records:
             if records.setdefault(id_, (chain, kind, seq)) != (chain, kind, seq):
                 return None  # one id, two records
@@ -285,6 +287,8 @@ def _stitch(scans: list[BlockScan | None], heads: dict[str, tuple[int, str]]) ->
     if tails.keys() != heads.keys():
         return None
     if any(ledger_scan.link_error(records, *link) is not None for link in links):
+        return None
+    if not signatures_verify(signed):
         return None
     reports = []
     for chain, (next_seq, last_hash) in tails.items():
