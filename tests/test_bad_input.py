@@ -497,8 +497,72 @@ CASES += [
         ("line 3", "importance"),
         id="bad-line-writes-nothing",
     ),
+    Bad("register_agent", {"agent_id": "__agents__"}, ("agent_id",), id="reserved-id"),
+    Bad("register_agent", {"agent_id": "a", "aliases": "b"}, ("aliases",), id="aliases-not-a-list"),
+    Bad(
+        "add_agent_key",
+        {"agent_id": "seed-agent", "public_key": "AAAA"},
+        ("public_key", "32 bytes"),
+        id="short-key",
+    ),
+    Bad(
+        "add_agent_key",
+        {"agent_id": "nobody", "public_key": "A" * 43},
+        ("nobody", "register it first"),
+        "not_found",
+        id="unregistered-agent",
+    ),
+    Bad(
+        "revoke_agent_key", {"agent_id": "a", "key_id": "rsa:1", "reason": "x"}, ("key_id",), id="bad-key-id"
+    ),
+    Bad("revoke_agent_key", {"agent_id": "a", "key_id": "ed25519:" + "0" * 32}, ("reason",), id="no-reason"),
+    Bad(
+        "disable_agent",
+        {"agent_id": "nobody", "reason": "gone"},
+        ("nobody",),
+        "not_found",
+        id="unknown-agent",
+    ),
+    Bad("list_agents", {"all": True}, ("all",), id="unknown-field"),
+    Bad("show_agent", {"agent_id": "nobody"}, ("nobody",), "not_found", id="unknown-agent"),
 ]
 
+_SIG = "s1." + "a" * 32 + ".0.-." + "A" * 86
+
+
+def _signed(**changes: Any) -> dict[str, Any]:
+    args = {
+        "tool": "record_attempt",
+        "arguments": _record(),
+        "id": "9b2c6a4e-0f7e-4a53-9d55-3d1b4c0f2a11",
+        "at": "2026-01-02T03:04:05.000000Z",
+        "key_id": "ed25519:" + "0" * 32,
+        "sig": _SIG,
+        **changes,
+    }
+    return {k: v for k, v in args.items() if v is not _DROP}
+
+
+CASES += [
+    Bad("prepare_write", {"tool": "search", "arguments": _search()}, ("tool", "writes nothing"), id="a-read"),
+    Bad(
+        "prepare_write",
+        {"tool": "import_memory_md", "arguments": {"repository": REPO, "markdown": "## Decision\n- a\n"}},
+        ("tool", "one signature covers one entry"),
+        id="multi-append",
+    ),
+    Bad(
+        "prepare_write",
+        {"tool": "record_attempt", "arguments": _record(observation=_DROP)},
+        ("observation", "required"),
+        id="the-tools-own-field",
+    ),
+    Bad("prepare_write", {"tool": "record_attempt"}, ("arguments", "required"), id="missing-arguments"),
+    Bad("signed_write", _signed(), ("at", "server's clock"), id="stale-time"),
+    Bad("signed_write", _signed(at="yesterday"), ("at", "ISO 8601"), id="unreadable-time"),
+    Bad("signed_write", _signed(sig="s1.abc"), ("sig must be s1.", "86 base64url"), id="malformed-envelope"),
+    Bad("signed_write", _signed(tool="no_such_tool"), ("tool", "no operation named"), id="unknown-tool"),
+]
 TOOLS = {op.name for op in OPERATIONS}
 assert {case.tool for case in CASES} == TOOLS
 

@@ -282,7 +282,7 @@ def test_token_rules_are_checked_when_it_is_created(db_path: Path) -> None:
     with pytest.raises(InvalidInput, match="whitespace"):
         store.create(scope="read", repositories=(" github.com/x",))
     _, admin = store.create(scope="admin", repositories=(REPO,))
-    assert admin.caller() == Caller(agent_id=admin.agent, can_write=True, repositories=None)
+    assert admin.caller() == Caller(agent_id=admin.agent, can_write=True, repositories=None, admin=True)
     _, read = store.create(scope="read", repositories=(REPO, "github.com/acme/*"), agent="r")
     assert read.caller() == Caller(agent_id="r", can_write=False, repositories=(REPO, "github.com/acme/*"))
     store.revoke(read.id)

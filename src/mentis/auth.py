@@ -87,7 +87,7 @@ class TokenInfo:
 
     def caller(self) -> Caller:
         if self.scope == "admin":
-            return Caller(agent_id=self.agent, can_write=True, repositories=None)
+            return Caller(agent_id=self.agent, can_write=True, repositories=None, admin=True)
         return Caller(agent_id=self.agent, can_write=self.scope == "write", repositories=self.repositories)
 
     def to_json(self) -> dict[str, object]:

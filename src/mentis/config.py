@@ -9,6 +9,8 @@
 - ``MENTIS_RERANKER``: ``off`` (default) or ``openai`` (LLM usefulness rerank, see
   ``mentis.retrieval.rerank``)
 - ``MENTIS_AGENT_ID``: the agent identity for writes over stdio and from the CLI
+- ``MENTIS_SIGNING_KEY``: an Ed25519 private key (PEM) registered in the agent registry; the
+  process signs its agent's writes with it (``mentis.local_signing``)
 - the providers' ``MENTIS_EMBED_*``, ``MENTIS_RERANK_*`` and ``OPENROUTER_API_KEY`` (kept as given in
   :attr:`Settings.providers`; each provider checks its own when it is built, see
   ``mentis.embed.openai`` and ``mentis.retrieval.rerank``)
@@ -36,6 +38,7 @@ class Settings:
     agent_id: str | None = None
     database_url: str | None = None
     reranker: str = "off"
+    signing_key: Path | None = None
     providers: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     @property
@@ -58,6 +61,7 @@ class Settings:
             agent_id=os.environ.get("MENTIS_AGENT_ID") or None,
             database_url=None if db else os.environ.get("MENTIS_DATABASE_URL") or None,
             reranker=os.environ.get("MENTIS_RERANKER", "").strip().lower() or "off",
+            signing_key=Path(key).expanduser() if (key := os.environ.get("MENTIS_SIGNING_KEY")) else None,
             providers={k: v for k, v in os.environ.items() if k.startswith(PROVIDER_VARIABLES)},
         )
 

@@ -24,11 +24,12 @@ import orjson
 import rfc8785
 
 from mentis.errors import IntegrityError, InvalidInput
+from mentis.sigcheck import SignatureCheck
 from mentis.store.ledger_scan import RECORD_ID, body_links, link_error
 
 VERSION = 1
 MAX_SAFE_INT = 2**53 - 1
-KINDS = frozenset({"attempt", "correction", "forget", "thought"})
+KINDS = frozenset({"agent", "attempt", "correction", "forget", "thought"})
 """Entry kinds this version writes and reads. Unknown kinds fail verification."""
 
 _SORT = orjson.OPT_SORT_KEYS
@@ -238,12 +239,17 @@ def _fail(chain: str, seq: int, what: str) -> IntegrityError:
     )
 
 
-def verify_rows(rows: Iterable[Row], heads: dict[str, tuple[int, str]] | None = None) -> list[ChainReport]:
+def verify_rows(
+    rows: Iterable[Row], heads: dict[str, tuple[int, str]] | None = None, *, signatures: bool = False
+) -> list[ChainReport]:
     """Verify ledger rows; raise IntegrityError at the first mismatch.
 
-    Rows may interleave chains (a store's rowid order) as long as each chain's entries come in
-    seq order. ``heads`` (chain → (seq, hash)), when given, is the store's record of each chain's
-    head; a chain whose last entry differs from it (truncation) or a head with no chain fails.
+    Rows come in ledger order (a store's rowid order, an export's line order): chains interleave
+    and each chain's entries come in seq order. Signed entries and the agent registry are checked
+    as :mod:`mentis.sigcheck` says: the last signature of each signing stream, or with
+    ``signatures`` every signature. ``heads`` (chain → (seq, hash)), when given, is the store's
+    record of each chain's head; a chain whose last entry differs from it (truncation) or a head
+    with no chain fails.
 
     Each body must also stand in its own chain (:func:`mentis.store.ledger_scan.body_links`): it
     names the entry's chain and, for an attempt or thought, the entry's id, and it targets only
@@ -254,6 +260,7 @@ def verify_rows(rows: Iterable[Row], heads: dict[str, tuple[int, str]] | None = 
     stray: dict[str, int] = {}
     sha256 = hashlib.sha256
     dumps = orjson.dumps
+    signed = SignatureCheck(every=signatures)
     for v, chain, seq, kind, id_, at, agent, prev, body_hash, key_id, sig, hash_, body in rows:
         report = reports.get(chain)
         if report is None:
@@ -281,8 +288,10 @@ def verify_rows(rows: Iterable[Row], heads: dict[str, tuple[int, str]] | None = 
             raise _fail(chain, seq, "an entry column holds a value of the wrong type") from None
         if hashed != hash_:
             raise _fail(chain, seq, "entry hash does not match its contents")
-        if sig is not None:
-            raise _fail(chain, seq, "signed entries are not supported by this version")
+        if (sig is not None or key_id is not None or signed.registry.events) and (
+            failed := signed.entry(chain, seq, kind, id_, at, agent, body_hash, key_id, sig)
+        ):
+            raise _fail(*failed)
         if kind in RECORD_ID:
             first = records.setdefault(id_, (chain, kind, seq))
             if first != (chain, kind, seq):
@@ -306,11 +315,15 @@ def verify_rows(rows: Iterable[Row], heads: dict[str, tuple[int, str]] | None = 
                     raise _fail(chain, seq, why)
             if kind == "forget":
                 report._erased.update(erased_seqs(chain, seq, body))
+        if kind == "agent" and (failed := signed.registry_event(chain, seq, body)):
+            raise _fail(*failed)
         report.entries += 1
         report.head_seq = seq
         report.head_hash = hash_
     for report in reports.values():
         _close(report)
+    if failed := signed.finish():
+        raise _fail(*failed)
     if heads is not None:
         for chain, (seq, hash_) in heads.items():
             r = reports.get(chain)

@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools.base import Tool
@@ -131,7 +132,7 @@ def _unparseable_reply(exc: Exception) -> SessionMessage:
     return SessionMessage(error)
 
 
-async def run_stdio(server: MCPServer[Memory]) -> None:
+async def run_stdio(server: MCPServer[Memory] | Server[Any]) -> None:
     """Serve MCP over stdio, answering unparseable lines instead of dropping them.
 
     mcp 2.3.0's stdio transport hands such a line on as an exception, which the dispatcher only
@@ -141,7 +142,7 @@ async def run_stdio(server: MCPServer[Memory]) -> None:
     # streams of our own: run_stdio_async() opens stdio itself, its low-level Server is reachable
     # only as `_lowlevel_server`, and the dispatcher's on_stream_exception hook is not exposed on
     # the server side (server middleware sees messages, never a stream exception).
-    lowlevel = server._lowlevel_server
+    lowlevel = server._lowlevel_server if isinstance(server, MCPServer) else server
     async with stdio_server() as (read_stream, write_stream):
         send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](16)
 

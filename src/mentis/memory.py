@@ -16,11 +16,13 @@ import numpy as np
 import orjson
 
 from mentis import retrieval
+from mentis.agent_ops import AgentOps
 from mentis.browse import BrowseOps
 from mentis.config import Settings
 from mentis.embed import Embedder, load_embedder
 from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
 from mentis.ledger import Entry, canonical, entry_rows, verify_rows
+from mentis.local_signing import LocalSigning
 from mentis.model import (
     AttemptPreview,
     ChainResult,
@@ -46,8 +48,16 @@ from mentis.records import AttemptBody, CheckBody, CodeContextBody, CorrectionBo
 from mentis.records import attempt_text as attempt_text
 from mentis.retrieval import pipeline
 from mentis.retrieval.rerank import Reranker, RerankFailed, RerankItem, apply_rerank, load_reranker
-from mentis.service import Caller, ServiceContext, may_read, may_write, open_store, secret_warnings
-from mentis.signing import write_at, write_id
+from mentis.service import (
+    Caller,
+    ServiceContext,
+    may_admin,
+    may_read,
+    may_write,
+    open_store,
+    secret_warnings,
+)
+from mentis.signing import AGENTS_CHAIN, write_at, write_id
 from mentis.staleness import StaleInput, StaleResult, stale_attempts
 from mentis.stats import StatsInput, StatsResult, collect_stats
 from mentis.store.base import Store, StoredAttempt
@@ -346,10 +356,13 @@ class AttemptOps:
 
     # ------------------------------------------------------------ integrity, export, import, rebuild
 
-    def verify_integrity(self, caller: Caller, repository: str | None = None) -> VerifyResult:
+    def verify_integrity(
+        self, caller: Caller, repository: str | None = None, signatures: bool = False
+    ) -> VerifyResult:
+        """Verify the ledger (with ``signatures``, every signature rather than each stream's last)."""
         may_read(caller, repository)
         try:
-            verified = self.store.verify()
+            verified = self.store.verify(signatures=signatures)
         except IntegrityError as exc:
             if exc.chain is None or caller.sees(exc.chain):
                 raise
@@ -375,13 +388,26 @@ class AttemptOps:
         repository: str | None = None,
         progress: Callable[[int], None] | None = None,
     ) -> int:
-        """Write the ledger and bodies as JSONL; returns the number of entries written."""
+        """Write the ledger and bodies as JSONL; returns the number of entries written.
+
+        The agent registry goes with every export, so its signatures verify offline; a signing
+        stream verifies only whole, so an export that would split one is refused."""
         may_read(caller, repository)
-        items = [
-            (e, body)
-            for e, body in self.store.iter_ledger()
-            if caller.sees(e.chain) and (repository is None or e.chain == repository)
-        ]
+        items, left = [], set()
+        for e, body in self.store.iter_ledger():
+            if e.chain == AGENTS_CHAIN or (
+                caller.sees(e.chain) and (repository is None or e.chain == repository)
+            ):
+                items.append((e, body))
+            elif e.sig is not None:
+                left.add(e.sig[3:35])  # the envelope's stream
+        split = left & {e.sig[3:35] for e, _ in items if e.sig is not None}
+        if split:
+            raise InvalidInput(
+                "a signing stream in this export also signed entries of repositories left out of it, "
+                "and a stream verifies only whole; export every repository the agents wrote to",
+                field="repository",
+            )
         heads: dict[str, list[Any]] = {}
         for e, _ in items:
             heads[e.chain] = [e.seq, e.hash]
@@ -409,8 +435,11 @@ class AttemptOps:
         ``progress`` is told how many attempts and thoughts each embedding batch held."""
         items, heads = read_export(lines)
         for chain in heads:
-            may_write(caller, chain)
-        verify_rows(entry_rows(sorted(items, key=lambda i: (i[0].chain, i[0].seq))), heads)
+            if chain == AGENTS_CHAIN:
+                may_admin(caller)
+            else:
+                may_write(caller, chain)
+        verify_rows(entry_rows(items), heads)  # in the export's order: the ledger's
 
         def embed(texts: Sequence[str]) -> np.ndarray:
             vectors = self.ctx.embed(texts)
@@ -523,6 +552,21 @@ class Memory:
         self.repository_overview, self.task_page = b.repository_overview, b.task_page
         self.task_timeline = b.task_timeline
         self.warm_up, self.close = self.ctx.warm_up, self.ctx.close
+        self.agents = AgentOps(self.ctx)
+        g = self.agents
+        self.register_agent, self.add_agent_key, self.revoke_agent_key = (
+            g.register_agent, g.add_agent_key, g.revoke_agent_key,
+        )  # fmt: skip
+        self.disable_agent, self.list_agents, self.show_agent = g.disable_agent, g.list_agents, g.show_agent
+        self.local_signing = LocalSigning.from_settings(store, self.ctx.settings)
+        if self.local_signing is not None:
+            if self.ctx.settings.agent_id is None:
+                self.ctx.settings = replace(self.ctx.settings, agent_id=self.local_signing.agent)
+            from mentis.operations import OPERATIONS  # it imports this module
+
+            for op in OPERATIONS:  # every write an operation makes: signed once, here
+                if op.writes and hasattr(self, op.name):  # prepare/signed_write carry their own signature
+                    setattr(self, op.name, self.local_signing.wrap(getattr(self, op.name)))
         self.store, self.embedder, self.settings = store, embedder, self.ctx.settings
 
     @classmethod

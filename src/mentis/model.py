@@ -330,6 +330,7 @@ class MemoryMdImportInput(Strict):
 
 class VerifyInput(Strict):
     repository: Identifier | None = None
+    signatures: bool = False
 
 
 def parse(model: type[M], data: dict[str, Any]) -> M:

@@ -13,6 +13,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from mentis.agent_ops import (
+    AddAgentKeyInput,
+    AgentOut,
+    AgentResult,
+    DisableAgentInput,
+    ListAgentsInput,
+    ListAgentsResult,
+    RegisterAgentInput,
+    RevokeAgentKeyInput,
+    ShowAgentInput,
+)
 from mentis.memory import Caller, Memory
 from mentis.model import (
     AppendThoughtInput,
@@ -45,6 +56,14 @@ from mentis.model import (
     TraverseResult,
     VerifyInput,
     VerifyResult,
+)
+from mentis.signed_writes import (
+    PrepareWriteInput,
+    PrepareWriteResult,
+    SignedWriteInput,
+    SignedWriteResult,
+    prepare_write,
+    signed_write,
 )
 from mentis.stats import StatsInput, StatsResult
 
@@ -126,9 +145,10 @@ OPERATIONS: tuple[Operation, ...] = (
         "verify_integrity",
         VerifyInput,
         VerifyResult,
-        lambda m, c, r: m.verify_integrity(c, r.repository),
-        "Verify the hash chains of the ledger (all repositories, or one). Fails with the chain, "
-        "seq and what did not match when the store was altered.",
+        lambda m, c, r: m.verify_integrity(c, r.repository, r.signatures),
+        "Verify the hash chains of the ledger (all repositories, or one) and its signatures (each "
+        "signing stream's last one; every one with signatures=true). Fails with the chain, seq and "
+        "what did not match when the store was altered.",
     ),
     Operation(
         "stats",
@@ -210,6 +230,81 @@ OPERATIONS: tuple[Operation, ...] = (
         "malformed line rejects the whole file and nothing is written.",
         writes=True,
     ),
+    Operation(
+        "prepare_write",
+        PrepareWriteInput,
+        PrepareWriteResult,
+        prepare_write,
+        "Remote signing, phase 1: run a write tool (record_attempt, mark_conclusion_outdated, "
+        "forget_attempt, append_thought, forget_thought, ...) up to its ledger entry without writing "
+        "anything, and return the entry's unsigned fields (chain, kind, id, at, agent, body_hash) and "
+        "its body, for a client holding the agent's key to check and sign (`mentis serve --remote` "
+        "does this for you).",
+    ),
+    Operation(
+        "signed_write",
+        SignedWriteInput,
+        SignedWriteResult,
+        signed_write,
+        "Remote signing, phase 2: run the write tool with the id and time prepare_write gave and the "
+        "client's signature (key_id, sig envelope); the store verifies the signature against the "
+        "agent's registered key before it writes. Returns the tool's own result.",
+        writes=True,
+    ),
 )
+
+AGENT_OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "register_agent",
+        RegisterAgentInput,
+        AgentResult,
+        lambda m, c, r: m.register_agent(c, r),
+        "Admin: register an agent (id, display name, description, aliases) in the agent registry.",
+        writes=True,
+    ),
+    Operation(
+        "add_agent_key",
+        AddAgentKeyInput,
+        AgentResult,
+        lambda m, c, r: m.add_agent_key(c, r),
+        "Admin: add an Ed25519 public key (base64url of its 32 bytes) to an agent. From then on "
+        "every write by that agent must be signed by one of its active keys.",
+        writes=True,
+    ),
+    Operation(
+        "revoke_agent_key",
+        RevokeAgentKeyInput,
+        AgentResult,
+        lambda m, c, r: m.revoke_agent_key(c, r),
+        "Admin: revoke an agent's key, with the reason. It stays on record; signatures the store "
+        "accepted before the revocation stay valid, later writes signed with it are refused.",
+        writes=True,
+        destructive=True,
+    ),
+    Operation(
+        "disable_agent",
+        DisableAgentInput,
+        AgentResult,
+        lambda m, c, r: m.disable_agent(c, r),
+        "Admin: disable an agent, with the reason: every later write by it is refused.",
+        writes=True,
+        destructive=True,
+    ),
+    Operation(
+        "list_agents",
+        ListAgentsInput,
+        ListAgentsResult,
+        lambda m, c, r: m.list_agents(c, r),
+        "List the registered agents with their keys (public keys, when added, revoked and why).",
+    ),
+    Operation(
+        "show_agent",
+        ShowAgentInput,
+        AgentOut,
+        lambda m, c, r: m.show_agent(c, r),
+        "Show one registered agent (by id or alias) with its keys.",
+    ),
+)
+OPERATIONS += AGENT_OPERATIONS
 
 BY_NAME = {op.name: op for op in OPERATIONS}

@@ -18,6 +18,7 @@ from mentis.embed import Embedder, check_vectors
 from mentis.embed.batcher import EmbedBatcher, lock_path_for
 from mentis.errors import ConfigError, Forbidden
 from mentis.retrieval.rerank import Reranker
+from mentis.signing import RESERVED_PREFIX
 from mentis.store.base import Store
 from mentis.store.sqlite import SqliteStore
 
@@ -36,12 +37,14 @@ def open_store(settings: Settings, dim: int) -> Store:
 
 @dataclass(frozen=True)
 class Caller:
-    """Who is calling. ``repositories`` None means every repository (local, unscoped use)."""
+    """Who is calling. ``repositories`` None means every repository (local, unscoped use);
+    ``admin`` may manage the agent registry (an admin token, or the local user)."""
 
     agent_id: str
     session_id: str | None = None
     can_write: bool = True
     repositories: tuple[str, ...] | None = None
+    admin: bool = False
 
     def sees(self, repository: str) -> bool:
         if self.repositories is None:
@@ -66,11 +69,20 @@ def may_read(caller: Caller, repository: str | None) -> None:
 
 
 def may_write(caller: Caller, repository: str) -> None:
-    """The write-scope rule: a token with write scope, over this repository."""
+    """The write-scope rule: a token with write scope, over this repository (never a system
+    chain: names starting with ``__`` are reserved)."""
+    if repository.startswith(RESERVED_PREFIX):
+        raise Forbidden(f"repository {repository!r}: names starting with {RESERVED_PREFIX} are reserved")
     if not caller.can_write:
         raise Forbidden("this caller may only read; use a token with write scope")
     if not caller.sees(repository):
         raise Forbidden(f"this caller may not write to repository {repository!r}")
+
+
+def may_admin(caller: Caller) -> None:
+    """The admin rule (the agent registry): an admin token over HTTP; the local user on stdio and the CLI."""
+    if not caller.admin:
+        raise Forbidden("managing agents and keys needs admin scope; use a token created with --scope admin")
 
 
 def resolve_caller(
@@ -83,10 +95,11 @@ def resolve_caller(
     """Who is calling (DESIGN §2), never taken from a tool argument: the caller a transport
     authenticated (a token's agent and scope) when there is one; else ``MENTIS_AGENT_ID``
     (``settings.agent_id``, from the harness config); else the name the MCP client reported
-    over stdio; else the transport's ``default`` name."""
+    over stdio; else the transport's ``default`` name. A caller no transport authenticated is the
+    local user (stdio, the CLI, HTTP with ``--no-auth`` on loopback), and so an admin."""
     if authenticated is not None:
         return authenticated
-    return Caller(agent_id=settings.agent_id or client_name or default)
+    return Caller(agent_id=settings.agent_id or client_name or default, admin=True)
 
 
 def secret_warnings(*texts: str, forget: str = "forget_attempt") -> list[str]:

@@ -293,11 +293,23 @@ class Prepared(Exception):
     def __init__(self, fields: Unsigned) -> None:
         super().__init__("prepared")
         self.fields = fields
+        self.body: bytes | None = None
+        """The entry's body (canonical JSON), set by :func:`sign_append` on its way out."""
 
 
 def capture(fields: Unsigned) -> tuple[str, str]:
     """Phase 1 of a remote signed write: stop the write, carrying the fields to sign out of it."""
     raise Prepared(fields)
+
+
+def sign_append(sign: Sign, fields: Unsigned, body: bytes) -> tuple[str, str]:
+    """What the store's append point calls: ``sign(fields)``; a :class:`Prepared` raised by
+    :func:`capture` leaves carrying ``body`` too, so phase 1 can show the client what it signs."""
+    try:
+        return sign(fields)
+    except Prepared as prepared:
+        prepared.body = body
+        raise
 
 
 def presigned(key_id: str, envelope: str) -> Sign:

@@ -26,9 +26,12 @@ def verify_integrity(
     db: DbOpt = None,
     as_json: JsonOpt = False,
     repository: Annotated[str | None, typer.Option("--repo", "-r", help="Only this chain.")] = None,
+    signatures: Annotated[
+        bool, typer.Option("--signatures", help="Verify every signature, not only each stream's last.")
+    ] = False,
 ) -> None:
     """Verify every hash chain; exit non-zero (6) naming chain and seq when the store was altered."""
-    run(db, as_json, lambda m, c: m.verify_integrity(c, repository), _print_verify)
+    run(db, as_json, lambda m, c: m.verify_integrity(c, repository, signatures), _print_verify)
 
 
 @commands.command("record", hidden=True)

@@ -67,7 +67,7 @@ def open_memory(db: Path | None) -> Iterator[tuple[Memory, Caller]]:
     with errors():
         memory = Memory.open(config)
         try:
-            yield memory, caller(config)
+            yield memory, caller(memory.settings)  # its agent is the signing key's, when one is set
         finally:
             memory.close()
 

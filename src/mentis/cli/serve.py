@@ -47,12 +47,32 @@ def serve(
             help="Another NAME or NAME:PORT clients may reach the server by (repeatable; no port: this one).",
         ),
     ] = None,
+    remote: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="Serve stdio by forwarding every tool to the Mentis at URL (https://host/mcp); "
+            "signs writes with MENTIS_SIGNING_KEY when set.",
+        ),
+    ] = None,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(help="With --remote: the file holding the bearer token (else $MENTIS_TOKEN)."),
+    ] = None,
+    ca_file: Annotated[
+        Path | None, typer.Option(help="With --remote: PEM CA certificates to trust for the server's TLS.")
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option(min=1, max=3600, help="With --remote: seconds one forwarded call may take.")
+    ] = 120.0,
+    token: Annotated[str | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Run the MCP server over stdio (what coding-agent harnesses launch), or over HTTP with --http.
 
     The store is opened and verified first; a store that does not verify is refused. Over HTTP every
     route but /health needs a bearer token (`mentis token create`); on a store without tokens a
-    first admin token is written to admin.token next to the store (mode 0600).
+    first admin token is written to admin.token next to the store (mode 0600). With --remote URL it
+    opens no store: it serves stdio by forwarding every tool to the Mentis at URL.
     """
     import anyio
 
@@ -60,6 +80,20 @@ def serve(
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     config = settings(db)
+    if token is not None:
+        err.print(
+            "error: --token is refused: other users can read a command line; use --token-file or MENTIS_TOKEN"
+        )
+        raise typer.Exit(2)
+    if remote is not None:
+        if http or bind or no_auth or tls_cert or tls_key or allow_host or db:
+            err.print("error: --remote serves stdio; it takes no --http, HOST:PORT, --db or TLS options")
+            raise typer.Exit(2)
+        _serve_remote(config, remote, token_file, ca_file, timeout)
+        return
+    if token_file or ca_file:
+        err.print("error: --token-file and --ca-file need --remote", highlight=False)
+        raise typer.Exit(2)
     if http:
         _serve_http(config, bind or "", no_auth, tls_cert, tls_key, tuple(allow_host or ()))
         return
@@ -79,6 +113,30 @@ def serve(
         anyio.run(run_stdio, build_server(memory))
     finally:
         memory.close()
+
+
+def _serve_remote(
+    config: Settings, url: str, token_file: Path | None, ca_file: Path | None, timeout: float
+) -> None:
+    import anyio
+
+    from mentis import remote
+
+    with errors():
+        url = remote.check_url(url)
+        target = remote.RemoteConfig(url, remote.read_token(token_file), ca_file, call_timeout_s=timeout)
+        key = config.signing_key
+
+        def ready(found: remote.Remote) -> None:
+            signs = f"; signing writes with {key}" if key else ""
+            err.print(
+                f"mentis: serving MCP on stdio, forwarding {len(found.tools)} tools to {url}{signs}.",
+                highlight=False,
+                soft_wrap=True,
+                markup=False,
+            )
+
+        anyio.run(lambda: remote.serve(target, signing_key=key, agent_id=config.agent_id, ready=ready))
 
 
 def _serve_http(

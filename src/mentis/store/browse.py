@@ -76,7 +76,9 @@ class BrowseReads:
         with self._read() as conn:
             rows = conn.execute(sql).fetchall()
         return [
-            RepositoryRow(str(r[0]), int(r[1]), str(r[2]), str(r[3]), *(int(x) for x in r[4:8])) for r in rows
+            RepositoryRow(str(r[0]), int(r[1]), str(r[2]), str(r[3]), *(int(x) for x in r[4:8]))
+            for r in rows
+            if not str(r[0]).startswith("__")  # system chains (the agent registry) are no repository
         ]
 
     def task_rows(

@@ -28,6 +28,7 @@ from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
 from mentis.ledger import Entry, canonical, entry_hash, seal, sha256_hex
 from mentis.records import AttemptBody, ThoughtBody, tombstone
 from mentis.store.base import AttemptRow, Embed, SqlResult, replay
+from mentis.store.core_agents import AgentCore
 from mentis.store.dialect import Dialect
 from mentis.store.ledger_scan import RECORD_ID
 from mentis.store.recall_limits import RecallBounds
@@ -71,7 +72,7 @@ def check_list(values: Sequence[str], what: str) -> None:
         raise TypeError(f"{what} must be a list, not one string")
 
 
-class RelationalCore:
+class RelationalCore(AgentCore):
     """Ledger appends, attempt derivation and attempt reads (``self`` is the store)."""
 
     D: ClassVar[Dialect]
@@ -138,14 +139,19 @@ class RelationalCore:
     def _append(
         self, conn: Any, chain: str, kind: str, id_: str, at: str, agent: str, body: bytes
     ) -> tuple[int, Entry]:
-        """Append at the chain's head; the caller's write transaction holds the chain's lock."""
+        """Append at the chain's head; the caller's write transaction holds the chain's lock.
+
+        The entry is signed by :func:`mentis.signing.current_sign` when the service set one, and
+        refused (:meth:`AgentCore._enforce`) when the agent registry does not allow it."""
         head = conn.execute(self.D.q("SELECT seq, hash FROM heads WHERE chain=?"), (chain,)).fetchone()
         seq, prev = (0, "") if head is None else (head[0] + 1, head[1])
         body_hash = sha256_hex(body)
+        fields = signing.Unsigned(chain, kind, id_, at, agent, body_hash)
         key_id = sig = None
         sign = signing.current_sign()
         if sign is not None:
-            key_id, sig = sign(signing.Unsigned(chain, kind, id_, at, agent, body_hash))
+            key_id, sig = signing.sign_append(sign, fields, body)
+        self._enforce(conn, fields, key_id, sig)
         entry = seal(
             chain=chain, seq=seq, prev=prev, kind=kind, id=id_, at=at, agent=agent, body_hash=body_hash,
             key_id=key_id, sig=sig,
@@ -210,7 +216,11 @@ class RelationalCore:
                 f"SELECT chain, kind, count(*), max({self.D.bytewise('at')}) FROM entries "
                 "GROUP BY chain, kind ORDER BY chain, kind"
             ).fetchall()
-        return [(str(c), str(k), int(n), str(at)) for c, k, n, at in rows]
+        return [
+            (str(c), str(k), int(n), str(at))
+            for c, k, n, at in rows
+            if not str(c).startswith(signing.RESERVED_PREFIX)
+        ]
 
     def run_sql(
         self,
@@ -228,7 +238,8 @@ class RelationalCore:
 
     def repositories(self) -> list[str]:
         with self._peek() as conn:
-            return [str(c) for (c,) in conn.execute("SELECT chain FROM heads ORDER BY chain")]
+            chains = [str(c) for (c,) in conn.execute("SELECT chain FROM heads ORDER BY chain")]
+        return [c for c in chains if not c.startswith(signing.RESERVED_PREFIX)]
 
     # ------------------------------------------------------------ attempt writes
 
@@ -482,6 +493,7 @@ class RelationalCore:
                     )
             placed = [(self._insert(conn, e, body), e, body) for e, body in items]
             self._replay(conn, placed, embed, None)
+            self._rebuild_sig_streams(conn)
             self._verify_within(conn)
         return len(placed)
 
@@ -495,6 +507,7 @@ class RelationalCore:
             ).fetchall()
             placed = [(int(r[0]), entry_of(r[1:13]), None if r[13] is None else bytes(r[13])) for r in rows]
             self._replay(conn, placed, embed, progress)
+            self._rebuild_sig_streams(conn)
         self._after_rebuild()
         return len(placed)
 

@@ -2,11 +2,17 @@
 
 A *block* is a range of entry rowids. :func:`scan_block` checks every entry in it as
 :func:`mentis.ledger.verify_rows` does: the entry hash recomputed from its columns, the body's
-sha256 against ``body_hash``, the version, the kind, no key id or signature, and seq and prev
-continuity between the entries of one chain inside the block; it also rules out orphan bodies in
-the range. What needs the rest of the ledger goes back to the stitch (``sqlite_verify``): each
-chain's first (seq, prev) and last (seq + 1, hash) in the block, its missing bodies and the bodies
-of its forget tombstones.
+sha256 against ``body_hash``, the version, the kind, and seq and prev continuity between the
+entries of one chain inside the block; it also rules out orphan bodies in the range. What needs
+the rest of the ledger goes back to the stitch (``sqlite_verify``): each chain's first (seq, prev)
+and last (seq + 1, hash) in the block, its missing bodies and the bodies of its forget tombstones.
+
+Signed entries (``key_id`` and ``sig``) are checked as far as a block can: the envelope parses,
+and the statements of one signing stream inside the block link (``n + 1``, ``prev`` = the digest
+of the statement before, one key and one agent). The block reports each stream's first and last
+statement, the registry events it holds and, per agent, the last rowid of an unsigned and of a
+signed entry; ``sqlite_sigstitch`` folds the registry and checks the rest (keys, revocations,
+disabled agents, links across blocks, one signature per stream).
 
 A scan answers ``None`` when the block does not verify *or might not*; the caller then runs the
 reference verifier, which finds the first failing entry and names it. So nothing here words an
@@ -55,16 +61,23 @@ if TYPE_CHECKING:
     """(first seq, its prev, last seq + 1, last hash) of one chain in one block."""
     Link: TypeAlias = tuple[str, str]
     """(target record id, the kind it must be: 'attempt', 'thought' or 'record' for either)."""
+    StreamSpan: TypeAlias = list[Any]
+    """[key_id, agent, first n, first prev, first rowid, last n, last digest, last rowid, last
+    statement's canonical bytes, last signature] of one signing stream in one block."""
+    Signed: TypeAlias = tuple[list[tuple[int, bytes]], dict[str, int], dict[str, int], dict[str, StreamSpan]]
+    """((rowid, body) of each registry event, agent → last rowid of an unsigned entry, agent → last
+    rowid of a signed one, stream → span)."""
     BlockScan: TypeAlias = tuple[
         dict[str, ChainSpan],
         dict[str, list[int]],
         list[tuple[str, int, bytes]],
         list[tuple[str, str, str, int]],
         list[tuple[str, int, str, str]],
+        Signed,
     ]
     """(chain → span, chain → seqs with no body in rowid order, (chain, seq, body) of each forget
     entry that has a body, (id, chain, kind, seq) of each attempt and thought entry, (chain, seq,
-    target id, kind wanted) of each link a body makes)."""
+    target id, kind wanted) of each link a body makes, what the signature stitch needs)."""
 
 CHUNK = 256
 """Rows fetched at a time; the checks that look at many rows at once run once per chunk."""
@@ -77,14 +90,14 @@ MMAP_BYTES = 1 << 30
 SELECT_BLOCK = (
     "SELECT e.agent, e.at, e.body_hash, e.chain, e.id, e.kind, e.prev, "
     "CASE WHEN typeof(e.seq) = 'integer' AND typeof(e.v) = 'integer' AND e.v = ? "
-    "AND e.key_id IS NULL AND e.sig IS NULL THEN e.seq END, e.hash, b.body "
+    "THEN e.seq END, e.hash, b.body, e.key_id, e.sig, e.rowid "
     "FROM entries e LEFT JOIN bodies b ON b.rowid = e.rowid "
     "WHERE e.rowid BETWEEN ? AND ? ORDER BY e.rowid"
 )
-"""The entry document's fields in sorted key order (``v`` is the version asked for), then hash and
-body. ``seq`` comes back NULL unless seq and v are integers, v is the version and the entry has no
-key id and no signature; a NULL seq never links (``seq + 1`` raises, ``!=`` an int is true), so
-those entries are the reference verifier's."""
+"""The entry document's fields in sorted key order but ``key_id`` (``v`` is the version asked for),
+then hash, body, key_id, sig and rowid. ``seq`` comes back NULL unless seq and v are integers and v
+is the version; a NULL seq never links (``seq + 1`` raises, ``!=`` an int is true), so those
+entries are the reference verifier's."""
 
 _ESCAPES = {c: f"\\u{c:04x}" for c in range(0x20)} | {
     0x08: "\\b",
@@ -100,7 +113,11 @@ _NEEDS_ESCAPE = bytes(range(0x20)) + b'"\\'
 
 _FREE_TEXT = itemgetter(0, 1, 3, 4)  # agent, at, chain, id
 _KIND, _BODY = itemgetter(5), itemgetter(9)
+_AGENT, _KEY, _SIG, _ROWID = itemgetter(0), itemgetter(10), itemgetter(11), itemgetter(12)
+_UNSIGNED = {None}
 _sha256 = hashlib.sha256
+_HEX = "0123456789abcdef"
+_B64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 
 
 def quote(value: object) -> str:
@@ -118,14 +135,18 @@ def needs_escape(text: str) -> bool:
 
 RECORD_ID = {"attempt": "attempt_id", "thought": "thought_id"}
 """The body field that names its own entry's id, per entry kind that creates a record."""
+AGENTS_CHAIN = "__agents__"
+"""``mentis.signing.AGENTS_CHAIN`` (this module imports nothing of Mentis: workers run it alone)."""
 
 
 def body_links(chain: str, kind: str, id_: str, body: bytes) -> list[Link] | str:
     """The records a body points at, or why it may not stand in ``chain`` (DESIGN §4, last rule).
 
-    Every body names its own chain (``repository``); an attempt or thought body names its own
-    entry's id. A correction targets an attempt, a forget tombstone one attempt or one thought,
-    a thought's refs any record and its relations thoughts: the caller checks that each target is
+    An agent registry event stands only in :data:`AGENTS_CHAIN` and targets nothing; no other
+    chain name starts with ``__``. Every other body names its own chain (``repository``); an
+    attempt or thought body names its own entry's id. A correction targets an attempt, a forget
+    tombstone one attempt or one thought, a thought's refs any record and its relations thoughts:
+    the caller checks that each target is
     a record of the same chain, appended before. The same rules serve the reference verifier
     (``mentis.ledger``) and the block scans here, so the two cannot disagree.
     """
@@ -137,6 +158,12 @@ def body_links(chain: str, kind: str, id_: str, body: bytes) -> list[Link] | str
         return "body is not JSON"
     if type(doc) is not dict:
         return "body is not a JSON object"
+    if (kind == "agent") != (chain == AGENTS_CHAIN):
+        return f"a {kind} entry may not stand in chain {chain!r} (only agent entries stand in {AGENTS_CHAIN})"
+    if kind == "agent":
+        return []  # a registry event names agents and keys, never another chain's records
+    if chain.startswith("__"):
+        return f"chain {chain!r} is reserved (names starting with __ are system chains)"
     if doc.get("repository") != chain:
         return f"body names repository {doc.get('repository')!r}, not its own chain"
     own = RECORD_ID.get(kind)
@@ -206,6 +233,49 @@ def render_quoted(
     )
 
 
+def parse_envelope(sig: str) -> tuple[str, int, str, str] | None:
+    """``(stream, n, prev, signature)`` of an envelope ``mentis.signing.Envelope.parse`` accepts
+    (``prev`` "" for n = 0), or None (also for some it would accept: the reference then decides)."""
+    parts = sig.split(".")
+    if len(parts) != 5 or parts[0] != "s1":
+        return None
+    _, stream, n, prev, signature = parts
+    if len(stream) != 32 or stream.strip(_HEX) or len(signature) != 86 or signature.strip(_B64URL):
+        return None
+    if not n or len(n) > 16 or n.strip("0123456789") or (n[0] == "0" and n != "0"):
+        return None
+    if n == "0":
+        return (stream, 0, "", signature) if prev == "-" else None
+    if len(prev) != 64 or prev.strip(_HEX):
+        return None
+    return stream, int(n), prev, signature
+
+
+def render_entry_signed(
+    agent: str, at: str, body_hash: str, chain: str, id_: str, key_id: str, kind: str, prev: str, seq: int,
+    v: int,
+) -> str:  # fmt: skip
+    """The document of a signed entry (with ``key_id``), every string escaped."""
+    q = quote
+    return (
+        f'{{"agent":{q(agent)},"at":{q(at)},"body_hash":{q(body_hash)},"chain":{q(chain)},'
+        f'"id":{q(id_)},"key_id":{q(key_id)},"kind":{q(kind)},"prev":{q(prev)},"seq":{seq},"v":{v}}}'
+    )
+
+
+def render_statement(
+    agent: str, at: str, body_hash: str, chain: str, id_: str, key_id: str, kind: str, n: int, prev: str,
+    stream: str,
+) -> bytes:  # fmt: skip
+    """The canonical bytes of a signed statement (``mentis.signing.Statement.canonical``)."""
+    q = quote
+    return (
+        f'{{"agent":{q(agent)},"at":{q(at)},"body_hash":{q(body_hash)},"chain":{q(chain)},'
+        f'"id":{q(id_)},"key_id":{q(key_id)},"kind":{q(kind)},"n":{n},"prev":{q(prev)},'
+        f'"stream":{q(stream)},"v":1}}'
+    ).encode()
+
+
 def scan_block(
     conn: sqlite3.Connection, lo: int, hi: int, kinds: frozenset[str], version: int
 ) -> BlockScan | None:
@@ -228,6 +298,10 @@ class _Scan:
         self.links: list[tuple[str, int, str, str]] = []
         self.rows = 0
         self.bodies = 0
+        self.registry: list[tuple[int, bytes]] = []
+        self.unsigned: dict[str, int] = {}
+        self.signed: dict[str, int] = {}
+        self.streams: dict[str, list[Any]] = {}
 
     def run(self, conn: sqlite3.Connection, lo: int, hi: int) -> BlockScan | None:
         cursor = conn.execute(SELECT_BLOCK, (self.version, lo, hi))
@@ -236,19 +310,31 @@ class _Scan:
             kinds = set(map(_KIND, rows))
             if not kinds <= self.kinds:
                 return None
-            # str.join refuses anything but str, so this also type-checks the fields it joins.
-            plain = not needs_escape("".join(concat.from_iterable(map(_FREE_TEXT, rows))))
-            if not (self.plain(rows) if plain and None not in map(_BODY, rows) else self.careful(rows)):
-                return None
+            if set(map(_KEY, rows)) != _UNSIGNED or set(map(_SIG, rows)) != _UNSIGNED:
+                if not self.with_signed(rows):
+                    return None
+            else:
+                # str.join refuses anything but str, so this also type-checks the fields it joins.
+                plain = not needs_escape("".join(concat.from_iterable(map(_FREE_TEXT, rows))))
+                if not (self.plain(rows) if plain and None not in map(_BODY, rows) else self.careful(rows)):
+                    return None
+                self.unsigned.update(zip(map(_AGENT, rows), map(_ROWID, rows), strict=True))
             if "forget" in kinds:
                 self.tombstones += [(r[3], r[7], r[9]) for r in rows if r[5] == "forget" and r[9] is not None]
+            if "agent" in kinds:
+                for r in rows:
+                    if r[5] == "agent":
+                        if r[9] is None:
+                            return None  # a registry body is never erased: the reference names it
+                        self.registry.append((r[12], r[9]))
         if self.rows != hi - lo + 1 or self.bodies != self.rows:
             # Rowids with no entry or entries with no body: count the body rows to rule out orphans.
             count = conn.execute("SELECT count(*) FROM bodies WHERE rowid BETWEEN ? AND ?", (lo, hi))
             if count.fetchone()[0] != self.bodies:
                 return None
         spans = {chain: (*self.firsts[chain], *tail) for chain, tail in self.tails.items()}
-        return spans, self.missing, self.tombstones, self.records, self.links
+        signed = (self.registry, self.unsigned, self.signed, self.streams)
+        return spans, self.missing, self.tombstones, self.records, self.links, signed
 
     def note(self, chain: str, seq: int, kind: str, id_: str, body: bytes | None) -> bool:
         """Note the record an entry creates and the links its body makes; False if it may not."""
@@ -266,7 +352,7 @@ class _Scan:
         """Rows with a body each and no string that needs escaping: the hot loop."""
         sha256, tails, firsts = _sha256, self.tails, self.firsts
         end = f',"v":{self.version}}}'
-        for agent, at, body_hash, chain, id_, kind, prev, seq, hash_, body in rows:
+        for agent, at, body_hash, chain, id_, kind, prev, seq, hash_, body, _key, _sig, _rowid in rows:
             doc = (
                 f'{{"agent":"{agent}","at":"{at}","body_hash":"{body_hash}","chain":"{chain}","id":"{id_}",'
                 f'"kind":"{kind}","prev":"{prev}","seq":{seq}{end}'
@@ -286,9 +372,60 @@ class _Scan:
         self.bodies += len(rows)
         return True
 
+    def with_signed(self, rows: list[Row]) -> bool:
+        """Rows some of which are signed: each checked as in :meth:`careful`, plus its signature's
+        envelope and the links of its stream within the block."""
+        for row in rows:
+            key_id, sig, rowid = row[10], row[11], row[12]
+            if key_id is None and sig is None:
+                if not self.careful([row]):
+                    return False
+                self.unsigned[row[0]] = rowid
+                continue
+            if type(key_id) is not str or type(sig) is not str:
+                return False
+            agent, at, body_hash, chain, id_, kind, prev, seq, hash_, body = row[:10]
+            doc = render_entry_signed(agent, at, body_hash, chain, id_, key_id, kind, prev, seq, self.version)
+            if _sha256(doc.encode()).hexdigest() != hash_ or not self.link(chain, seq, prev, hash_):
+                return False
+            if body is None:
+                self.missing.setdefault(chain, []).append(seq)
+            elif type(body) is not bytes or _sha256(body).hexdigest() != body_hash:
+                return False
+            else:
+                self.bodies += 1
+            if not self.note(chain, seq, kind, id_, body):
+                return False
+            env = parse_envelope(sig)
+            if env is None:
+                return False
+            stream, n, env_prev, signature = env
+            stmt = render_statement(agent, at, body_hash, chain, id_, key_id, kind, n, env_prev, stream)
+            span = self.streams.get(stream)
+            if span is None:
+                self.streams[stream] = [key_id, agent, n, env_prev, rowid, n, "", rowid, b"", ""]
+                span = self.streams[stream]
+            elif span[0] != key_id or span[1] != agent or span[5] + 1 != n or span[6] != env_prev:
+                return False
+            span[5], span[6], span[7], span[8], span[9] = n, _sha256(stmt).hexdigest(), rowid, stmt, signature
+            self.signed[agent] = rowid
+        return True
+
+    def link(self, chain: str, seq: int, prev: str, hash_: str) -> bool:
+        """Continue the chain's tail in this block with the entry (seq, prev) → hash_."""
+        tail = self.tails.get(chain)
+        if tail is None:
+            self.firsts[chain] = (seq, prev)
+            tail = self.tails[chain] = [seq, prev]
+        elif tail[0] != seq or tail[1] != prev:
+            return False
+        tail[0] = seq + 1
+        tail[1] = hash_
+        return True
+
     def careful(self, rows: list[Row]) -> bool:
-        """Any rows: strings escaped where needed, missing bodies noted."""
-        for agent, at, body_hash, chain, id_, kind, prev, seq, hash_, body in rows:
+        """Any unsigned rows: strings escaped where needed, missing bodies noted."""
+        for agent, at, body_hash, chain, id_, kind, prev, seq, hash_, body, _key, _sig, _rowid in rows:
             doc = render_quoted(agent, at, body_hash, chain, id_, kind, prev, seq, self.version)
             if _sha256(doc.encode()).hexdigest() != hash_:
                 return False

@@ -39,6 +39,8 @@ from mentis.store.postgres_sql import RecallSql
 log = logging.getLogger(__name__)
 
 _VERIFY_BATCH = 5_000
+REGISTRY_LOCK = 0x6D656E7469730001
+"""Advisory lock key ordering agent registry writes against other appends (``core_agents``)."""
 
 
 class PostgresStore(RecallSql, PgLexicon, ThoughtCore, BrowseReads):
@@ -92,19 +94,20 @@ class PostgresStore(RecallSql, PgLexicon, ThoughtCore, BrowseReads):
 
     # ------------------------------------------------------------ verification
 
-    def verify(self) -> list[ChainReport]:
+    def verify(self, signatures: bool = False) -> list[ChainReport]:
+        """Verify every chain in ledger (rowid) order; ``signatures``: every signature too."""
         with self._read() as conn:
-            return self._verify_in(conn)
+            return self._verify_in(conn, signatures)
 
-    def _verify_in(self, conn: Conn) -> list[ChainReport]:
+    def _verify_in(self, conn: Conn, signatures: bool = False) -> list[ChainReport]:
         """Verify the ledger as ``conn``'s transaction sees it (a read, or an import's write)."""
         heads = {c: (int(s), h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")}
         sql = (
             f"SELECT {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b "
-            "ON b.rowid = e.rowid ORDER BY e.chain, e.seq"
+            "ON b.rowid = e.rowid ORDER BY e.rowid"
         )
         rows = ((*r[:12], None if r[12] is None else bytes(r[12])) for r in self._scan(conn, sql, "verify"))
-        reports = verify_rows(rows, heads)
+        reports = verify_rows(rows, heads, signatures=signatures)
         orphans = conn.execute(
             "SELECT b.rowid FROM bodies b LEFT JOIN entries e ON e.rowid = b.rowid "
             "WHERE e.rowid IS NULL LIMIT 1"
@@ -148,6 +151,11 @@ class PostgresStore(RecallSql, PgLexicon, ThoughtCore, BrowseReads):
             "ON t.repository = k.r AND t.task_id = k.t",
             ([k[0] for k in keys], [k[1] for k in keys]),
         ).fetchall()
+
+    def _registry_lock(self, conn: Conn, exclusive: bool) -> None:
+        """A registry write excludes every other append for its transaction (and they share)."""
+        fn = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+        conn.execute(f"SELECT {fn}(%s)", (REGISTRY_LOCK,))
 
     def _lock_ledger(self, conn: Conn) -> None:
         """Hold off other appends (to any chain) while an import checks and writes."""

@@ -6,7 +6,8 @@ Tables mirror the SQLite store's (``store/sqlite.py``): the ledger (``entries``,
 record (``ts_rank``); schema 2 replaces it with the analysed term rows of ``postgres_lexicon``
 (BM25 as on SQLite) and indexes every live record while migrating. Vectors are pgvector columns
 with HNSW (cosine) indexes. Schema 3 adds the ``tokens`` table (``store/tokens.py``): credentials
-kept outside the ledger, which the recall role cannot read.
+kept outside the ledger, which the recall role cannot read. Schema 5 adds ``sig_streams``, each
+signing stream's last statement (derived from the ledger, rebuilt with it).
 
 ``recall`` SQL reads the schema ``mentis_recall``: five views (the documented ones) that parse
 every value out of a body checked against its entry's ``body_hash`` and keep only rows whose
@@ -21,7 +22,15 @@ from mentis.records import status_sql
 from mentis.store.postgres_lexicon import LEXICON_SQL
 from mentis.store.tokens import POSTGRES_TOKEN_TABLE
 
-SCHEMA_VERSION = 3
+SIG_STREAMS_SQL = (
+    "CREATE TABLE IF NOT EXISTS sig_streams("
+    "stream text PRIMARY KEY, n bigint NOT NULL, digest text NOT NULL, key_id text NOT NULL)"
+)
+"""Derived from the ledger (``store/core_agents.py``): each signing stream's last statement."""
+
+SCHEMA_VERSION = 5
+SIGNING_VERSION = 5
+"""The migration that adds ``sig_streams`` (signed writes; version 4 is the skill registry's)."""
 LEXICON_VERSION = 2
 """The migration that adds the lexical tables; the store indexes every live record after it."""
 RECALL_SCHEMA = "mentis_recall"
@@ -212,5 +221,6 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (1, _V1),
     (LEXICON_VERSION, LEXICON_SQL),
     (3, POSTGRES_TOKEN_TABLE),
+    (SIGNING_VERSION, SIG_STREAMS_SQL),
 )
 """(version, SQL with ``{dim}`` and ``{schema}`` placeholders), applied in order on open."""

@@ -88,16 +88,17 @@ class SqliteStore(RecallSql, ThoughtCore, BrowseReads):
 
     # ------------------------------------------------------------ verification
 
-    def verify(self) -> list[ChainReport]:
+    def verify(self, signatures: bool = False) -> list[ChainReport]:
         """Verify every chain. A large store is scanned by several processes (``sqlite_verify``);
         a small one, or one where they find anything amiss, in one pass in rowid order that names
-        the first failing entry (chains interleave; seqs ascend in each)."""
+        the first failing entry (chains interleave; seqs ascend in each). ``signatures``: verify
+        every signature too (in the one pass)."""
         with self._read() as conn:
             heads = {c: (s, h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")}
-            fast = parallel_verify(conn, self.path, heads, _LEDGER_SCHEMA)
+            fast = None if signatures else parallel_verify(conn, self.path, heads, _LEDGER_SCHEMA)
             if fast is not None:
                 return fast
-            return one_pass(conn, heads)
+            return one_pass(conn, heads, signatures=signatures)
 
     # ------------------------------------------------------------ core hooks
 

@@ -41,6 +41,8 @@ CREATE INDEX IF NOT EXISTS attempt_label_row ON attempt_label(rowid);
 CREATE TABLE IF NOT EXISTS vectors(
     rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, vec BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS vectors_repository ON vectors(repository);
+CREATE TABLE IF NOT EXISTS sig_streams(
+    stream TEXT PRIMARY KEY, n INTEGER NOT NULL, digest TEXT NOT NULL, key_id TEXT NOT NULL);
 """
 _DERIVED_TABLES = (
     "attempt_idx",

@@ -12,7 +12,8 @@ chain starts at seq 0 with an empty prev and each block of a chain starts where 
 ended, the chains are exactly those in ``heads`` and end at the recorded heads, every missing body
 is listed by a forget tombstone of its chain, no body row lies outside the entries' rowids
 (inside them, each block counts its own), no two attempts or thoughts share an id, and every record
-a body targets is an earlier record of the body's own chain (:func:`ledger_scan.link_error`).
+a body targets is an earlier record of the body's own chain (:func:`ledger_scan.link_error`), and
+the signed entries and the agent registry pass :func:`sqlite_sigstitch.signatures_verify`.
 
 :func:`parallel_verify` returns the reports :func:`mentis.ledger.verify_rows` would return, or
 ``None``: for a small store, for a file whose ledger tables were not created by this schema, and
@@ -47,9 +48,10 @@ from mentis.errors import IntegrityError
 from mentis.ledger import KINDS, VERSION, ChainReport, erased_seqs, verify_rows
 from mentis.store import ledger_scan
 from mentis.store.core import ENTRY_COLS
+from mentis.store.sqlite_sigstitch import signatures_verify
 
 if TYPE_CHECKING:
-    from mentis.store.ledger_scan import BlockScan
+    from mentis.store.ledger_scan import BlockScan, Signed
 
 log = logging.getLogger(__name__)
 
@@ -68,13 +70,15 @@ WORKER_TIMEOUT_S = 60.0
 then); after that it is killed and its blocks are scanned here."""
 
 
-def one_pass(conn: sqlite3.Connection, heads: dict[str, tuple[int, str]]) -> list[ChainReport]:
+def one_pass(
+    conn: sqlite3.Connection, heads: dict[str, tuple[int, str]], *, signatures: bool = False
+) -> list[ChainReport]:
     """The reference pass over the snapshot ``conn`` reads (or the write it is inside): every entry
     in rowid order through :func:`mentis.ledger.verify_rows`, then no body outside the entries."""
     rows = conn.execute(
         f"SELECT {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b ON b.rowid = e.rowid ORDER BY e.rowid"
     )
-    reports = verify_rows(rows, heads)
+    reports = verify_rows(rows, heads, signatures=signatures)
     with_body = sum(r.entries - r.bodies_erased for r in reports)
     if conn.execute("SELECT count(*) FROM bodies").fetchone()[0] != with_body:
         orphan = conn.execute(
@@ -259,10 +263,12 @@ def _stitch(scans: list[BlockScan | None], heads: dict[str, tuple[int, str]]) ->
     erased: dict[str, set[int]] = {}
     records: dict[str, tuple[str, str, int]] = {}  # attempt or thought id → (chain, kind, seq)
     links: list[tuple[str, int, str, str]] = []
+    signed: list[Signed] = []
     for scan in scans:
         if scan is None:
             return None
-        spans, block_missing, tombstones, block_records, block_links = scan
+        spans, block_missing, tombstones, block_records, block_links, block_signed = scan
+        signed.append(block_signed)
         for id_, chain, kind, seq in block_records:
             if records.setdefault(id_, (chain, kind, seq)) != (chain, kind, seq):
                 return None  # one id, two records
@@ -281,6 +287,8 @@ def _stitch(scans: list[BlockScan | None], heads: dict[str, tuple[int, str]]) ->
     if tails.keys() != heads.keys():
         return None
     if any(ledger_scan.link_error(records, *link) is not None for link in links):
+        return None
+    if not signatures_verify(signed):
         return None
     reports = []
     for chain, (next_seq, last_hash) in tails.items():
