@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from mentis.cli import attempts, doctor, hooks, install, maintenance, model, serve, thoughts, tokens
+from mentis.cli import attempts, doctor, hooks, install, maintenance, model, serve, skills, thoughts, tokens
 
 app = typer.Typer(
     name="mentis",
@@ -19,7 +19,7 @@ app = typer.Typer(
     add_completion=True,
     pretty_exceptions_enable=False,
 )
-for group in (serve, attempts, maintenance, doctor, hooks, install, model, tokens, thoughts):
+for group in (serve, attempts, maintenance, doctor, hooks, install, model, tokens, thoughts, skills):
     app.add_typer(group.commands)
 
 
