@@ -215,25 +215,26 @@ GRANT SELECT ON ALL TABLES IN SCHEMA mentis_recall TO mentis_recall;
 """.replace("{attempt_status}", status_sql("j->'check'->>'status'"))
 
 _V4_SKILLS = """
-CREATE TABLE skill_idx(
+CREATE TABLE IF NOT EXISTS skill_idx(
     repository text NOT NULL, skill_id text NOT NULL, rowid bigint NOT NULL UNIQUE, status text NOT NULL,
     version integer NOT NULL, content_hash text NOT NULL, name text NOT NULL, description text NOT NULL,
     tags text NOT NULL, triggers text NOT NULL, PRIMARY KEY(repository, skill_id));
-CREATE TABLE skill_version_idx(
+CREATE TABLE IF NOT EXISTS skill_version_idx(
     rowid bigint PRIMARY KEY, repository text NOT NULL, skill_id text NOT NULL, version integer NOT NULL,
     content_hash text NOT NULL);
-CREATE INDEX skill_version_skill ON skill_version_idx(repository, skill_id, version);
-CREATE TABLE skill_revoked(
+CREATE INDEX IF NOT EXISTS skill_version_skill ON skill_version_idx(repository, skill_id, version);
+CREATE TABLE IF NOT EXISTS skill_revoked(
     status_rowid bigint NOT NULL, repository text NOT NULL, skill_id text NOT NULL,
     content_hash text NOT NULL);
-CREATE INDEX skill_revoked_hash ON skill_revoked(content_hash);
-CREATE INDEX skill_revoked_skill ON skill_revoked(repository, skill_id);
-CREATE TABLE skill_terms(
+CREATE INDEX IF NOT EXISTS skill_revoked_hash ON skill_revoked(content_hash);
+CREATE INDEX IF NOT EXISTS skill_revoked_skill ON skill_revoked(repository, skill_id);
+CREATE TABLE IF NOT EXISTS skill_terms(
     rowid bigint PRIMARY KEY, repository text NOT NULL, len integer NOT NULL, terms bytea NOT NULL,
     xid xid8 NOT NULL DEFAULT pg_current_xact_id());
-CREATE INDEX skill_terms_xid ON skill_terms(xid);
-CREATE TABLE skill_vectors(rowid bigint PRIMARY KEY, repository text NOT NULL, vec vector({dim}) NOT NULL);
-CREATE INDEX skill_vectors_hnsw ON skill_vectors USING hnsw (vec vector_cosine_ops);
+CREATE INDEX IF NOT EXISTS skill_terms_xid ON skill_terms(xid);
+CREATE TABLE IF NOT EXISTS skill_vectors(
+    rowid bigint PRIMARY KEY, repository text NOT NULL, vec vector({dim}) NOT NULL);
+CREATE INDEX IF NOT EXISTS skill_vectors_hnsw ON skill_vectors USING hnsw (vec vector_cosine_ops);
 """
 """Schema 4: the skill registry's derived tables (``store/core_skills``)."""
 
