@@ -469,10 +469,13 @@ class SkillOps:
             if path.exists() or path.is_symlink():
                 raise InvalidInput(f"to: {path} already exists; export into an empty directory", field="to")
         for name, path in paths.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-                f.write(plan[name])
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                with os.fdopen(os.open(path, flags, 0o644), "w", encoding="utf-8", newline="") as f:
+                    f.write(plan[name])
+            except OSError as exc:
+                raise InvalidInput(f"to: cannot write {path}: {exc.strerror or exc}", field="to") from None
         return SkillsExportResult(written=[str(p) for p in paths.values()], skipped=skipped)
 
     def import_skills(self, caller: Caller, repository: str, source: Path) -> SkillsImportResult:
@@ -504,6 +507,8 @@ class SkillOps:
                 prepared.append(self.prepare(caller, repository, None, text))
             except UnicodeDecodeError as exc:
                 raise InvalidInput(f"{path}: content is not UTF-8 ({exc.reason})", field="content") from None
+            except OSError as exc:
+                raise InvalidInput(f"{path}: cannot read it: {exc.strerror or exc}", field="source") from None
             except SkillTextError as exc:
                 raise _invalid(exc, f"{path}: ") from None
             except MentisError as exc:

@@ -11,6 +11,7 @@ quoted in 2025-12 by the implementations the search found, e.g. LangChain deepag
 
 from __future__ import annotations
 
+import io
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -313,6 +314,30 @@ def test_export_then_import_into_a_fresh_store_round_trips_and_verifies(
     with pytest.raises(InvalidInput) as err:
         memory.export_skills(caller, REPO, out)
     assert "already exists" in err.value.message
+
+
+def test_a_ledger_export_imported_into_a_fresh_store_answers_the_same_skill_reads(
+    memory: Memory, caller: Caller, other_settings: Settings
+) -> None:
+    texts = versions_of(11, 5)
+    for text in texts:
+        upload(memory, caller, text)
+    upload(memory, caller, RELEASE)
+    revoke(memory, caller, "cut-release")
+    upload(memory, caller, RUN_TESTS, skill_id="gone")
+    memory.delete_skill(caller, parse(DeleteSkillInput, {"repository": REPO, "skill_id": "gone"}))
+    out = io.BytesIO()
+    memory.export(caller, out)
+    fresh = Memory.open(other_settings, HashEmbedder())
+    try:
+        fresh.import_(caller, out.getvalue().splitlines())
+        assert [read(fresh, caller, "run-tests", version=n).content for n in range(1, 6)] == texts
+        every = ["active", "deprecated", "revoked"]
+        assert listed(fresh, caller, statuses=every) == listed(memory, caller, statuses=every)
+        assert searched(fresh, caller, "run the tests") == searched(memory, caller, "run the tests")
+        assert upload(fresh, caller, RELEASE, skill_id="again").warnings
+    finally:
+        fresh.close()
 
 
 def test_an_import_with_one_bad_file_writes_nothing(memory: Memory, caller: Caller, tmp_path: Path) -> None:
