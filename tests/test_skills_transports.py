@@ -2,7 +2,8 @@
 
 Upload through the CLI reads a SKILL.md file (``mentis skills upload``); it is tested with
 ``skills import``/``export`` on the same file format (Agent Skills, agentskills.io/specification as
-quoted 2025-12; Claude Code's ``.claude/skills/<name>/SKILL.md``, code.claude.com/docs/en/skills).
+quoted from its 2025-11 text; Claude Code's ``.claude/skills/<name>/SKILL.md``,
+code.claude.com/docs/en/skills "Extend Claude with skills", read 2026-12-02).
 """
 
 from __future__ import annotations

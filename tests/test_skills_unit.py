@@ -1,8 +1,9 @@
 """The skill registry's pure parts: diffs that apply byte for byte, the SKILL.md front matter rules,
 the ledger's rules for skill entries, and signature states with real Ed25519 keys.
 
-Format followed: the Agent Skills specification (agentskills.io/specification, rules as quoted in
-2025-12) that Claude Code loads from ``.claude/skills/<name>/SKILL.md`` (code.claude.com/docs/en/skills):
+Format followed: the Agent Skills specification (agentskills.io/specification, its 2025-11 rules as
+implementations quote them) that Claude Code loads from ``.claude/skills/<name>/SKILL.md``
+(code.claude.com/docs/en/skills, "Extend Claude with skills", read 2026-12-02):
 ``name`` 1-64 lowercase letters, digits and single hyphens; ``description`` 1-1,024 characters.
 """
 

@@ -1,12 +1,12 @@
 """A skill's text: its format (Markdown with YAML front matter, or JSON), its content hash, and
 the unified diffs that store every version after the first.
 
-The harness format followed is the Agent Skills specification (agentskills.io/specification, as
-quoted by its implementations in 2025-12), which Claude Code loads from
-``.claude/skills/<name>/SKILL.md`` (code.claude.com/docs/en/skills): YAML front matter between
-``---`` lines with ``name`` (1-64 characters: lowercase letters, digits and hyphens, no hyphen at
-either end and no ``--``; the folder is named after it) and ``description`` (non-empty, at most
-1,024 characters), then Markdown instructions. Mentis also reads ``tags``, ``triggers`` and
+The harness format followed is the Agent Skills specification (agentskills.io/specification, its
+2025-11 rules as implementations quote them), which Claude Code loads from
+``.claude/skills/<name>/SKILL.md`` (code.claude.com/docs/en/skills, read 2026-12-02): YAML front
+matter between ``---`` lines with ``name`` (1-64 characters: lowercase letters, digits and hyphens,
+no hyphen at either end and no ``--``; the folder is named after it) and ``description`` (non-empty,
+at most 1,024 characters), then Markdown instructions. Mentis also reads ``tags``, ``triggers`` and
 ``warnings`` (lists of strings); other keys (``allowed-tools``, ``license``...) stay in the text.
 
 Diffs are GNU-style unified diffs over ``\\n``-terminated lines (``difflib.unified_diff``), with

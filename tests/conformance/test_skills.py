@@ -1,12 +1,13 @@
 """The skill registry on both stores: versions as diffs rebuilt byte for byte, status rules,
 deletion with tombstones, rebuild, SKILL.md folders out and in, and bad input that writes nothing.
 
-The harness format is the Agent Skills specification (agentskills.io/specification; its rules as
-quoted in 2025-12 by the implementations the search found, e.g. LangChain deepagents'
-``SkillMetadata.name``): a folder per skill holding ``SKILL.md``, YAML front matter with ``name``
+The harness format is the Agent Skills specification (agentskills.io/specification; its 2025-11
+rules as quoted by implementations, e.g. LangChain deepagents' ``SkillMetadata.name``): a folder
+per skill holding ``SKILL.md``, YAML front matter with ``name``
 (1-64 lowercase letters, digits and single hyphens, no hyphen at either end, the folder's name) and
 ``description`` (non-empty, at most 1,024 characters). Claude Code loads such folders from
-``.claude/skills/<name>/SKILL.md`` (code.claude.com/docs/en/skills, which follows that standard).
+``.claude/skills/<name>/SKILL.md`` (code.claude.com/docs/en/skills, "Extend Claude with skills",
+read 2026-12-02, which follows that standard).
 """
 
 from __future__ import annotations
