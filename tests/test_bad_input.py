@@ -25,6 +25,7 @@ from mentis.embed import HashEmbedder
 from mentis.mcp_server import build_server
 from mentis.memory import Caller, Memory
 from mentis.model import MarkOutdatedInput, RecordAttemptInput
+from mentis.model_skills import UploadSkillInput
 from mentis.operations import OPERATIONS
 
 from .conftest import REPO
@@ -36,6 +37,9 @@ assert len(LONE_SURROGATE) == 1 and 0xD800 <= ord(LONE_SURROGATE) <= 0xDFFF
 ATTEMPT = "{attempt}"
 """Placeholder replaced by the id of the seeded attempt, so only the bad field is wrong."""
 SHA = "0123456789abcdef0123456789abcdef01234567"
+SKILL = "---\nname: run-tests\ndescription: How to run the tests\n---\nRun `pytest -q`.\n"
+"""The seeded skill (version 1 of ``run-tests``)."""
+SKILL_REF = {"repository": REPO, "skill_id": "run-tests"}
 
 
 @pytest.fixture
@@ -69,6 +73,7 @@ def seed(memory: Memory) -> str:
         caller,
         MarkOutdatedInput(repository=REPO, attempt_id=done.attempt_id, reason="cart.py was rewritten"),
     )
+    memory.upload_skill(caller, UploadSkillInput(repository=REPO, content=SKILL))
     return done.attempt_id
 
 
@@ -404,6 +409,52 @@ CASES: list[Bad] = [
         code="not_found",
         id="an-attempt-is-no-thought",
     ),
+    # ---------------------------------------------------------------- skills
+    Bad("upload_skill", {"repository": REPO}, ("content", "diff"), id="no-text"),
+    Bad(
+        "upload_skill",
+        {"repository": REPO, "content": "---\nname: x\ndescription: [unclosed\n---\n"},
+        ("content", "YAML"),
+        id="front-matter-not-yaml",
+    ),
+    Bad(
+        "upload_skill",
+        {"repository": REPO, "content": "---\ndescription: d\n---\n"},
+        ("content", "name", "required"),
+        id="no-name",
+    ),
+    Bad(
+        "upload_skill",
+        {"repository": REPO, "content": "---\nname: x\n---\n"},
+        ("content", "description", "required"),
+        id="no-description",
+    ),
+    Bad(
+        "upload_skill",
+        {"repository": REPO, "content": SKILL + "x" * (1 << 20)},
+        ("content", "1048576"),
+        id="over-1-mib",
+    ),
+    Bad(
+        "upload_skill",
+        {**SKILL_REF, "diff": "@@ -1,1 +1,1 @@\n-nothing like it\n+x\n"},
+        ("diff", "does not apply"),
+        id="diff-does-not-apply",
+    ),
+    Bad("upload_skill", {"repository": REPO, "diff": "x"}, ("skill_id",), id="diff-without-skill-id"),
+    Bad("upload_skill", {"repository": REPO, "content": SKILL, "bogus": 1}, ("bogus",), id="unknown-field"),
+    Bad("read_skill", {**SKILL_REF, "version": 2}, ("version", "2"), "not_found", id="no-such-version"),
+    Bad("read_skill", {**SKILL_REF, "version": 0}, ("version",), id="version-0"),
+    Bad("read_skill", {**SKILL_REF, "skill_id": "nope"}, ("nope",), "not_found", id="unknown-skill"),
+    Bad("read_skill", {**SKILL_REF, "skill_id": "Run Tests"}, ("skill_id", "lowercase"), id="bad-id"),
+    Bad("search_skills", {"query": ""}, ("query",), id="empty-query"),
+    Bad("search_skills", {"query": "x", "limit": 51}, ("limit", "50"), id="limit-51"),
+    Bad("list_skills", {"statuses": ["gone"]}, ("statuses",), id="unknown-status"),
+    Bad("skill_versions", {**SKILL_REF, "skill_id": "nope"}, ("nope",), "not_found", id="unknown-skill"),
+    Bad("deprecate_skill", {**SKILL_REF, "skill_id": "nope"}, ("nope",), "not_found", id="unknown-skill"),
+    Bad("revoke_skill", SKILL_REF, ("reason", "required"), id="no-reason"),
+    Bad("delete_skill", {**SKILL_REF, "skill_id": "nope"}, ("nope",), "not_found", id="unknown-skill"),
+    Bad("delete_skill", {"skill_id": "run-tests"}, ("repository", "required"), id="no-repository"),
     # ---------------------------------------------------------------- verify_integrity
     Bad("verify_integrity", {"bogus": 1}, ("bogus", "not a known field"), id="unknown-top-level"),
     Bad("verify_integrity", {"repository": ""}, ("repository",), id="empty-repository"),

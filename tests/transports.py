@@ -49,7 +49,7 @@ def direct(memory: Memory, caller: Caller, name: str, arguments: dict[str, Any])
 
 
 CLI: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
-    # operation: (its command, fields given as arguments, field -> option; "a.b" is a nested field)
+    # operation: (its command (words), fields given as arguments, field -> option; "a.b" is a nested field)
     "search": ("search", ("query",), {"repository": "--repo", "limit": "--limit"}),
     "recall": ("recall", ("sql",), {"repository": "--repo", "task_id": "--task", "params": "--param"}),
     "verify_integrity": ("verify-integrity", (), {"repository": "--repo"}),
@@ -78,6 +78,13 @@ CLI: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
         },
     ),
     "stats": ("stats", (), {"repository": "--repo"}),
+    "read_skill": ("skills read", ("skill_id",), {"repository": "--repo", "version": "--version"}),
+    "search_skills": ("skills search", ("query",), {"repository": "--repo", "limit": "--limit"}),
+    "list_skills": ("skills list", (), {"repository": "--repo", "statuses": "--status"}),
+    "skill_versions": ("skills versions", ("skill_id",), {"repository": "--repo"}),
+    "deprecate_skill": ("skills deprecate", ("skill_id",), {"repository": "--repo", "reason": "--reason"}),
+    "revoke_skill": ("skills revoke", ("skill_id",), {"repository": "--repo", "reason": "--reason"}),
+    "delete_skill": ("skills delete", ("skill_id",), {"repository": "--repo", "reason": "--reason"}),
 }
 
 
@@ -96,7 +103,7 @@ def cli_argv(name: str, arguments: dict[str, Any]) -> list[str]:
     """The command line that runs operation ``name`` with ``arguments``."""
     command, positional, options = CLI[name]
     args = _flat(arguments, options)
-    argv = [command, *(str(args.pop(field)) for field in positional if field in args)]
+    argv = [*command.split(), *(str(args.pop(field)) for field in positional if field in args)]
     for key, value in args.items():
         if value is None:
             continue

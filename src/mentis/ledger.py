@@ -25,11 +25,11 @@ import rfc8785
 
 from mentis.errors import IntegrityError, InvalidInput
 from mentis.sigcheck import SignatureCheck
-from mentis.store.ledger_scan import RECORD_ID, body_links, link_error
+from mentis.store.ledger_scan import RECORD_ID, body_links, link_error, record_kind
 
 VERSION = 1
 MAX_SAFE_INT = 2**53 - 1
-KINDS = frozenset({"agent", "attempt", "correction", "forget", "thought"})
+KINDS = frozenset({"agent", "attempt", "correction", "forget", "thought", "skill", "skill_status"})
 """Entry kinds this version writes and reads. Unknown kinds fail verification."""
 
 _SORT = orjson.OPT_SORT_KEYS
@@ -293,8 +293,9 @@ def verify_rows(
         ):
             raise _fail(*failed)
         if kind in RECORD_ID:
-            first = records.setdefault(id_, (chain, kind, seq))
-            if first != (chain, kind, seq):
+            noted = (chain, record_kind(kind, body), seq)
+            first = records.setdefault(id_, noted)
+            if first != noted:
                 raise _fail(
                     chain, seq, f"record id {id_!r} is already used at chain {first[0]!r} seq {first[2]}"
                 )

@@ -58,6 +58,7 @@ from mentis.service import (
     secret_warnings,
 )
 from mentis.signing import AGENTS_CHAIN, write_at, write_id
+from mentis.skills import SkillOps
 from mentis.staleness import StaleInput, StaleResult, stale_attempts
 from mentis.stats import StatsInput, StatsResult, collect_stats
 from mentis.store.base import Store, StoredAttempt
@@ -538,6 +539,15 @@ class Memory:
         self.thoughts = ThoughtOps(self.ctx)
         self.attempts = AttemptOps(self.ctx, self.thoughts)
         self.browse = BrowseOps(self.ctx)
+        self.skills = s = SkillOps(self.ctx)
+        self.upload_skill, self.read_skill, self.search_skills = s.upload_skill, s.read_skill, s.search_skills
+        self.list_skills, self.skill_versions, self.delete_skill = (
+            s.list_skills,
+            s.skill_versions,
+            s.delete_skill,
+        )
+        self.deprecate_skill, self.revoke_skill = s.deprecate_skill, s.revoke_skill
+        self.export_skills, self.import_skills = s.export_skills, s.import_skills
         a, t, b = self.attempts, self.thoughts, self.browse
         self.record_attempt, self.search, self.recall = a.record_attempt, a.search, a.recall
         self.stale_attempts, self.stats = a.stale_attempts, a.stats

@@ -65,6 +65,23 @@ from mentis.signed_writes import (
     prepare_write,
     signed_write,
 )
+from mentis.model_skills import (
+    DeleteSkillInput,
+    DeleteSkillResult,
+    ListSkillsInput,
+    ListSkillsResult,
+    ReadSkillInput,
+    ReadSkillResult,
+    RevokeSkillInput,
+    SearchSkillsInput,
+    SearchSkillsResult,
+    SkillStatusInput,
+    SkillStatusResult,
+    SkillVersionsInput,
+    SkillVersionsResult,
+    UploadSkillInput,
+    UploadSkillResult,
+)
 from mentis.stats import StatsInput, StatsResult
 
 
@@ -250,6 +267,80 @@ OPERATIONS: tuple[Operation, ...] = (
         "client's signature (key_id, sig envelope); the store verifies the signature against the "
         "agent's registered key before it writes. Returns the tool's own result.",
         writes=True,
+    ),
+    Operation(
+        "upload_skill",
+        UploadSkillInput,
+        UploadSkillResult,
+        lambda m, c, r: m.upload_skill(c, r),
+        "Store a skill (a procedure for this repository: how to run its tests, cut a release, ...) as "
+        "SKILL.md text, Markdown with YAML front matter (name, description, tags, triggers, warnings), "
+        "or as JSON, up to 1 MiB; or send a unified diff against the newest version (diff, skill_id, "
+        "base_version). The skill_id defaults to the name. Each upload is a new version; the same "
+        "text again writes nothing.",
+        writes=True,
+    ),
+    Operation(
+        "read_skill",
+        ReadSkillInput,
+        ReadSkillResult,
+        lambda m, c, r: m.read_skill(c, r),
+        "Read a skill's text (the newest version, or `version`), its status, its warnings and every "
+        "version's author and signature state. A skill is instructions written by another agent: "
+        "read it before you follow it.",
+    ),
+    Operation(
+        "search_skills",
+        SearchSkillsInput,
+        SearchSkillsResult,
+        lambda m, c, r: m.search_skills(c, r),
+        "Find skills by what you are about to do, in your own words (the same retrieval as search). "
+        "Returns active skills best first (deprecated ones too with include_deprecated); revoked "
+        "skills are never returned.",
+    ),
+    Operation(
+        "list_skills",
+        ListSkillsInput,
+        ListSkillsResult,
+        lambda m, c, r: m.list_skills(c, r),
+        "List the skills of a repository (or every repository you may read), active and deprecated "
+        "by default (statuses: active, deprecated, revoked).",
+    ),
+    Operation(
+        "skill_versions",
+        SkillVersionsInput,
+        SkillVersionsResult,
+        lambda m, c, r: m.skill_versions(c, r),
+        "A skill's versions: number, author, time, content hash, and whether each is signed and "
+        "its signature verifies.",
+    ),
+    Operation(
+        "deprecate_skill",
+        SkillStatusInput,
+        SkillStatusResult,
+        lambda m, c, r: m.deprecate_skill(c, r),
+        "Mark a skill deprecated (search leaves it out); a later upload re-activates it.",
+        writes=True,
+    ),
+    Operation(
+        "revoke_skill",
+        RevokeSkillInput,
+        SkillStatusResult,
+        lambda m, c, r: m.revoke_skill(c, r),
+        "Revoke a skill with the reason, e.g. when its instructions are harmful. Final: later "
+        "uploads under its id stay revoked, and the same text uploaded under another id carries a "
+        "warning naming this revocation.",
+        writes=True,
+    ),
+    Operation(
+        "delete_skill",
+        DeleteSkillInput,
+        DeleteSkillResult,
+        lambda m, c, r: m.delete_skill(c, r),
+        "Erase every version of a skill from the memory. The ledger keeps a tombstone (who, when, "
+        "why) and its status entries, so the chain still verifies and a revocation still holds.",
+        writes=True,
+        destructive=True,
     ),
 )
 

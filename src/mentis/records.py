@@ -308,12 +308,16 @@ class TombstoneBody(Body):
     reason: str | None = None
     attempt_id: str | None = None
     thought_id: str | None = None
+    skill_id: str | None = None
+    version_id: str | None = None
+    """A skill's tombstone names its newest version (the ledger checks it is one of that skill)."""
+    version: int | None = None
     task_id: str | None = None
     """An attempt's tombstone names its task, so a task's timeline can show the gap."""
 
 
 def tombstone(
-    record: Literal["attempt", "thought"],
+    record: Literal["attempt", "thought", "skill"],
     record_id: str,
     chain: str,
     erased: list[int],
@@ -321,10 +325,75 @@ def tombstone(
     agent: str,
     at: str,
     task_id: str | None = None,
+    *,
+    version_id: str | None = None,
+    version: int | None = None,
 ) -> TombstoneBody:
-    """The tombstone that forgetting ``record_id`` (an attempt or a thought) appends: ``erased``
-    lists the seqs whose bodies go with it (an attempt's own and its corrections')."""
-    ids = {"attempt_id": record_id} if record == "attempt" else {"thought_id": record_id}
+    """The tombstone that forgetting ``record_id`` (an attempt, a thought or a skill) appends:
+    ``erased`` lists the seqs whose bodies go with it (an attempt's own and its corrections', every
+    version of a skill; a skill's tombstone also names its newest version)."""
+    ids = {f"{record}_id": record_id}
     return TombstoneBody(
-        **ids, repository=chain, erased=erased, reason=reason, agent_id=agent, at=at, task_id=task_id
-    )
+        **ids, repository=chain, erased=erased, reason=reason, agent_id=agent, at=at, task_id=task_id,
+        version_id=version_id, version=version,
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------- skills
+
+SKILL_FTS_WEIGHTS = (3.0, 2.0, 1.0, 1.5, 0.5)
+"""BM25 field weights for a skill's name, description, tags, triggers and text."""
+SKILL_STATUS_OPS = ("deprecate", "revoke")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SkillVersionBody(Body):
+    """One version of a skill: the first stored whole (``content``), each later one as a unified
+    diff (``diff``) against the version before it (``base_id``); ``content_hash`` is the sha256 of
+    the version's whole text, checked whenever it is reconstructed. The metadata read from the
+    text (name, description, tags, triggers, warnings) is kept whole in every version."""
+
+    version_id: str
+    repository: str
+    skill_id: str
+    version: int
+    name: str
+    description: str
+    format: str
+    content_hash: str
+    agent_id: str
+    created_at: str
+    tags: list[str]
+    triggers: list[str]
+    warnings: list[str]
+    content: str | None = None
+    diff: str | None = None
+    base_id: str | None = None
+
+    @property
+    def embed_text(self) -> str:
+        return _embedded((self.name.replace("-", " "), self.description, *self.triggers))
+
+    def index_fields(self, text: str) -> IndexFields:
+        """Name, description, tags, triggers and the version's whole ``text``."""
+        texts = (self.name.replace("-", " "), self.description, " ".join(self.tags), " ".join(self.triggers))
+        return IndexFields((*texts, text), SKILL_FTS_WEIGHTS)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SkillStatusBody(Body):
+    """A skill deprecated or revoked, at its version ``version`` (``version_id``). A revocation
+    lists the content hash of every version it revokes, so the same text uploaded under another
+    id is recognised."""
+
+    KEEP_NULL: ClassVar[frozenset[str]] = frozenset({"reason"})
+
+    repository: str
+    skill_id: str
+    op: str
+    version_id: str
+    version: int
+    content_hashes: list[str]
+    agent_id: str
+    at: str
+    reason: str | None = None

@@ -10,7 +10,19 @@ from __future__ import annotations
 
 import typer
 
-from mentis.cli import agents, attempts, doctor, hooks, install, maintenance, model, serve, thoughts, tokens
+from mentis.cli import (
+    agents,
+    attempts,
+    doctor,
+    hooks,
+    install,
+    maintenance,
+    model,
+    serve,
+    skills,
+    thoughts,
+    tokens,
+)
 
 app = typer.Typer(
     name="mentis",
@@ -19,7 +31,7 @@ app = typer.Typer(
     add_completion=True,
     pretty_exceptions_enable=False,
 )
-for group in (serve, attempts, maintenance, doctor, hooks, install, model, tokens, thoughts, agents):
+for group in (serve, attempts, maintenance, doctor, hooks, install, model, tokens, thoughts, skills, agents):
     app.add_typer(group.commands)
 
 

@@ -64,6 +64,31 @@ class AttemptRow(NamedTuple):
     vector: np.ndarray
 
 
+class SkillVersionRow(NamedTuple):
+    """One skill version for :meth:`Store.append_skill_versions`: its body, the version's whole
+    text (which the lexical index takes) and its vector."""
+
+    repository: str
+    version_id: str
+    at: str
+    agent: str
+    body: dict[str, Any]
+    content: str
+    vector: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class SkillRow:
+    """What the skill index knows of a live skill: keys, status and its newest version."""
+
+    repository: str
+    skill_id: str
+    rowid: int
+    status: str
+    version: int
+    content_hash: str
+
+
 @dataclass(frozen=True, slots=True)
 class ThoughtQuery:
     """Which thoughts :meth:`Store.filter_thoughts` keeps: every given condition holds.
@@ -121,6 +146,27 @@ class Store(Protocol):
     def append_thought(
         self, chain: str, thought_id: str, at: str, agent: str, body: dict[str, Any], vector: np.ndarray
     ) -> Entry: ...
+    # skills (mentis.store.core_skills, shared by both backends)
+    def append_skill_versions(self, rows: Sequence[SkillVersionRow]) -> list[Entry]: ...
+    def append_skill_status(
+        self, chain: str, status_id: str, at: str, agent: str, body: dict[str, Any]
+    ) -> Entry: ...
+    def delete_skill(
+        self, chain: str, tombstone_id: str, at: str, agent: str, skill_id: str, reason: str | None
+    ) -> Entry: ...
+    def skill_row(self, repository: str, skill_id: str) -> SkillRow | None: ...
+    def skill_rows(self, repositories: Sequence[str] | None, statuses: Sequence[str]) -> list[SkillRow]: ...
+    def skill_rows_at(self, rowids: Sequence[int]) -> dict[int, SkillRow]: ...
+    def skill_history(self, repository: str, skill_id: str) -> list[tuple[Entry, dict[str, Any]]]: ...
+    def load_skill_versions(self, rowids: Sequence[int]) -> dict[int, tuple[Entry, dict[str, Any]]]: ...
+    def skill_revocation(self, repository: str, skill_id: str) -> tuple[Entry, dict[str, Any]] | None: ...
+    def revoked_content(self, content_hash: str) -> list[tuple[str, str]]: ...
+    def skill_lexical(
+        self, terms: Sequence[str], repositories: Sequence[str] | None, limit: int
+    ) -> list[tuple[int, float]]: ...
+    def skill_vector(
+        self, query: np.ndarray, repositories: Sequence[str] | None, limit: int
+    ) -> list[tuple[int, float]]: ...
     def attempt_conclusion_text(self, repository: str, attempt_id: str) -> str | None: ...
     def attempt_edges(
         self, seeds: Sequence[int], repositories: Sequence[str] | None, per_seed: int
@@ -209,11 +255,14 @@ def replay(
     thought: Callable[[int, dict[str, Any], np.ndarray], None],
     correction: Callable[[int, dict[str, Any]], None],
     forget: Callable[[int, dict[str, Any]], None],
+    skill: Callable[[int, dict[str, Any]], None] | None = None,
+    skill_status: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> None:
     """Derive tables from ledger entries in order, for rebuild and import on every backend.
 
-    Attempts and thoughts are embedded in batches; a correction or forget first flushes the batch
-    so it sees every entry before it. Entries whose body was erased derive nothing.
+    Attempts and thoughts are embedded in batches; a correction, forget or skill entry first
+    flushes the batch so it sees every entry before it (skill versions embed themselves).
+    Entries whose body was erased derive nothing.
     """
     batch: list[tuple[int, str, dict[str, Any]]] = []
 
@@ -242,4 +291,8 @@ def replay(
             correction(rowid, body)
         elif entry.kind == "forget":
             forget(rowid, body)
+        elif entry.kind == "skill" and skill is not None:
+            skill(rowid, body)
+        elif entry.kind == "skill_status" and skill_status is not None:
+            skill_status(rowid, body)
     flush()

@@ -114,6 +114,9 @@ class RelationalCore(AgentCore):
             self, conn: Any, rowid: int, body: dict[str, Any], vector: np.ndarray
         ) -> None: ...
         def _derive_forget_thought(self, conn: Any, tomb_rowid: int, tomb: dict[str, Any]) -> None: ...
+        def _derive_forget_skill(self, conn: Any, tomb_rowid: int, tomb: dict[str, Any]) -> None: ...
+        def _derive_skill_status(self, conn: Any, rowid: int, body: dict[str, Any]) -> None: ...
+        def _skill_replayer(self, conn: Any, embed: Embed) -> Callable[[int, dict[str, Any]], None]: ...
         def _add_rejection(
             self, conn: Any, by_rowid: int, by_id: str, repo: str, target: str, kind: str, at: str,
             norm_hash: str, blob: bytes,
@@ -397,6 +400,9 @@ class RelationalCore(AgentCore):
         self._add_rejection(conn, rowid, aid, repo, aid, "attempt", body["at"], norm, blob)
 
     def _derive_forget(self, conn: Any, tomb_rowid: int, tomb: dict[str, Any]) -> None:
+        if "skill_id" in tomb:
+            self._derive_forget_skill(conn, tomb_rowid, tomb)
+            return
         if "thought_id" in tomb:
             self._removing(conn, "thought", None)
             self._derive_forget_thought(conn, tomb_rowid, tomb)
@@ -483,7 +489,7 @@ class RelationalCore(AgentCore):
                 taken = conn.execute(
                     q(
                         f"SELECT id, chain FROM entries WHERE {cond} "
-                        "AND kind IN ('attempt', 'thought') LIMIT 1"
+                        f"AND kind IN ({', '.join(repr(k) for k in sorted(RECORD_ID))}) LIMIT 1"
                     ),
                     args,
                 ).fetchone()
@@ -540,6 +546,8 @@ class RelationalCore(AgentCore):
             thought=lambda rowid, body, vec: self._derive_thought(conn, rowid, body, vec),
             correction=correction,
             forget=lambda rowid, body: self._derive_forget(conn, rowid, body),
+            skill=self._skill_replayer(conn, embed),
+            skill_status=lambda rowid, body: self._derive_skill_status(conn, rowid, body),
         )
 
 

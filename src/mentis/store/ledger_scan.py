@@ -133,10 +133,30 @@ def needs_escape(text: str) -> bool:
     return len(raw.translate(None, _NEEDS_ESCAPE)) != len(raw)
 
 
-RECORD_ID = {"attempt": "attempt_id", "thought": "thought_id"}
+RECORD_ID = {"attempt": "attempt_id", "thought": "thought_id", "skill": "version_id"}
 """The body field that names its own entry's id, per entry kind that creates a record."""
 AGENTS_CHAIN = "__agents__"
 """``mentis.signing.AGENTS_CHAIN`` (this module imports nothing of Mentis: workers run it alone)."""
+SKILL = "skill"
+_SEP = "\x00"
+
+
+def skill_want(skill_id: object, version: object) -> str:
+    """The record kind a link to version ``version`` of skill ``skill_id`` wants."""
+    return f"{SKILL}{_SEP}{skill_id}{_SEP}{version}"
+
+
+def record_kind(kind: str, body: bytes | None) -> str:
+    """The kind a record is noted under: a skill version whose body is there names its skill and
+    version (``skill_want``), so links can check them; one whose body was erased is plain
+    ``skill`` (a link to it is checked for chain, order and kind only)."""
+    if kind != SKILL or body is None or _loads is None:
+        return kind
+    try:
+        doc = _loads(body)
+        return skill_want(doc["skill_id"], doc["version"]) if type(doc) is dict else kind
+    except (ValueError, KeyError, TypeError):
+        return kind
 
 
 def body_links(chain: str, kind: str, id_: str, body: bytes) -> list[Link] | str:
@@ -173,10 +193,13 @@ def body_links(chain: str, kind: str, id_: str, body: bytes) -> list[Link] | str
     if kind == "correction":
         links.append((doc.get("attempt_id"), "attempt"))
     elif kind == "forget":
-        named = [key for key in ("attempt_id", "thought_id") if key in doc]
+        named = [key for key in ("attempt_id", "thought_id", "skill_id") if key in doc]
         if len(named) != 1:
-            return "forget tombstone must name exactly one attempt_id or thought_id"
-        links.append((doc[named[0]], named[0].removesuffix("_id")))
+            return "forget tombstone must name exactly one attempt_id, thought_id or skill_id"
+        if named[0] == "skill_id":
+            links.append((doc.get("version_id"), skill_want(doc["skill_id"], doc.get("version"))))
+        else:
+            links.append((doc[named[0]], named[0].removesuffix("_id")))
     elif kind == "thought":
         refs, relations = doc.get("refs", []), doc.get("relations", [])
         if type(refs) is not list or type(relations) is not list:
@@ -186,6 +209,18 @@ def body_links(chain: str, kind: str, id_: str, body: bytes) -> list[Link] | str
             if type(rel) is not dict:
                 return "a thought relation is not an object"
             links.append((rel.get("target_id"), "thought"))
+    elif kind == SKILL:
+        version = doc.get("version")
+        if type(doc.get("skill_id")) is not str or type(version) is not int or version < 1:
+            return "a skill version must name its skill_id and a version number from 1"
+        if ("content" in doc) == ("diff" in doc):
+            return "a skill version holds exactly one of its whole content or a diff"
+        if "diff" in doc:
+            links.append((doc.get("base_id"), skill_want(doc["skill_id"], version - 1)))
+    elif kind == "skill_status":
+        if type(doc.get("skill_id")) is not str or type(doc.get("version")) is not int:
+            return "a skill status must name its skill_id and version"
+        links.append((doc.get("version_id"), skill_want(doc["skill_id"], doc["version"])))
     checked: list[Link] = []
     for target, want in links:
         if type(target) is not str:
@@ -204,6 +239,11 @@ def link_error(
     found = records.get(target)
     if found is None or found[0] != chain or found[2] >= seq:
         return f"body targets {target!r}, which is no earlier record of this chain"
+    if want.startswith(SKILL + _SEP):
+        if found[1] != want and found[1] != SKILL:
+            _, skill_id, version = want.split(_SEP)
+            return f"body targets {target!r}, which is not version {version} of skill {skill_id!r}"
+        return None
     if want != "record" and found[1] != want:
         return f"body targets {target!r}, which is a {found[1]}, not a {want}"
     return None
@@ -339,7 +379,7 @@ class _Scan:
     def note(self, chain: str, seq: int, kind: str, id_: str, body: bytes | None) -> bool:
         """Note the record an entry creates and the links its body makes; False if it may not."""
         if kind in RECORD_ID:
-            self.records.append((id_, chain, kind, seq))
+            self.records.append((id_, chain, record_kind(kind, body), seq))
         if body is None:
             return True
         links = body_links(chain, kind, id_, body)

@@ -29,6 +29,7 @@ from mentis.errors import IntegrityError, StoreError
 from mentis.ledger import ChainReport, verify_rows
 from mentis.store.browse import BrowseReads
 from mentis.store.core import ENTRY_COLS
+from mentis.store.core_skills import SkillCore
 from mentis.store.core_thoughts import ThoughtCore
 from mentis.store.dialect import as_array
 from mentis.store.postgres_base import MIGRATION_LOCK, Conn
@@ -43,7 +44,7 @@ REGISTRY_LOCK = 0x6D656E7469730001
 """Advisory lock key ordering agent registry writes against other appends (``core_agents``)."""
 
 
-class PostgresStore(RecallSql, PgLexicon, ThoughtCore, BrowseReads):
+class PostgresStore(RecallSql, PgLexicon, ThoughtCore, SkillCore, BrowseReads):
     """One PostgreSQL database holding the ledger, bodies and derived tables."""
 
     def __init__(self, url: str, dim: int, *, verify: bool = True) -> None:
@@ -194,7 +195,7 @@ class PostgresStore(RecallSql, PgLexicon, ThoughtCore, BrowseReads):
         row = conn.execute("SELECT value FROM meta WHERE key='vector_dim'").fetchone()
         if row is not None and int(row[0]) == self.dim:
             return
-        for table in ("vectors", "thought_vectors"):
+        for table in ("vectors", "thought_vectors", "skill_vectors"):
             conn.execute(f"DROP INDEX IF EXISTS {table}_hnsw")
             conn.execute(f"ALTER TABLE {table} ALTER COLUMN vec TYPE vector({int(self.dim)})")
             conn.execute(f"CREATE INDEX {table}_hnsw ON {table} USING hnsw (vec vector_cosine_ops)")

@@ -41,7 +41,7 @@ from mentis.retrieval import lexical
 from mentis.store.postgres_base import Conn, PgBase
 from mentis.store.sqlite_index import LEXICAL_SELECT_MIN_DOCS
 
-TERM_TABLES = {"attempt_terms": "attempt", "thought_terms": "thought"}
+TERM_TABLES = {"attempt_terms": "attempt", "thought_terms": "thought", "skill_terms": "skill"}
 """Each lexical table and the record kind its ``lex_removed`` entries name."""
 
 LEXICON_SQL = """

@@ -6,8 +6,9 @@ Tables mirror the SQLite store's (``store/sqlite.py``): the ledger (``entries``,
 record (``ts_rank``); schema 2 replaces it with the analysed term rows of ``postgres_lexicon``
 (BM25 as on SQLite) and indexes every live record while migrating. Vectors are pgvector columns
 with HNSW (cosine) indexes. Schema 3 adds the ``tokens`` table (``store/tokens.py``): credentials
-kept outside the ledger, which the recall role cannot read. Schema 5 adds ``sig_streams``, each
-signing stream's last statement (derived from the ledger, rebuilt with it).
+kept outside the ledger, which the recall role cannot read. Schema 4 adds the skill tables
+(``store/core_skills.py``); no ledger before it holds a skill, so they start empty. Schema 5 adds
+``sig_streams``, each signing stream's last statement (derived from the ledger, rebuilt with it).
 
 ``recall`` SQL reads the schema ``mentis_recall``: five views (the documented ones) that parse
 every value out of a body checked against its entry's ``body_hash`` and keep only rows whose
@@ -53,6 +54,11 @@ DERIVED_TABLES = (
     "lex_removed",
     "thought_vectors",
     "rejections",
+    "skill_idx",
+    "skill_version_idx",
+    "skill_revoked",
+    "skill_terms",
+    "skill_vectors",
 )
 
 _V1 = """
@@ -217,10 +223,35 @@ WHERE mentis_visible(t.repository);
 GRANT SELECT ON ALL TABLES IN SCHEMA mentis_recall TO mentis_recall;
 """.replace("{attempt_status}", status_sql("j->'check'->>'status'"))
 
+_V4_SKILLS = """
+CREATE TABLE IF NOT EXISTS skill_idx(
+    repository text NOT NULL, skill_id text NOT NULL, rowid bigint NOT NULL UNIQUE, status text NOT NULL,
+    version integer NOT NULL, content_hash text NOT NULL, name text NOT NULL, description text NOT NULL,
+    tags text NOT NULL, triggers text NOT NULL, PRIMARY KEY(repository, skill_id));
+CREATE TABLE IF NOT EXISTS skill_version_idx(
+    rowid bigint PRIMARY KEY, repository text NOT NULL, skill_id text NOT NULL, version integer NOT NULL,
+    content_hash text NOT NULL);
+CREATE INDEX IF NOT EXISTS skill_version_skill ON skill_version_idx(repository, skill_id, version);
+CREATE TABLE IF NOT EXISTS skill_revoked(
+    status_rowid bigint NOT NULL, repository text NOT NULL, skill_id text NOT NULL,
+    content_hash text NOT NULL);
+CREATE INDEX IF NOT EXISTS skill_revoked_hash ON skill_revoked(content_hash);
+CREATE INDEX IF NOT EXISTS skill_revoked_skill ON skill_revoked(repository, skill_id);
+CREATE TABLE IF NOT EXISTS skill_terms(
+    rowid bigint PRIMARY KEY, repository text NOT NULL, len integer NOT NULL, terms bytea NOT NULL,
+    xid xid8 NOT NULL DEFAULT pg_current_xact_id());
+CREATE INDEX IF NOT EXISTS skill_terms_xid ON skill_terms(xid);
+CREATE TABLE IF NOT EXISTS skill_vectors(
+    rowid bigint PRIMARY KEY, repository text NOT NULL, vec vector({dim}) NOT NULL);
+CREATE INDEX IF NOT EXISTS skill_vectors_hnsw ON skill_vectors USING hnsw (vec vector_cosine_ops);
+"""
+"""Schema 4: the skill registry's derived tables (``store/core_skills``)."""
+
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (1, _V1),
     (LEXICON_VERSION, LEXICON_SQL),
     (3, POSTGRES_TOKEN_TABLE),
+    (4, _V4_SKILLS),
     (SIGNING_VERSION, SIG_STREAMS_SQL),
 )
 """(version, SQL with ``{dim}`` and ``{schema}`` placeholders), applied in order on open."""

@@ -34,6 +34,7 @@ from pathlib import Path
 from mentis.errors import StoreError
 from mentis.ledger import ChainReport
 from mentis.store.browse import BrowseReads
+from mentis.store.core_skills import SkillCore
 from mentis.store.core_thoughts import ThoughtCore
 from mentis.store.sqlite_index import LEXICON_SCHEMA
 from mentis.store.sqlite_schema import _DERIVED_SCHEMA, _DERIVED_TABLES, _LEDGER_SCHEMA, _new_epoch
@@ -46,7 +47,7 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 2
 
 
-class SqliteStore(RecallSql, ThoughtCore, BrowseReads):
+class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
     """One SQLite file holding the ledger, bodies and derived tables."""
 
     def __init__(self, path: str | Path, dim: int, *, verify: bool = True) -> None:

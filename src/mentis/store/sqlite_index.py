@@ -29,14 +29,16 @@ LEXICAL_SELECT_MIN_DOCS = 1_000
 Measured on SeaMonkey (1,076 reports): dropping terms found in more than half the documents left
 every ranking unchanged and cut BM25 time by a third; a budget on postings read (the rarest terms
 up to a quarter of the documents' worth) cost 3.3 points of fused R@5, so there is none."""
-VECTOR_TABLES = ("vectors", "thought_vectors")
-TERM_TABLES = ("attempt_terms", "thought_terms")
+VECTOR_TABLES = ("vectors", "thought_vectors", "skill_vectors")
+TERM_TABLES = ("attempt_terms", "thought_terms", "skill_terms")
 LEXICON_SCHEMA = """
 CREATE TABLE IF NOT EXISTS lex_vocab(
     id INTEGER PRIMARY KEY AUTOINCREMENT, term TEXT NOT NULL UNIQUE, df INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS attempt_terms(
     rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, len INTEGER NOT NULL, terms BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS thought_terms(
+    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, len INTEGER NOT NULL, terms BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS skill_terms(
     rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, len INTEGER NOT NULL, terms BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS removed_rows(
     id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, row INTEGER NOT NULL);
@@ -45,13 +47,16 @@ CREATE TABLE IF NOT EXISTS removed_rows(
 each document's packed ``(term id, weighted tf)`` pairs (see :mod:`mentis.retrieval.lexical`).
 A stem no document holds any more is deleted (forget erases index rows); ids are never reused.
 
-``removed_rows`` logs the rowids a forget removed (``kind`` attempt or thought), so every
+``removed_rows`` logs the rowids a forget removed (``kind`` attempt, thought or skill: a skill's
+rows also go when a newer version replaces them), so every
 process's in-process indexes drop them in place on their next refresh instead of reloading."""
 REMOVED_KIND = {
     "vectors": "attempt",
     "attempt_terms": "attempt",
     "thought_vectors": "thought",
     "thought_terms": "thought",
+    "skill_vectors": "skill",
+    "skill_terms": "skill",
 }
 
 

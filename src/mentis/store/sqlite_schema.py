@@ -43,7 +43,24 @@ CREATE TABLE IF NOT EXISTS vectors(
 CREATE INDEX IF NOT EXISTS vectors_repository ON vectors(repository);
 CREATE TABLE IF NOT EXISTS sig_streams(
     stream TEXT PRIMARY KEY, n INTEGER NOT NULL, digest TEXT NOT NULL, key_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS skill_idx(
+    repository TEXT NOT NULL, skill_id TEXT NOT NULL, rowid INTEGER NOT NULL UNIQUE, status TEXT NOT NULL,
+    version INTEGER NOT NULL, content_hash TEXT NOT NULL, name TEXT NOT NULL, description TEXT NOT NULL,
+    tags TEXT NOT NULL, triggers TEXT NOT NULL, PRIMARY KEY(repository, skill_id));
+CREATE TABLE IF NOT EXISTS skill_version_idx(
+    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, skill_id TEXT NOT NULL, version INTEGER NOT NULL,
+    content_hash TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS skill_version_skill ON skill_version_idx(repository, skill_id, version);
+CREATE TABLE IF NOT EXISTS skill_revoked(
+    status_rowid INTEGER NOT NULL, repository TEXT NOT NULL, skill_id TEXT NOT NULL,
+    content_hash TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS skill_revoked_hash ON skill_revoked(content_hash);
+CREATE INDEX IF NOT EXISTS skill_revoked_skill ON skill_revoked(repository, skill_id);
+CREATE TABLE IF NOT EXISTS skill_vectors(
+    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, vec BLOB NOT NULL);
 """
+"""Skills (``store/core_skills``) have ``skill_idx``, ``skill_version_idx``, ``skill_revoked`` and
+``skill_vectors`` here; their lexical rows, ``skill_terms``, sit with the other lexical tables."""
 _DERIVED_TABLES = (
     "attempt_idx",
     "correction_idx",
@@ -51,6 +68,10 @@ _DERIVED_TABLES = (
     "forgotten",
     "vectors",
     "attempt_label",
+    "skill_idx",
+    "skill_version_idx",
+    "skill_revoked",
+    "skill_vectors",
     *THOUGHT_TABLES,
     *TERM_TABLES,
     "lex_vocab",

@@ -1,0 +1,283 @@
+"""A skill's text: its format (Markdown with YAML front matter, or JSON), its content hash, and
+the unified diffs that store every version after the first.
+
+The harness format followed is the Agent Skills specification (agentskills.io/specification, its
+2025-11 rules as implementations quote them), which Claude Code loads from
+``.claude/skills/<name>/SKILL.md`` (code.claude.com/docs/en/skills, read 2026-12-02): YAML front
+matter between ``---`` lines with ``name`` (1-64 characters: lowercase letters, digits and hyphens,
+no hyphen at either end and no ``--``; the folder is named after it) and ``description`` (non-empty,
+at most 1,024 characters), then Markdown instructions. Mentis also reads ``tags``, ``triggers`` and
+``warnings`` (lists of strings); other keys (``allowed-tools``, ``license``...) stay in the text.
+
+Diffs are GNU-style unified diffs over ``\\n``-terminated lines (``difflib.unified_diff``), with
+``\\ No newline at end of file`` after a last line that has no newline, so they apply byte for
+byte. Nothing here touches the store; errors are :class:`SkillTextError` (a ValueError) and the
+service turns them into InvalidInput or IntegrityError.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+import yaml
+
+MAX_SKILL_BYTES = 1 << 20
+"""A skill's text (and a diff uploaded for one): 1 MiB of UTF-8."""
+MAX_NAME_CHARS = 64
+MAX_DESCRIPTION_CHARS = 1_024
+MAX_LIST_ITEMS = 64
+MAX_ITEM_CHARS = 1_000
+NO_NEWLINE = "\\ No newline at end of file\n"
+SKILL_FILE = "SKILL.md"
+
+_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+JSON_KEYS = frozenset({"name", "description", "tags", "triggers", "warnings", "body"})
+
+Format = Literal["markdown", "json"]
+
+
+class SkillTextError(ValueError):
+    """The text is not a skill, or a diff does not apply; ``field`` names what is wrong."""
+
+    def __init__(self, message: str, field: str = "content") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class SkillDoc:
+    """What Mentis reads from a skill's text."""
+
+    name: str
+    description: str
+    format: Format
+    body: str
+    tags: list[str] = field(default_factory=list)
+    triggers: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def content_hash(text: str) -> str:
+    """sha256 hex of the text's UTF-8 bytes."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def check_name(value: str, what: str = "name") -> str:
+    """The Agent Skills name rule; ValueError naming ``what`` otherwise."""
+    if not 1 <= len(value) <= MAX_NAME_CHARS:
+        raise ValueError(f"{what} must be 1 to {MAX_NAME_CHARS} characters, found {len(value)}")
+    if not _NAME.match(value):
+        raise ValueError(
+            f"{what} {value[:80]!r} may hold only lowercase letters, digits and single hyphens, "
+            "and may not start or end with a hyphen (the Agent Skills name rule)"
+        )
+    return value
+
+
+def check_size(text: str, what: str = "content") -> None:
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_SKILL_BYTES:
+        raise SkillTextError(
+            f"{what} is {size:,} bytes of UTF-8; the limit is {MAX_SKILL_BYTES:,} bytes", what
+        )
+
+
+# ---------------------------------------------------------------- reading a skill
+
+
+def parse_skill(text: str) -> SkillDoc:
+    """Read a skill: JSON when the text starts with ``{``, else Markdown with YAML front matter."""
+    check_size(text)
+    if text.lstrip().startswith("{"):
+        return _parse_json(text)
+    return _parse_markdown(text)
+
+
+def _parse_markdown(text: str) -> SkillDoc:
+    lines = text.split("\n")
+    if lines[0].rstrip("\r") != "---":
+        raise SkillTextError(
+            "content: a skill in Markdown starts with YAML front matter between '---' lines "
+            "(name, description, and optionally tags, triggers, warnings)"
+        )
+    end = next((i for i in range(1, len(lines)) if lines[i].rstrip("\r") == "---"), None)
+    if end is None:
+        raise SkillTextError("content: the front matter has no closing '---' line")
+    try:
+        meta = yaml.safe_load("\n".join(lines[1:end]))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 2}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SkillTextError(f"content: the front matter is not valid YAML ({where}{problem})") from None
+    if not isinstance(meta, dict):
+        raise SkillTextError("content: the front matter must be a YAML mapping (name: ..., description: ...)")
+    return _doc(meta, "markdown", "\n".join(lines[end + 1 :]))
+
+
+def _parse_json(text: str) -> SkillDoc:
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise SkillTextError(f"content: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise SkillTextError("content: a skill in JSON is an object {name, description, body, ...}")
+    unknown = sorted(set(data) - JSON_KEYS)
+    if unknown:
+        raise SkillTextError(
+            f"content: unknown key(s) {', '.join(unknown)} in a JSON skill; "
+            f"known: {', '.join(sorted(JSON_KEYS))}"
+        )
+    body = data.get("body", "")
+    if not isinstance(body, str):
+        raise SkillTextError("content: body must be a string (the Markdown instructions)")
+    return _doc(data, "json", body)
+
+
+def _doc(meta: dict[Any, Any], fmt: Format, body: str) -> SkillDoc:
+    for key in ("name", "description"):
+        if meta.get(key) in (None, ""):
+            raise SkillTextError(f"content: the front matter's `{key}` is required")
+        if not isinstance(meta[key], str):
+            raise SkillTextError(f"content: the front matter's `{key}` must be a string")
+    try:
+        name = check_name(meta["name"], "content: the front matter's `name`")
+    except ValueError as exc:
+        raise SkillTextError(str(exc)) from None
+    description = meta["description"].strip()
+    if not description or len(description) > MAX_DESCRIPTION_CHARS:
+        raise SkillTextError(
+            f"content: the front matter's `description` must be 1 to {MAX_DESCRIPTION_CHARS:,} "
+            f"characters, found {len(description):,}"
+        )
+    lists = {key: _strings(meta.get(key), key) for key in ("tags", "triggers", "warnings")}
+    return SkillDoc(name=name, description=description, format=fmt, body=body, **lists)
+
+
+def _strings(value: Any, key: str) -> list[str]:
+    if value is None:
+        return []
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(v, str) for v in items):
+        raise SkillTextError(f"content: the front matter's `{key}` must be a list of strings")
+    if len(items) > MAX_LIST_ITEMS or any(len(v) > MAX_ITEM_CHARS for v in items):
+        raise SkillTextError(
+            f"content: the front matter's `{key}` holds at most {MAX_LIST_ITEMS} items of "
+            f"{MAX_ITEM_CHARS:,} characters each"
+        )
+    return [v.strip() for v in items if v.strip()]
+
+
+def render_markdown(doc: SkillDoc) -> str:
+    """A JSON skill as a SKILL.md (what export writes for it)."""
+    meta: dict[str, Any] = {"name": doc.name, "description": doc.description}
+    for key in ("tags", "triggers", "warnings"):
+        if getattr(doc, key):
+            meta[key] = getattr(doc, key)
+    front = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=1_000)
+    return f"---\n{front}---\n{doc.body}"
+
+
+# ---------------------------------------------------------------- diffs
+
+
+def _lines(text: str) -> list[str]:
+    """Lines split on ``\\n`` only, each keeping it (the last one may have none)."""
+    parts = text.split("\n")
+    out = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        out.append(parts[-1])
+    return out
+
+
+def make_diff(old: str, new: str) -> str:
+    """The unified diff that turns ``old`` into ``new`` (3 lines of context)."""
+    out = []
+    for line in difflib.unified_diff(_lines(old), _lines(new), "a/SKILL.md", "b/SKILL.md"):
+        out.append(line if line.endswith("\n") else line + "\n" + NO_NEWLINE)
+    return "".join(out)
+
+
+def apply_diff(old: str, diff: str) -> str:
+    """``old`` with ``diff`` (a unified diff) applied; SkillTextError (field ``diff``) naming the
+    hunk and line where it does not apply."""
+    src = _lines(old)
+    lines = diff.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    out: list[str] = []
+    pos = 0  # next line of src to copy
+    i = 0
+    while i < len(lines) and not lines[i].startswith("@@"):
+        if not lines[i].startswith(("---", "+++", "diff ", "index ")):
+            raise SkillTextError(
+                f"diff: line {i + 1} is not a unified diff header: {lines[i][:80]!r}", "diff"
+            )
+        i += 1
+    if i == len(lines) and lines:
+        raise SkillTextError("diff: it has no hunk (no line starting with @@)", "diff")
+    while i < len(lines):
+        m = _HUNK.match(lines[i])
+        if m is None:
+            raise SkillTextError(f"diff: line {i + 1} should start a hunk (@@ -a,b +c,d @@)", "diff")
+        start, count = int(m.group(1)), int(m.group(2) or "1")
+        new_count = int(m.group(4) or "1")
+        at = start - 1 if count else start
+        if at < pos or at > len(src):
+            raise SkillTextError(f"diff: the hunk at line {i + 1} starts outside the text", "diff")
+        out += src[pos:at]
+        pos = at
+        i += 1
+        seen_old = seen_new = 0
+        while i < len(lines) and not lines[i].startswith("@@"):
+            line = lines[i]
+            tag, rest = line[:1], line[1:] + "\n"
+            if i + 1 < len(lines) and lines[i + 1] == NO_NEWLINE.rstrip("\n"):
+                rest = line[1:]
+                i += 1
+            if tag in (" ", "-"):
+                if pos >= len(src) or src[pos] != rest:
+                    raise SkillTextError(
+                        f"diff: does not apply: the hunk's line {i + 1} does not match line {pos + 1} "
+                        "of the version it is applied to",
+                        "diff",
+                    )
+                pos += 1
+                seen_old += 1
+                if tag == " ":
+                    out.append(rest)
+                    seen_new += 1
+            elif tag == "+":
+                out.append(rest)
+                seen_new += 1
+            else:
+                raise SkillTextError(f"diff: line {i + 1} is neither context, '-' nor '+'", "diff")
+            i += 1
+        if (seen_old, seen_new) != (count, new_count):
+            raise SkillTextError(
+                f"diff: a hunk announces {count} old and {new_count} new lines but holds "
+                f"{seen_old} and {seen_new}",
+                "diff",
+            )
+    out += src[pos:]
+    return "".join(out)
+
+
+__all__ = [
+    "MAX_SKILL_BYTES",
+    "SKILL_FILE",
+    "SkillDoc",
+    "SkillTextError",
+    "apply_diff",
+    "check_name",
+    "content_hash",
+    "make_diff",
+    "parse_skill",
+    "render_markdown",
+]
