@@ -57,14 +57,6 @@ from mentis.model import (
     VerifyInput,
     VerifyResult,
 )
-from mentis.signed_writes import (
-    PrepareWriteInput,
-    PrepareWriteResult,
-    SignedWriteInput,
-    SignedWriteResult,
-    prepare_write,
-    signed_write,
-)
 from mentis.model_skills import (
     DeleteSkillInput,
     DeleteSkillResult,
@@ -81,6 +73,14 @@ from mentis.model_skills import (
     SkillVersionsResult,
     UploadSkillInput,
     UploadSkillResult,
+)
+from mentis.signed_writes import (
+    PrepareWriteInput,
+    PrepareWriteResult,
+    SignedWriteInput,
+    SignedWriteResult,
+    prepare_write,
+    signed_write,
 )
 from mentis.stats import StatsInput, StatsResult
 
