@@ -23,7 +23,6 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -153,17 +152,13 @@ class SkillOps:
             out.append(Version(entry, body, text))
         return out
 
-    def public_key(self, key_id: str | None) -> Ed25519PublicKey | None:
-        """The registry's public key for ``key_id``, or None when it holds none."""
-        if key_id is None or not hasattr(self.store, "agent_key"):  # until keys merges
+    def public_key(self, entry: Entry) -> Ed25519PublicKey | None:
+        """The registry's public key for the entry's ``key_id`` when the registry holds it for the
+        entry's own agent, else None."""
+        found = None if entry.key_id is None else self.store.agent_key(entry.key_id)
+        if found is None or found[0] != entry.agent:
             return None
-        found: Any = self.store.agent_key(key_id)
-        if found is None or isinstance(found, Ed25519PublicKey):
-            return found
-        text = found if isinstance(found, str) else getattr(found, "public_key", None)
-        if isinstance(text, Ed25519PublicKey):
-            return text
-        return None if text is None else signing.parse_public(text)
+        return signing.parse_public(found[1])
 
     def version_out(self, entry: Entry, body: SkillVersionBody) -> SkillVersionOut:
         return SkillVersionOut(
@@ -174,7 +169,7 @@ class SkillOps:
             content_hash=body.content_hash,
             signed=entry.sig is not None,
             key_id=entry.key_id,
-            signature=signature_state(entry, self.public_key(entry.key_id)),
+            signature=signature_state(entry, self.public_key(entry)),
             ledger=_ref(entry),
         )
 
@@ -451,7 +446,7 @@ class SkillOps:
             except IntegrityError as exc:
                 skipped.append({"skill_id": row.skill_id, "why": exc.message})
                 continue
-            state = signature_state(newest.entry, self.public_key(newest.entry.key_id))
+            state = signature_state(newest.entry, self.public_key(newest.entry))
             if state not in ("unsigned", "verified"):
                 skipped.append(
                     {"skill_id": row.skill_id, "why": f"its newest version's signature is {state}"}
