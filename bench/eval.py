@@ -65,7 +65,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evaluation.locomo import LoCoMo
-from evaluation.report import report_locomo, report_seamonkey, write
+from evaluation.pyfaq import PythonFaq
+from evaluation.report import report_locomo, report_pyfaq, report_seamonkey, write
 from evaluation.runner import ROOT, run
 from evaluation.seamonkey import SeaMonkey
 from mentis.embed.local import LocalEmbedder
@@ -75,7 +76,7 @@ DEFAULT_DATA = Path(os.environ.get("MENTIS_BENCH_DATA", ROOT.parent / "shared" /
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("benchmark", choices=["seamonkey", "locomo", "all"])
+    parser.add_argument("benchmark", choices=["seamonkey", "locomo", "pyfaq", "all"])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="directory of the data files")
     parser.add_argument(
         "--out", type=Path, default=None, help="seamonkey/locomo: write the results as JSON here"
@@ -83,16 +84,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--out-dir", type=Path, default=ROOT / "bench" / "results", help="all: write eval-<name>.json here"
     )
-    parser.add_argument("--variants", action="store_true", help="also run the experimental variants")
+    parser.add_argument(
+        "--variants", action="store_true", help="also run the lab: issue 16's mechanisms as ablations"
+    )
+    parser.add_argument(
+        "--sweep", action="store_true", help="with --variants: the older parameter sweep instead"
+    )
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
     embedder = LocalEmbedder.load()
-    runs = {"seamonkey": (SeaMonkey, report_seamonkey), "locomo": (LoCoMo, report_locomo)}
+    runs = {
+        "seamonkey": (SeaMonkey, report_seamonkey),
+        "locomo": (LoCoMo, report_locomo),
+        "pyfaq": (PythonFaq, report_pyfaq),
+    }
     names = list(runs) if args.benchmark == "all" else [args.benchmark]
     for name in names:
         bench, report = runs[name]
-        out = run(bench(args.data), args.variants, embedder)
+        out = run(bench(args.data), args.variants, embedder, args.sweep)
         report(out)
         if args.benchmark == "all":
             write(out, args.out_dir / f"eval-{name}.json", args.out_dir / f"eval-{name}-variants.json")

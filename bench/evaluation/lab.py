@@ -47,6 +47,9 @@ class Variant:
     session_graph: bool = False  # thoughts: graph walk over emulated per-session tags (see Lab)
     restart: float = graph.RESTART  # the walk's restart probability
     stay: bool = True  # nodes without edges keep their mass, as graph.personalised_pagerank
+    qtf_cap: int = 0  # a query word counts at most this many times (0: as often as repeated)
+    stop: str = "always"  # drop stopwords "always" | only in "long" queries | "never"
+    extra: tuple[str, ...] = ()  # the benchmark's extra ranked lists, RRF-fused beside lex + vec
 
     def params(self) -> pipeline.Params:
         return pipeline.Params(
@@ -80,6 +83,7 @@ class Lab:
         kind: str,
         to_ranking: Callable[[list[retrieval.Scored]], list[Any]],
         session_of: dict[int, Any] | None = None,
+        signals: dict[str, Callable[[str, np.ndarray], pipeline.Hits]] | None = None,
     ) -> None:
         self.store = store
         self.repository = repository
@@ -96,6 +100,7 @@ class Lab:
             self.fields = lambda body: ThoughtBody.from_json(body).index_fields.texts
             self.vector, self.edges = store.thought_vector, store.thought_edges_between
         self.session_of = session_of or {}
+        self.signals = signals or {}
         self.sessions: dict[Any, list[int]] = {}
         for r in sorted(self.session_of):
             self.sessions.setdefault(self.session_of[r], []).append(r)
@@ -135,11 +140,15 @@ class Lab:
     def match(self, text: str, v: Variant) -> list[str]:
         counts: dict[str, int] = {}
         skipped: set[str] = set()
-        for w in _TOKEN.findall(text.lower()):
+        tokens = _TOKEN.findall(text.lower())
+        long = len(tokens) > retrieval.LONG_QUERY_WORDS
+        stop = retrieval.STOPWORDS if v.stop == "always" or (v.stop == "long" and long) else frozenset()
+        for w in tokens:
             if w in counts:
-                counts[w] += 1  # query term frequency, as retrieval.query_terms
+                if not v.qtf_cap or counts[w] < v.qtf_cap:
+                    counts[w] += 1  # query term frequency, as retrieval.query_terms
                 continue
-            if w in retrieval.STOPWORDS or w in skipped or len(w) < v.min_len:
+            if w in stop or w in skipped or len(w) < v.min_len:
                 continue
             if (v.drop_numbers and w.isdigit()) or (v.max_df < 1.0 and self.df(w) > v.max_df * self.n_docs):
                 skipped.add(w)
@@ -171,6 +180,15 @@ class Lab:
         return out
 
     def rank(self, text: str, qvec: np.ndarray, v: Variant) -> list[Any]:
+        if v.extra:
+            # lexical, vector and the extra lists, RRF-fused with equal weights; no graph walk
+            # (none of the sets with extra signals has edges: checked by the main run)
+            lists = [
+                self.lexical(self.match(text, v), v.weights or self.shipped_weights, v.depth),
+                self.vector(qvec, [self.repository], v.depth),
+                *(self.signals[name](text, qvec)[: v.depth] for name in v.extra),
+            ]
+            return self.to_ranking(fuse_lists(lists, v.rrf_k))
         ranked, _ = pipeline.candidates(
             text,
             [self.repository],
@@ -182,6 +200,72 @@ class Lab:
             terms=lambda t: self.match(t, v),
         )
         return self.to_ranking(ranked)
+
+
+def cosine_signal(rowids: Sequence[int], vectors: np.ndarray) -> Callable[[np.ndarray, int], pipeline.Hits]:
+    """Brute-force cosine over extra per-row vectors (unit length): (query vector, depth) -> hits."""
+
+    def top(qvec: np.ndarray, depth: int) -> pipeline.Hits:
+        sims = vectors @ qvec
+        best = np.argsort(-sims, kind="stable")[:depth]
+        return [(int(rowids[i]), float(sims[i])) for i in best]
+
+    return top
+
+
+def text_signal(
+    rowids: Sequence[int], texts: Sequence[str], repository: str
+) -> Callable[[list[str], int], pipeline.Hits]:
+    """BM25 (the store's own scoring code) over extra per-row texts: (query words, depth) -> hits."""
+    vocab: dict[str, int] = {}
+    index = lexical.LexicalIndex()
+    index.add(
+        [lexical.document_row(r, repository, [t], (1.0,), vocab) for r, t in zip(rowids, texts, strict=True)]
+    )
+    analyzer = lexical.analyzer()
+
+    def top(words: list[str], depth: int) -> pipeline.Hits:
+        terms = [vocab[t] for w in words for t in analyzer.terms(w) if t in vocab]
+        return index.search(terms, None, depth, sqlite_index.LEXICAL_SELECT_MIN_DOCS)
+
+    return top
+
+
+def fuse_lists(lists: Sequence[pipeline.Hits], k: float) -> list[retrieval.Scored]:
+    """Reciprocal-rank fusion of any number of ranked lists (the first two fill the lexical and
+    vector parts of each :class:`retrieval.Scored`)."""
+    by_row: dict[int, retrieval.Scored] = {}
+    for i, items in enumerate(lists):
+        for rank, (rowid, score) in enumerate(items, start=1):
+            s = by_row.setdefault(rowid, retrieval.Scored(rowid))
+            if i == 0:
+                s.lexical, s.lexical_rank = score, rank
+            elif i == 1:
+                s.vector, s.vector_rank = score, rank
+            s.fused += 1.0 / (k + rank)
+    return sorted(by_row.values(), key=lambda s: (-s.fused, s.rowid))
+
+
+def mechanism_grid(extra: Sequence[tuple[str, tuple[str, ...]]] = ()) -> list[Variant]:
+    """Issue 16's mechanisms, the same rows on every benchmark (``extra``: the benchmark's own
+    additional signals, named rows). Each row changes one thing from the shipped pipeline."""
+    grid = [
+        Variant(f"shipped (first {MAXT} terms, k={retrieval.RRF_K}, depth {DEPTH})"),
+        Variant("qtf capped at 2 (~k1+1)", qtf_cap=2),
+        Variant("qtf capped at 1", qtf_cap=1),
+        Variant(f"stopwords kept in short queries (<= {retrieval.LONG_QUERY_WORDS} words)", stop="long"),
+        Variant("stopwords never dropped", stop="never"),
+        Variant("qtf cap 2 + stopwords kept in short queries", qtf_cap=2, stop="long"),
+        Variant("fusion: agreement-weighted RRF", fusion="agree"),
+        Variant("fusion: min-max scores, alpha 0.5", fusion="minmax", alpha=0.5),
+        Variant("rrf k=60 (the usual constant)", rrf_k=60),
+    ]
+    grid += [Variant(name, extra=signals) for name, signals in extra]
+    return grid
+
+
+def faq_variant_grid() -> list[Variant]:
+    return mechanism_grid()
 
 
 def variant_grid() -> list[Variant]:

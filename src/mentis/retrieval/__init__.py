@@ -20,7 +20,7 @@ CANDIDATES = 200
 """Lexical and vector candidates taken per query, each."""
 MAX_ATTEMPTS_PER_TASK = 5
 
-_TOKEN = re.compile(r"\w+", re.UNICODE)
+TOKEN = _TOKEN = re.compile(r"\w+", re.UNICODE)
 # Words too common to carry meaning in a problem description. Removing them keeps FTS5 from
 # scoring nearly every row for a long query; BM25 would give them ~0 weight anyway.
 _STOPWORDS_TEXT = """
@@ -34,6 +34,10 @@ would you your yours yourself yourselves
 """
 STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
 MAX_QUERY_TERMS = 64
+LONG_QUERY_WORDS = 32
+"""A query of more words than this is a pasted report or description rather than a question.
+Questions in the dev sets have at most ~25 words and reports at least ~40 (bench/README.md
+lists the distributions), so no query of the three sets sits near this boundary."""
 
 
 def query_terms(text: str) -> list[str]:
