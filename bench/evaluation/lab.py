@@ -22,6 +22,7 @@ import orjson
 from mentis import records, retrieval
 from mentis.records import AttemptBody, ThoughtBody
 from mentis.retrieval import graph, lexical, pipeline
+from mentis.retrieval.window import WINDOW_TOP, window_fuse
 from mentis.store import sqlite_index
 from mentis.store.sqlite import SqliteStore
 
@@ -50,6 +51,9 @@ class Variant:
     qtf_cap: int = 0  # a query word counts at most this many times (0: as often as repeated)
     stop: str = "always"  # drop stopwords "always" | only in "long" queries | "never"
     extra: tuple[str, ...] = ()  # the benchmark's extra ranked lists, RRF-fused beside lex + vec
+    window: bool = False  # retrieval.window: candidates smoothed over same-session neighbours
+    window_top: int = WINDOW_TOP
+    window_sides: tuple[bool, bool] = (True, True)  # lexical, vector
 
     def params(self) -> pipeline.Params:
         return pipeline.Params(
@@ -179,7 +183,23 @@ class Lab:
             out += [(seed, r, 0.25) for r in others[: graph.NEIGHBOURS_PER_SEED]]
         return out
 
+    def neighbours(self, rowids: Sequence[int]) -> dict[int, list[int]]:
+        """The rows just before and after each of ``rowids`` (by rowid) in the same session, as
+        a store finds them from the thoughts' session ids."""
+        out: dict[int, list[int]] = {}
+        for r in rowids:
+            s = self.session_of.get(r)
+            near = [n for n in (r - 1, r + 1) if s is not None and self.session_of.get(n) == s]
+            if near:
+                out[r] = near
+        return out
+
     def rank(self, text: str, qvec: np.ndarray, v: Variant) -> list[Any]:
+        if v.window:
+            lex = self.lexical(self.match(text, v), v.weights or self.shipped_weights, v.depth)
+            vec = self.vector(qvec, [self.repository], v.depth)
+            fused = window_fuse(lex, vec, self.neighbours, v.rrf_k, v.window_top, v.window_sides)
+            return self.to_ranking(fused)
         if v.extra:
             # lexical, vector and the extra lists, RRF-fused with equal weights; no graph walk
             # (none of the sets with extra signals has edges: checked by the main run)
@@ -259,6 +279,10 @@ def mechanism_grid(extra: Sequence[tuple[str, tuple[str, ...]]] = ()) -> list[Va
         Variant("fusion: agreement-weighted RRF", fusion="agree"),
         Variant("fusion: min-max scores, alpha 0.5", fusion="minmax", alpha=0.5),
         Variant("rrf k=60 (the usual constant)", rrf_k=60),
+        Variant("window: candidates smoothed over same-session neighbours", window=True),
+        Variant("window, all 200 candidates widened", window=True, window_top=200),
+        Variant("window, lexical side only", window=True, window_sides=(True, False)),
+        Variant("window, vector side only", window=True, window_sides=(False, True)),
     ]
     grid += [Variant(name, extra=signals) for name, signals in extra]
     return grid

@@ -355,3 +355,24 @@ def test_rebuild_keeps_thought_answers(memory: Memory, caller: Caller) -> None:
     memory.rebuild()
     assert found(memory, caller, query="database choice", include_invalidated=True) == before
     assert len(memory.store.rejections(REPO)) == rejections == 1
+
+
+def test_a_turn_whose_session_neighbour_answers_the_rest_of_the_question_outranks_a_lone_match(
+    memory: Memory, caller: Caller
+) -> None:
+    """search_thoughts scores a turn with the turns said just before and after it in its session;
+    the same thoughts without sessions (another repository, same statistics) rank the lone match first."""
+    turns = [
+        ("the staging deploy reads its credentials from a file", "s1"),
+        ("that file is kept in the vault under infra", "s1"),
+        ("credentials for staging deploy expire every month", "s2"),
+        ("lunch is at noon on fridays", "s2"),
+    ]
+    for content, session in turns:
+        think(memory, caller, content, session_id=session)
+    for content, _ in turns:
+        think(memory, caller, content, repository="github.com/acme/no-sessions")
+    question = "staging deploy credentials: where are they kept"
+    assert found(memory, caller, query=question, limit=1) == [turns[0][0]]
+    alone = found(memory, caller, query=question, limit=1, repository="github.com/acme/no-sessions")
+    assert alone == [turns[2][0]]

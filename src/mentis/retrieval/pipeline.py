@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mentis import retrieval
-from mentis.retrieval import Scored, graph
+from mentis.retrieval import Scored, graph, window
 
 Scope = Sequence[str] | None
 Hits = Sequence[tuple[int, float]]
@@ -60,11 +60,14 @@ def candidates(
     params: Params = SHIPPED,
     terms: Callable[[str], list[str]] | None = None,
     pool: Executor | None = None,
+    neighbours: window.Neighbours | None = None,
 ) -> tuple[list[Scored], bool]:
     """The fused (and, with ``edges``, graph-walked) candidates of ``query``, best first, and
     whether the query had lexical terms (else the ranking is the vector's alone).
 
     ``terms`` turns the query into the lexical side's words (default :func:`retrieval.query_terms`).
+    With ``neighbours`` (rows said just before and after a row in its session), RRF also fuses
+    the two lists smoothed over those windows (:func:`window.window_fuse`).
     """
     words = (terms or retrieval.query_terms)(query)
     asked = (words, scope, params.depth) if words and scope != [] else None
@@ -74,6 +77,8 @@ def candidates(
     lex = pending.result() if pending is not None else lexical(*asked) if asked is not None else []
     if params.fusion == "minmax":
         ranked = minmax_fuse(lex, vec, params.alpha)
+    elif neighbours is not None and params.fusion == "rrf" and params.w_lex == params.w_vec:
+        ranked = window.window_fuse(lex, vec, neighbours, params.rrf_k)
     elif params.fusion == "agree":
         ranked = retrieval.fuse(lex, vec, params.rrf_k, agreement_weights(lex, vec))
     else:
