@@ -58,6 +58,7 @@ from mentis.model import (
 from mentis.records import RelationBody, ThoughtBody
 from mentis.retrieval import pipeline
 from mentis.service import Caller, ServiceContext, may_read, may_write, secret_warnings
+from mentis.session_windows import SessionNeighbours
 from mentis.signing import write_at, write_id
 from mentis.store.base import ThoughtQuery
 from mentis.texts import fingerprint
@@ -117,6 +118,7 @@ class ThoughtOps:
     def __init__(self, ctx: ServiceContext) -> None:
         self.ctx = ctx
         self.store = ctx.store
+        self.session_neighbours = SessionNeighbours(ctx.store)
 
     # ------------------------------------------------------------ rejected conclusions
 
@@ -263,7 +265,7 @@ class ThoughtOps:
                 self.store.thought_vector,
                 self.store.thought_edges_between,
                 pool=self.ctx.pool,
-                neighbours=lambda rows: self._session_neighbours(rows, scope),
+                neighbours=lambda rows: self.session_neighbours(rows, scope),
             )
             scored = {s.rowid: s for s in fused}
             candidates: list[int] | None = [s.rowid for s in fused]
@@ -287,23 +289,6 @@ class ThoughtOps:
             for r, t in results
         ]
         return SearchThoughtsResult(thoughts=thoughts, ranking=ranking, as_of=as_of)
-
-    def _session_neighbours(self, rowids: Sequence[int], scope: Sequence[str] | None) -> dict[int, list[int]]:
-        """For each of ``rowids``, the thoughts on either side of it (by rowid: written just
-        before and after it) that belong to the same repository and session, within ``scope``."""
-        near = sorted({n for r in rowids for n in (r - 1, r, r + 1)})
-        alive = self.store.filter_thoughts(near, ThoughtQuery(repositories=scope), len(near))
-        session = {
-            r: (entry.chain, body["session_id"])
-            for r, (entry, body) in self.store.load_thoughts(alive).items()
-            if body.get("session_id")
-        }
-        out: dict[int, list[int]] = {}
-        for r in rowids:
-            same = [n for n in (r - 1, r + 1) if r in session and session.get(n) == session[r]]
-            if same:
-                out[r] = same
-        return out
 
     def _thought_filters(self, caller: Caller, req: SearchThoughtsInput, as_of: str) -> ThoughtQuery:
         f = req.filters

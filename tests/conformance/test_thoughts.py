@@ -376,3 +376,26 @@ def test_a_turn_whose_session_neighbour_answers_the_rest_of_the_question_outrank
     assert found(memory, caller, query=question, limit=1) == [turns[0][0]]
     alone = found(memory, caller, query=question, limit=1, repository="github.com/acme/no-sessions")
     assert alone == [turns[2][0]]
+
+
+def test_session_neighbours_are_adjacent_thoughts_of_the_same_repository_and_session(
+    memory: Memory, caller: Caller
+) -> None:
+    other = "github.com/acme/x"
+    contents = [
+        (REPO, "s1", "first turn of one"),
+        (REPO, "s1", "second turn of one"),
+        (REPO, "s2", "a turn of another session"),
+        (REPO, "s1", "third turn of one, after the other session"),
+        (other, "s1", "same session name in another repository"),
+    ]
+    ids = [think(memory, caller, c, session_id=s, repository=repo).thought_id for repo, s, c in contents]
+    rows = memory.store.thought_rowids(ids)
+    r = [rows[i] for i in ids]
+    assert r == sorted(r)
+    neighbours = memory.thoughts.session_neighbours
+    assert neighbours(r, None) == {r[0]: [r[1]], r[1]: [r[0]]}
+    assert neighbours(r, [REPO]) == {r[0]: [r[1]], r[1]: [r[0]]}
+    # a thought written later is found (rows that were no thought yet are not remembered as such)
+    later = think(memory, caller, "the next turn there", session_id="s1", repository=other).thought_id
+    assert neighbours([r[4]], None) == {r[4]: [memory.store.thought_rowids([later])[later]]}
