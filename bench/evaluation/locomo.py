@@ -179,8 +179,10 @@ class LoCoMo(Benchmark):
             "dense": "cosine, all-MiniLM-L6-v2, same turn texts, brute force (incl. embedding)",
             "lexical": "store.thought_lexical(query_terms(q))",
             "vector": "store.thought_vector(embed(q))",
-            "fused": "pipeline.candidates without the graph walk; no filters or materialisation",
-            "search_thoughts": "Memory.search_thoughts as shipped (bm25 + vector, RRF, graph.rerank)",
+            "fused": "pipeline.candidates without the graph walk (with the session windows); no filters "
+            "or materialisation",
+            "search_thoughts": "Memory.search_thoughts as shipped (bm25 + vector and their session windows, "
+            "RRF, graph.rerank)",
         }
 
     def fill(self, store: SqliteStore, embedder: LocalEmbedder) -> tuple[dict[str, Any], np.ndarray]:
@@ -263,7 +265,8 @@ class LoCoMo(Benchmark):
                 "repository": LOCOMO_REPO,
                 "stored": "one thought per turn, all conversations in one repository, via "
                 "Memory.append_thought(link_duplicates=False): type FactLearned, content "
-                "'{speaker}: {text}', no tags, session_id 'locomo-<conv>-S<session>' (not indexed); "
+                "'{speaker}: {text}', no tags, session_id 'locomo-<conv>-S<session>' (not indexed; "
+                "search_thoughts reads it to find a turn's neighbours for its windows); "
                 "session date not stored",
                 "query": "the question text, Memory.search_thoughts(repository, limit 50; RRF then "
                 "graph.rerank, which has no edges here)",

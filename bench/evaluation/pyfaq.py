@@ -123,8 +123,10 @@ class PythonFaq(Benchmark):
             "dense": "cosine, all-MiniLM-L6-v2, same answer texts, brute force (incl. embedding)",
             "lexical": "store.thought_lexical(query_terms(q))",
             "vector": "store.thought_vector(embed(q))",
-            "fused": "pipeline.candidates without the graph walk; no filters or materialisation",
-            "search_thoughts": "Memory.search_thoughts as shipped (bm25 + vector, RRF, graph.rerank)",
+            "fused": "pipeline.candidates without the graph walk (with the session windows); no filters "
+            "or materialisation",
+            "search_thoughts": "Memory.search_thoughts as shipped (bm25 + vector and their session windows, "
+            "RRF, graph.rerank)",
         }
 
     def fill(self, store: SqliteStore, embedder: LocalEmbedder) -> tuple[dict[str, Any], np.ndarray]:

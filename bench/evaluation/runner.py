@@ -120,6 +120,12 @@ def run(bench: Benchmark, variants: bool, embedder: LocalEmbedder, sweep: bool =
         searched = methods[list(bench.notes)[-1]]
         qvecs: dict[str, np.ndarray] = {}
         edges_seen = 0
+        # search_thoughts' conversational windows belong to the fused candidates (before the walk)
+        windows = (
+            (lambda rows: memory.thoughts.session_neighbours(rows, scope))
+            if bench.kind == "thought"
+            else None
+        )
         for qid, text in bench.queries.items():
             searched.rankings[qid], ms = timed(bench.shipped, memory, caller, text)
             searched.latencies_ms.append(ms)
@@ -129,7 +135,17 @@ def run(bench: Benchmark, variants: bool, embedder: LocalEmbedder, sweep: bool =
                 ("lexical", lambda _, qv=qv: qv, lexical, pipeline.no_hits),
                 ("vector", lambda _, qv=qv: qv, pipeline.no_hits, vector),
             ):
-                (ranked, _), ms = timed(pipeline.candidates, text, scope, embed, lex, vec, None)
+                (ranked, _), ms = timed(
+                    lambda *a, name=name: pipeline.candidates(
+                        *a, neighbours=windows if name == "fused" else None
+                    ),
+                    text,
+                    scope,
+                    embed,
+                    lex,
+                    vec,
+                    None,
+                )
                 methods[name].rankings[qid] = bench.ranking(store, ranked)
                 methods[name].latencies_ms.append(ms)
                 if name == "fused":
