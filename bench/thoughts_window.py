@@ -9,7 +9,8 @@ alternately so a fifth of the neighbours are interleaved; random unit vectors, n
 asks ``--queries`` questions with the real model embedding each query, windows on and off in
 alternating rounds (off = the same code with no session neighbours found, i.e. the ranking
 before windows), and reports the medians of the rounds' p50/p95 and the time spent finding
-neighbours (``filter_thoughts`` + ``load_thoughts``) per query.
+neighbours (``filter_thoughts`` + ``load_thoughts``) per query, and the process CPU time per
+search (steadier than wall time on a shared machine).
 """
 
 from __future__ import annotations
@@ -87,9 +88,13 @@ def main(argv: list[str] | None = None) -> int:
         spent.append((time.perf_counter() - t) * 1000)
         return out
 
-    def ask(q: str) -> float:
-        t = time.perf_counter()
+    cpu: dict[str, list[float]] = {"windows": [], "no windows": []}
+
+    def ask(q: str, mode: str = "") -> float:
+        t, c = time.perf_counter(), time.process_time()
         memory.search_thoughts(caller, SearchThoughtsInput(query=q, repository=REPO, limit=10))
+        if mode:
+            cpu[mode].append((time.process_time() - c) * 1000)
         return (time.perf_counter() - t) * 1000
 
     for q in queries[:5]:
@@ -98,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.rounds):
         for mode in ("no windows", "windows"):
             ops.session_neighbours = timed_neighbours if mode == "windows" else (lambda rows, scope: {})  # type: ignore[assignment]
-            times = [ask(q) for q in queries]
+            times = [ask(q, mode) for q in queries]
             rounds[mode].append((percentile(times, 0.5), percentile(times, 0.95)))
     memory.close()
     tmp.cleanup()
@@ -117,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             }
             for mode, rs in rounds.items()
         },
+        "search_thoughts_cpu_ms_p50": {mode: round(percentile(xs, 0.5), 2) for mode, xs in cpu.items()},
         "neighbours_ms_per_query": {
             "p50": round(percentile(spent, 0.5), 2),
             "p95": round(percentile(spent, 0.95), 2),

@@ -51,7 +51,7 @@ class Variant:
     qtf_cap: int = 0  # a query word counts at most this many times (0: as often as repeated)
     stop: str = "always"  # drop stopwords "always" | only in "long" queries | "never"
     extra: tuple[str, ...] = ()  # the benchmark's extra ranked lists, RRF-fused beside lex + vec
-    window: bool = False  # retrieval.window: candidates smoothed over same-session neighbours
+    window: bool = True  # as shipped: candidates also smoothed over same-session neighbours
     window_top: int = WINDOW_TOP
     window_sides: tuple[bool, bool] = (True, True)  # lexical, vector
 
@@ -195,7 +195,7 @@ class Lab:
         return out
 
     def rank(self, text: str, qvec: np.ndarray, v: Variant) -> list[Any]:
-        if v.window:
+        if v.window and (v.window_top != WINDOW_TOP or v.window_sides != (True, True)):
             lex = self.lexical(self.match(text, v), v.weights or self.shipped_weights, v.depth)
             vec = self.vector(qvec, [self.repository], v.depth)
             fused = window_fuse(lex, vec, self.neighbours, v.rrf_k, v.window_top, v.window_sides)
@@ -218,6 +218,7 @@ class Lab:
             self.session_links if v.session_graph else self.edges,
             params=v.params(),
             terms=lambda t: self.match(t, v),
+            neighbours=self.neighbours if v.window and self.session_of else None,
         )
         return self.to_ranking(ranked)
 
@@ -270,7 +271,7 @@ def mechanism_grid(extra: Sequence[tuple[str, tuple[str, ...]]] = ()) -> list[Va
     """Issue 16's mechanisms, the same rows on every benchmark (``extra``: the benchmark's own
     additional signals, named rows). Each row changes one thing from the shipped pipeline."""
     grid = [
-        Variant(f"shipped (first {MAXT} terms, k={retrieval.RRF_K}, depth {DEPTH})"),
+        Variant(f"shipped (first {MAXT} terms, k={retrieval.RRF_K}, depth {DEPTH}, session windows)"),
         Variant("qtf capped at 2 (~k1+1)", qtf_cap=2),
         Variant("qtf capped at 1", qtf_cap=1),
         Variant(f"stopwords kept in short queries (<= {retrieval.LONG_QUERY_WORDS} words)", stop="long"),
@@ -279,10 +280,10 @@ def mechanism_grid(extra: Sequence[tuple[str, tuple[str, ...]]] = ()) -> list[Va
         Variant("fusion: agreement-weighted RRF", fusion="agree"),
         Variant("fusion: min-max scores, alpha 0.5", fusion="minmax", alpha=0.5),
         Variant("rrf k=60 (the usual constant)", rrf_k=60),
-        Variant("window: candidates smoothed over same-session neighbours", window=True),
-        Variant("window, all 200 candidates widened", window=True, window_top=200),
-        Variant("window, lexical side only", window=True, window_sides=(True, False)),
-        Variant("window, vector side only", window=True, window_sides=(False, True)),
+        Variant("no session windows (shipped before issue 16)", window=False),
+        Variant("windows: all 200 candidates widened", window_top=200),
+        Variant("windows: lexical side only", window_sides=(True, False)),
+        Variant("windows: vector side only", window_sides=(False, True)),
     ]
     grid += [Variant(name, extra=signals) for name, signals in extra]
     return grid

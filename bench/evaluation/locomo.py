@@ -298,10 +298,13 @@ class LoCoMo(Benchmark):
     def grid(self) -> list[Variant]:
         return mechanism_grid(
             [
-                ("+ window (prev/next turn) dense", ("window_vec",)),
-                ("+ window lexical", ("window_lex",)),
-                ("+ window dense + lexical", ("window_vec", "window_lex")),
-                ("+ turn with session date, dense", ("dated_vec",)),
+                ("index-time windows, dense (instead of search-time)", ("window_vec",)),
+                ("index-time windows, lexical (instead of search-time)", ("window_lex",)),
+                (
+                    "index-time windows, dense + lexical (instead of search-time)",
+                    ("window_vec", "window_lex"),
+                ),
+                ("+ turn with its session date, dense (no windows)", ("dated_vec",)),
             ]
         )
 

@@ -95,8 +95,8 @@ def report_seamonkey(out: dict[str, Any]) -> None:
     )
     if "variants" in out:
         print_table(
-            "experimental variants (bench only; src unchanged; latency excludes the query "
-            "embedding; +/- and dMRR vs the shipped row)",
+            "lab: issue 16's mechanisms (bench only; latency excludes the query embedding; "
+            "+/- and differences vs the shipped row, 95% bootstrap intervals)",
             out["variants"],
             "vs_shipped",
         )
@@ -118,8 +118,8 @@ def report_pyfaq(out: dict[str, Any]) -> None:
     )
     if "variants" in out:
         print_table(
-            "lab: mechanisms (bench only; latency excludes the query embedding; +/- and differences "
-            "vs the shipped row)",
+            "lab: issue 16's mechanisms (bench only; latency excludes the query embedding; "
+            "+/- and differences vs the shipped row, 95% bootstrap intervals)",
             out["variants"],
             "vs_shipped",
         )
@@ -152,8 +152,8 @@ def report_locomo(out: dict[str, Any]) -> None:
         print(f"  {ref['system']:<10} lenient R@10 {ref['R@10']:.3f}")
     if "variants" in out:
         print_locomo_table(
-            "experimental variants (bench only; src unchanged; latency excludes the query embedding; "
-            "dMRR vs the shipped row)",
+            "lab: issue 16's mechanisms (bench only; latency excludes the query embedding; "
+            "differences vs the shipped row, 95% bootstrap intervals)",
             out["variants"],
             "vs_shipped",
         )
