@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation.lab import Lab, Variant
+from evaluation.lab import LONG_QUERY_WORDS, Lab, Variant
 from evaluation.metrics import Method, timed
 from mentis import records, retrieval
 from mentis.embed.local import LocalEmbedder
@@ -171,7 +171,7 @@ def run(bench: Benchmark, variants: bool, embedder: LocalEmbedder, sweep: bool =
             "min": words[0],
             "median": words[len(words) // 2],
             "max": words[-1],
-            f"over_{retrieval.LONG_QUERY_WORDS}": sum(1 for w in words if w > retrieval.LONG_QUERY_WORDS),
+            f"over_{LONG_QUERY_WORDS}": sum(1 for w in words if w > LONG_QUERY_WORDS),
         }
         if variants:
             lab = bench.lab(store)

@@ -34,10 +34,6 @@ would you your yours yourself yourselves
 """
 STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
 MAX_QUERY_TERMS = 64
-LONG_QUERY_WORDS = 32
-"""A query of more words than this is a pasted report or description rather than a question.
-Questions in the dev sets have at most ~25 words and reports at least ~40 (bench/README.md
-lists the distributions), so no query of the three sets sits near this boundary."""
 
 
 def query_terms(text: str) -> list[str]:
