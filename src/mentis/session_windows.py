@@ -5,10 +5,11 @@ A thought's neighbours are the thoughts at the rowids on either side of it (writ
 and after it) that belong to the same repository and the same ``session_id``. A write of another
 session in between breaks the window there (the thought then has no neighbour on that side).
 
-A thought's repository and session never change, so they are kept in a bounded per-process map
-once read; only rows not known yet are read (``filter_thoughts`` within the caller's scope, then
-``load_thoughts``, which checks each body against its ledger entry). Rows that are not (yet)
-thoughts in scope are not remembered, so a thought written later is found on the next search.
+Which rows are live thoughts the caller may read is asked on every search (``filter_thoughts``
+within the caller's scope: one indexed statement), so a forgotten thought or one outside the
+scope is never a neighbour. A thought's repository and session never change, so they are kept in
+a bounded per-process map once read (``load_thoughts``, which checks each body against its
+ledger entry); a thought written later is found on the next search.
 """
 
 from __future__ import annotations
@@ -31,20 +32,22 @@ class SessionNeighbours:
     def __call__(self, rowids: Sequence[int], scope: Sequence[str] | None) -> dict[int, list[int]]:
         """For each of ``rowids`` that has any, its neighbours in its session."""
         near = sorted({n for r in rowids for n in (r - 1, r, r + 1)})
+        # which of them are live thoughts the caller may read, asked every time (a forget or
+        # another caller's scope changes it); only their sessions are remembered
+        alive = self.store.filter_thoughts(near, ThoughtQuery(repositories=scope), len(near))
         with self._lock:
-            unknown = [r for r in near if r not in self._known]
+            unknown = [r for r in alive if r not in self._known]
         if unknown:
-            alive = self.store.filter_thoughts(unknown, ThoughtQuery(repositories=scope), len(unknown))
             found = {
                 r: (entry.chain, body.get("session_id") or None)
-                for r, (entry, body) in self.store.load_thoughts(alive).items()
+                for r, (entry, body) in self.store.load_thoughts(unknown).items()
             }
             with self._lock:
                 if len(self._known) + len(found) > KEEP:
                     self._known.clear()
                 self._known.update(found)
         with self._lock:
-            session = {r: self._known[r] for r in near if r in self._known}
+            session = {r: self._known[r] for r in alive if r in self._known}
         out: dict[int, list[int]] = {}
         for r in rowids:
             own = session.get(r)

@@ -11,6 +11,7 @@ from mentis.memory import Caller, Memory
 from mentis.model import (
     AppendThoughtInput,
     ContextBundleInput,
+    ForgetThoughtInput,
     GetThoughtInput,
     MarkOutdatedInput,
     MemoryMdExportInput,
@@ -399,3 +400,6 @@ def test_session_neighbours_are_adjacent_thoughts_of_the_same_repository_and_ses
     # a thought written later is found (rows that were no thought yet are not remembered as such)
     later = think(memory, caller, "the next turn there", session_id="s1", repository=other).thought_id
     assert neighbours([r[4]], None) == {r[4]: [memory.store.thought_rowids([later])[later]]}
+    # a forgotten thought is nobody's neighbour any more, though its session was seen before
+    memory.forget_thought(caller, parse(ForgetThoughtInput, {"repository": REPO, "thought_id": ids[1]}))
+    assert neighbours(r[:4], None) == {}
