@@ -54,7 +54,12 @@ def faq_dir() -> tuple[Path, str]:
     root = CACHE / PACKAGE
     if not (root / FAQ_PATH).is_dir():
         root.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["apt-get", "download", PACKAGE], cwd=root, check=True, capture_output=True)
+        got = subprocess.run(["apt-get", "download", PACKAGE], cwd=root, capture_output=True, text=True)
+        if got.returncode != 0:
+            raise SystemExit(
+                f"could not fetch Debian's {PACKAGE} for the Python FAQ set ({got.stderr.strip()}); "
+                f"run `apt-get update`, or `apt-get install {PACKAGE}`, then try again"
+            )
         deb = next(root.glob(f"{PACKAGE}_*.deb"))
         subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True)
     debs = sorted(p.name for p in root.glob(f"{PACKAGE}_*.deb"))
