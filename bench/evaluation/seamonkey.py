@@ -206,7 +206,24 @@ class SeaMonkey(Benchmark):
                 first_vecs[line] = self.embedder.embed([line])[0]
             return title_vec(first_vecs[line], retrieval.CANDIDATES)
 
+        title_of = dict(zip(rows, titles, strict=True))
+        shipped = Variant("shipped")
+
+        def by_candidate_titles(text: str, qvec: np.ndarray) -> Any:
+            """Title BM25 among the query's own candidates only (statistics of those titles):
+            what search could compute from ``task_info`` without a title index in the store."""
+            cands = list(
+                dict.fromkeys(
+                    [r for r, _ in lab.lexical(lab.match(text, shipped), lab.shipped_weights, lab_depth)]
+                    + [r for r, _ in lab.vector(qvec, [REPO], lab_depth)]
+                )
+            )
+            local = text_signal(cands, [title_of[r] for r in cands], REPO)
+            return local(retrieval.query_terms(first_line(text)), lab_depth)
+
+        lab_depth = retrieval.CANDIDATES
         lab.signals = {
+            "title_lex_candidates": by_candidate_titles,
             "title_vec": by_title_vec,
             "title_lex": lambda text, _: title_lex(
                 retrieval.query_terms(first_line(text)), retrieval.CANDIDATES
@@ -218,6 +235,7 @@ class SeaMonkey(Benchmark):
         return mechanism_grid(
             [
                 ("+ title-to-title lexical", ("title_lex",)),
+                ("+ title-to-title lexical, among the candidates only", ("title_lex_candidates",)),
                 ("+ title-to-title dense", ("title_vec",)),
                 ("+ title-to-title lexical + dense", ("title_lex", "title_vec")),
             ]
