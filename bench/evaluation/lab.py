@@ -22,11 +22,17 @@ import orjson
 from mentis import records, retrieval
 from mentis.records import AttemptBody, ThoughtBody
 from mentis.retrieval import graph, lexical, pipeline
+from mentis.retrieval.window import WINDOW_TOP, window_fuse
 from mentis.store import sqlite_index
 from mentis.store.sqlite import SqliteStore
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 MAXT, DEPTH = retrieval.MAX_QUERY_TERMS, retrieval.CANDIDATES
+LONG_QUERY_WORDS = 32
+"""For the lab's stopword rows: a query of more words than this is a pasted report rather than a
+question. The LoCoMo and FAQ questions have 3 to 20 words, and 72 of the 75 SeaMonkey query
+reports more than 32 (median 103; ``query_words`` in each results file), so the rows do not hang
+on this value."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,12 @@ class Variant:
     session_graph: bool = False  # thoughts: graph walk over emulated per-session tags (see Lab)
     restart: float = graph.RESTART  # the walk's restart probability
     stay: bool = True  # nodes without edges keep their mass, as graph.personalised_pagerank
+    qtf_cap: int = 0  # a query word counts at most this many times (0: as often as repeated)
+    stop: str = "always"  # drop stopwords "always" | only in "long" queries | "never"
+    extra: tuple[str, ...] = ()  # the benchmark's extra ranked lists, RRF-fused beside lex + vec
+    window: bool = True  # as shipped: candidates also smoothed over same-session neighbours
+    window_top: int = WINDOW_TOP
+    window_sides: tuple[bool, bool] = (True, True)  # lexical, vector
 
     def params(self) -> pipeline.Params:
         return pipeline.Params(
@@ -80,6 +92,7 @@ class Lab:
         kind: str,
         to_ranking: Callable[[list[retrieval.Scored]], list[Any]],
         session_of: dict[int, Any] | None = None,
+        signals: dict[str, Callable[[str, np.ndarray], pipeline.Hits]] | None = None,
     ) -> None:
         self.store = store
         self.repository = repository
@@ -96,6 +109,7 @@ class Lab:
             self.fields = lambda body: ThoughtBody.from_json(body).index_fields.texts
             self.vector, self.edges = store.thought_vector, store.thought_edges_between
         self.session_of = session_of or {}
+        self.signals = signals or {}
         self.sessions: dict[Any, list[int]] = {}
         for r in sorted(self.session_of):
             self.sessions.setdefault(self.session_of[r], []).append(r)
@@ -135,11 +149,15 @@ class Lab:
     def match(self, text: str, v: Variant) -> list[str]:
         counts: dict[str, int] = {}
         skipped: set[str] = set()
-        for w in _TOKEN.findall(text.lower()):
+        tokens = _TOKEN.findall(text.lower())
+        long = len(tokens) > LONG_QUERY_WORDS
+        stop = retrieval.STOPWORDS if v.stop == "always" or (v.stop == "long" and long) else frozenset()
+        for w in tokens:
             if w in counts:
-                counts[w] += 1  # query term frequency, as retrieval.query_terms
+                if not v.qtf_cap or counts[w] < v.qtf_cap:
+                    counts[w] += 1  # query term frequency, as retrieval.query_terms
                 continue
-            if w in retrieval.STOPWORDS or w in skipped or len(w) < v.min_len:
+            if w in stop or w in skipped or len(w) < v.min_len:
                 continue
             if (v.drop_numbers and w.isdigit()) or (v.max_df < 1.0 and self.df(w) > v.max_df * self.n_docs):
                 skipped.add(w)
@@ -170,7 +188,32 @@ class Lab:
             out += [(seed, r, 0.25) for r in others[: graph.NEIGHBOURS_PER_SEED]]
         return out
 
+    def neighbours(self, rowids: Sequence[int]) -> dict[int, list[int]]:
+        """The rows just before and after each of ``rowids`` (by rowid) in the same session, as
+        a store finds them from the thoughts' session ids."""
+        out: dict[int, list[int]] = {}
+        for r in rowids:
+            s = self.session_of.get(r)
+            near = [n for n in (r - 1, r + 1) if s is not None and self.session_of.get(n) == s]
+            if near:
+                out[r] = near
+        return out
+
     def rank(self, text: str, qvec: np.ndarray, v: Variant) -> list[Any]:
+        if v.window and (v.window_top != WINDOW_TOP or v.window_sides != (True, True)):
+            lex = self.lexical(self.match(text, v), v.weights or self.shipped_weights, v.depth)
+            vec = self.vector(qvec, [self.repository], v.depth)
+            fused = window_fuse(lex, vec, self.neighbours, v.rrf_k, v.window_top, v.window_sides)
+            return self.to_ranking(fused)
+        if v.extra:
+            # lexical, vector and the extra lists, RRF-fused with equal weights; no graph walk
+            # (none of the sets with extra signals has edges: checked by the main run)
+            lists = [
+                self.lexical(self.match(text, v), v.weights or self.shipped_weights, v.depth),
+                self.vector(qvec, [self.repository], v.depth),
+                *(self.signals[name](text, qvec)[: v.depth] for name in v.extra),
+            ]
+            return self.to_ranking(fuse_lists(lists, v.rrf_k))
         ranked, _ = pipeline.candidates(
             text,
             [self.repository],
@@ -180,8 +223,79 @@ class Lab:
             self.session_links if v.session_graph else self.edges,
             params=v.params(),
             terms=lambda t: self.match(t, v),
+            neighbours=self.neighbours if v.window and self.session_of else None,
         )
         return self.to_ranking(ranked)
+
+
+def cosine_signal(rowids: Sequence[int], vectors: np.ndarray) -> Callable[[np.ndarray, int], pipeline.Hits]:
+    """Brute-force cosine over extra per-row vectors (unit length): (query vector, depth) -> hits."""
+
+    def top(qvec: np.ndarray, depth: int) -> pipeline.Hits:
+        sims = vectors @ qvec
+        best = np.argsort(-sims, kind="stable")[:depth]
+        return [(int(rowids[i]), float(sims[i])) for i in best]
+
+    return top
+
+
+def text_signal(
+    rowids: Sequence[int], texts: Sequence[str], repository: str
+) -> Callable[[list[str], int], pipeline.Hits]:
+    """BM25 (the store's own scoring code) over extra per-row texts: (query words, depth) -> hits."""
+    vocab: dict[str, int] = {}
+    index = lexical.LexicalIndex()
+    index.add(
+        [lexical.document_row(r, repository, [t], (1.0,), vocab) for r, t in zip(rowids, texts, strict=True)]
+    )
+    analyzer = lexical.analyzer()
+
+    def top(words: list[str], depth: int) -> pipeline.Hits:
+        terms = [vocab[t] for w in words for t in analyzer.terms(w) if t in vocab]
+        return index.search(terms, None, depth, sqlite_index.LEXICAL_SELECT_MIN_DOCS)
+
+    return top
+
+
+def fuse_lists(lists: Sequence[pipeline.Hits], k: float) -> list[retrieval.Scored]:
+    """Reciprocal-rank fusion of any number of ranked lists (the first two fill the lexical and
+    vector parts of each :class:`retrieval.Scored`)."""
+    by_row: dict[int, retrieval.Scored] = {}
+    for i, items in enumerate(lists):
+        for rank, (rowid, score) in enumerate(items, start=1):
+            s = by_row.setdefault(rowid, retrieval.Scored(rowid))
+            if i == 0:
+                s.lexical, s.lexical_rank = score, rank
+            elif i == 1:
+                s.vector, s.vector_rank = score, rank
+            s.fused += 1.0 / (k + rank)
+    return sorted(by_row.values(), key=lambda s: (-s.fused, s.rowid))
+
+
+def mechanism_grid(extra: Sequence[tuple[str, tuple[str, ...]]] = ()) -> list[Variant]:
+    """Issue 16's mechanisms, the same rows on every benchmark (``extra``: the benchmark's own
+    additional signals, named rows). Each row changes one thing from the shipped pipeline."""
+    grid = [
+        Variant(f"shipped (first {MAXT} terms, k={retrieval.RRF_K}, depth {DEPTH}, session windows)"),
+        Variant("qtf capped at 2 (~k1+1)", qtf_cap=2),
+        Variant("qtf capped at 1", qtf_cap=1),
+        Variant(f"stopwords kept in short queries (<= {LONG_QUERY_WORDS} words)", stop="long"),
+        Variant("stopwords never dropped", stop="never"),
+        Variant("qtf cap 2 + stopwords kept in short queries", qtf_cap=2, stop="long"),
+        Variant("fusion: agreement-weighted RRF", fusion="agree"),
+        Variant("fusion: min-max scores, alpha 0.5", fusion="minmax", alpha=0.5),
+        Variant("rrf k=60 (the usual constant)", rrf_k=60),
+        Variant("no session windows (shipped before issue 16)", window=False),
+        Variant("windows: all 200 candidates widened", window_top=200),
+        Variant("windows: lexical side only", window_sides=(True, False)),
+        Variant("windows: vector side only", window_sides=(False, True)),
+    ]
+    grid += [Variant(name, extra=signals) for name, signals in extra]
+    return grid
+
+
+def faq_variant_grid() -> list[Variant]:
+    return mechanism_grid()
 
 
 def variant_grid() -> list[Variant]:

@@ -11,9 +11,17 @@ from typing import Any
 
 import numpy as np
 
-from evaluation.lab import Lab, Variant, locomo_variant_grid
+from evaluation.lab import Lab, Variant, cosine_signal, locomo_variant_grid, mechanism_grid, text_signal
 from evaluation.metrics import Method, metrics, paired
-from evaluation.runner import LIMIT, Benchmark, Bm25, environment, fill, shipped_parameters
+from evaluation.runner import (
+    LIMIT,
+    Benchmark,
+    Bm25,
+    cached_embed,
+    environment,
+    fill,
+    shipped_parameters,
+)
 from mentis import retrieval
 from mentis.embed.local import LocalEmbedder
 from mentis.memory import Caller, Memory
@@ -153,7 +161,7 @@ def locomo_result(m: Method, questions: Sequence[Question]) -> dict[str, Any]:
 def by_mode(base: dict[str, Any], row: dict[str, Any], questions: Sequence[Question]) -> dict[str, Any]:
     """``paired`` for the strict and the lenient ranks of two result rows."""
     return {
-        mode: paired([base[q.qid][i] for q in questions], [row[q.qid][i] for q in questions])
+        mode: paired([base[q.qid][i] for q in questions], [row[q.qid][i] for q in questions], ks=LOCOMO_KS)
         for i, mode in enumerate(("strict", "lenient"))
     }
 
@@ -171,8 +179,10 @@ class LoCoMo(Benchmark):
             "dense": "cosine, all-MiniLM-L6-v2, same turn texts, brute force (incl. embedding)",
             "lexical": "store.thought_lexical(query_terms(q))",
             "vector": "store.thought_vector(embed(q))",
-            "fused": "pipeline.candidates without the graph walk; no filters or materialisation",
-            "search_thoughts": "Memory.search_thoughts as shipped (bm25 + vector, RRF, graph.rerank)",
+            "fused": "pipeline.candidates without the graph walk (with the session windows); no filters "
+            "or materialisation",
+            "search_thoughts": "Memory.search_thoughts as shipped (bm25 + vector and their session windows, "
+            "RRF, graph.rerank)",
         }
 
     def fill(self, store: SqliteStore, embedder: LocalEmbedder) -> tuple[dict[str, Any], np.ndarray]:
@@ -190,6 +200,7 @@ class LoCoMo(Benchmark):
         texts = [req.content for req in reqs]
         unique = list(dict.fromkeys(texts))
         append = lambda memory, req: memory.append_thought(caller, req, link_duplicates=False)  # noqa: E731
+        self.embedder = embedder
         info, results, vectors = fill(store, embedder, unique, append, reqs, "appending turns")
         table = dict(zip(unique, vectors, strict=True))
         info = {
@@ -213,8 +224,31 @@ class LoCoMo(Benchmark):
         return [self.row_keys[s.rowid] for s in ranked[:LIMIT]]
 
     def lab(self, store: SqliteStore) -> Lab:
+        """The lab with the conversational signals: each turn's window (the turn before it, the
+        turn, the turn after it, within its session) by cosine and by BM25, and the turn with its
+        session date in front, by cosine."""
         sessions = {r: (k[0], dia_pos(k[1])[0]) for r, k in self.row_keys.items()}
-        return Lab(store, self.repository, self.kind, lambda ranked: self.ranking(store, ranked), sessions)
+        lab = Lab(store, self.repository, self.kind, lambda ranked: self.ranking(store, ranked), sessions)
+        rowid_of = {k: r for r, k in self.row_keys.items()}
+        rows = [rowid_of[t.key] for t in self.turns]
+        windows, dated = [], []
+        for i, t in enumerate(self.turns):
+            near = [
+                u
+                for u in self.turns[max(0, i - 1) : i + 2]
+                if (u.conv, dia_pos(u.dia_id)[0]) == (t.conv, dia_pos(t.dia_id)[0])
+            ]
+            windows.append("\n".join(content_of(u) for u in near))
+            dated.append(f"{t.date}. {content_of(t)}")
+        window_vec = cosine_signal(rows, cached_embed(self.embedder, windows))
+        dated_vec = cosine_signal(rows, cached_embed(self.embedder, dated))
+        window_lex = text_signal(rows, windows, self.repository)
+        lab.signals = {
+            "window_vec": lambda _, qvec: window_vec(qvec, retrieval.CANDIDATES),
+            "window_lex": lambda text, _: window_lex(retrieval.query_terms(text), retrieval.CANDIDATES),
+            "dated_vec": lambda _, qvec: dated_vec(qvec, retrieval.CANDIDATES),
+        }
+        return lab
 
     def output(
         self, store: SqliteStore, methods: list[Method], edges_seen: int, fill: dict[str, Any]
@@ -231,7 +265,8 @@ class LoCoMo(Benchmark):
                 "repository": LOCOMO_REPO,
                 "stored": "one thought per turn, all conversations in one repository, via "
                 "Memory.append_thought(link_duplicates=False): type FactLearned, content "
-                "'{speaker}: {text}', no tags, session_id 'locomo-<conv>-S<session>' (not indexed); "
+                "'{speaker}: {text}', no tags, session_id 'locomo-<conv>-S<session>' (not indexed; "
+                "search_thoughts reads it to find a turn's neighbours for its windows); "
                 "session date not stored",
                 "query": "the question text, Memory.search_thoughts(repository, limit 50; RRF then "
                 "graph.rerank, which has no edges here)",
@@ -261,6 +296,19 @@ class LoCoMo(Benchmark):
         }
 
     def grid(self) -> list[Variant]:
+        return mechanism_grid(
+            [
+                ("index-time windows, dense (instead of search-time)", ("window_vec",)),
+                ("index-time windows, lexical (instead of search-time)", ("window_lex",)),
+                (
+                    "index-time windows, dense + lexical (instead of search-time)",
+                    ("window_vec", "window_lex"),
+                ),
+                ("+ turn with its session date, dense (no windows)", ("dated_vec",)),
+            ]
+        )
+
+    def sweep(self) -> list[Variant]:
         return locomo_variant_grid()
 
     def variant_rows(self, methods: list[Method]) -> list[dict[str, Any]]:

@@ -28,25 +28,50 @@ def metrics(ranks: Sequence[int | None], ks: Sequence[int] = KS) -> dict[str, fl
     return out
 
 
-def paired(base: Sequence[int | None], other: Sequence[int | None], seed: int = 0) -> dict[str, Any]:
-    """How ``other`` differs from ``base`` query by query: top-5/10 gains and losses, MRR delta
-    with a paired bootstrap 95% interval (2,000 resamples, fixed seed)."""
+RESAMPLES = 2000
+"""Bootstrap resamples of the queries for every interval (fixed seed, so a rerun prints the same)."""
+
+
+def bootstrap_ci(deltas: np.ndarray, resamples: int = RESAMPLES, seed: int = 0) -> list[float]:
+    """95% percentile interval of the mean of per-query ``deltas``, resampling queries with
+    replacement (paired: each resample keeps a query's two systems together)."""
+    if len(deltas) == 0:
+        return [0.0, 0.0]
+    rng = np.random.default_rng(seed)
+    boot = deltas[rng.integers(0, len(deltas), size=(resamples, len(deltas)))].mean(axis=1)
+    return [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))]
+
+
+def paired(
+    base: Sequence[int | None], other: Sequence[int | None], seed: int = 0, ks: Sequence[int] = (5, 10)
+) -> dict[str, Any]:
+    """How ``other`` differs from ``base`` query by query: top-k gains and losses, and the
+    differences of R@k and MRR, each with a paired bootstrap 95% interval over queries
+    (:data:`RESAMPLES` resamples, fixed seed; the same resamples for every metric)."""
     rr = lambda r: 0.0 if r is None else 1.0 / r  # noqa: E731
     inside = lambda r, k: r is not None and r <= k  # noqa: E731
     out: dict[str, Any] = {}
-    for k in (5, 10):
+    for k in ks:
         out[f"top{k}_gained"] = sum(
             1 for a, b in zip(base, other, strict=True) if inside(b, k) and not inside(a, k)
         )
         out[f"top{k}_lost"] = sum(
             1 for a, b in zip(base, other, strict=True) if inside(a, k) and not inside(b, k)
         )
+        deltas = np.array(
+            [float(inside(b, k)) - float(inside(a, k)) for a, b in zip(base, other, strict=True)]
+        )
+        out[f"r{k}_delta"] = float(deltas.mean()) if len(deltas) else 0.0
+        out[f"r{k}_delta_ci95"] = bootstrap_ci(deltas, seed=seed)
     deltas = np.array([rr(b) - rr(a) for a, b in zip(base, other, strict=True)])
-    rng = np.random.default_rng(seed)
-    boot = deltas[rng.integers(0, len(deltas), size=(2000, len(deltas)))].mean(axis=1)
-    out["mrr_delta"] = float(deltas.mean())
-    out["mrr_delta_ci95"] = [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))]
+    out["mrr_delta"] = float(deltas.mean()) if len(deltas) else 0.0
+    out["mrr_delta_ci95"] = bootstrap_ci(deltas, seed=seed)
     return out
+
+
+def ci_text(delta: float, ci: Sequence[float]) -> str:
+    """``+0.012 [-0.004, +0.030]``: a difference and its interval, as every table prints it."""
+    return f"{delta:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]"
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.locomo import LOCOMO_KS
+from evaluation.metrics import ci_text
 from mentis.retrieval import graph
 
 
@@ -16,7 +17,7 @@ def print_table(title: str, rows: Sequence[dict[str, Any]], versus: str | None =
     name_w = max(len(r["method"]) for r in rows) + 2
     head = f"{'method':<{name_w}}{'R@1':>7}{'R@5':>7}{'R@10':>7}{'MRR':>7}{'p50 ms':>9}{'p95 ms':>9}"
     if versus:
-        head += f"   {'top5 +/-':>9}{'dMRR [95% CI]':>24}"
+        head += f"   {'top5 +/-':>9}  {'dR@10 [95% CI]':<24}{'dMRR [95% CI]':<24}"
     print(head)
     for r in rows:
         p50 = f"{r['p50_ms']:9.1f}" if "p50_ms" in r else f"{'':9}"
@@ -26,9 +27,9 @@ def print_table(title: str, rows: Sequence[dict[str, Any]], versus: str | None =
         )
         if versus and versus in r:
             v = r[versus]
-            lo, hi = v["mrr_delta_ci95"]
-            line += f"   {'+' + str(v['top5_gained']) + '/-' + str(v['top5_lost']):>9}"
-            line += f"{v['mrr_delta']:+8.3f} [{lo:+.3f}, {hi:+.3f}]"
+            line += f"   {'+' + str(v['top5_gained']) + '/-' + str(v['top5_lost']):>9}  "
+            line += f"{ci_text(v['r10_delta'], v['r10_delta_ci95']):<24}"
+            line += f"{ci_text(v['mrr_delta'], v['mrr_delta_ci95']):<24}"
         print(line)
 
 
@@ -41,16 +42,17 @@ def print_locomo_table(title: str, rows: Sequence[dict[str, Any]], versus: str |
     head = f"{'method':<{name_w}}" + "".join(f"{c:>7}" for c in cols) + "  "
     head += "".join(f"{c:>7}" for c in cols) + f"{'p50 ms':>9}{'p95 ms':>9}"
     if versus:
-        head += f"   {'dMRR strict [95% CI]':>26}"
+        head += f"   {'dR@10 strict [95% CI]':<26}{'dR@10 lenient [95% CI]':<26}{'dMRR strict [95% CI]':<24}"
     print(head)
     for r in rows:
         line = f"{r['method']:<{name_w}}" + "".join(f"{r['strict'][c]:7.3f}" for c in cols) + "  "
         line += "".join(f"{r['lenient'][c]:7.3f}" for c in cols)
         line += f"{r['p50_ms']:9.1f}{r['p95_ms']:9.1f}" if "p50_ms" in r else f"{'':18}"
         if versus and versus in r:
-            v = r[versus]["strict"]
-            lo, hi = v["mrr_delta_ci95"]
-            line += f"   {v['mrr_delta']:+8.3f} [{lo:+.3f}, {hi:+.3f}]"
+            v, le = r[versus]["strict"], r[versus]["lenient"]
+            line += f"   {ci_text(v['r10_delta'], v['r10_delta_ci95']):<26}"
+            line += f"{ci_text(le['r10_delta'], le['r10_delta_ci95']):<26}"
+            line += f"{ci_text(v['mrr_delta'], v['mrr_delta_ci95']):<24}"
         print(line)
 
 
@@ -93,8 +95,31 @@ def report_seamonkey(out: dict[str, Any]) -> None:
     )
     if "variants" in out:
         print_table(
-            "experimental variants (bench only; src unchanged; latency excludes the query "
-            "embedding; +/- and dMRR vs the shipped row)",
+            "lab: issue 16's mechanisms (bench only; latency excludes the query embedding; "
+            "+/- and differences vs the shipped row, 95% bootstrap intervals)",
+            out["variants"],
+            "vs_shipped",
+        )
+
+
+def report_pyfaq(out: dict[str, Any]) -> None:
+    c = out["counts"]
+    print(
+        f"\nPython FAQ: {c['questions']} questions from {c['files']} FAQ pages, each answer stored as a "
+        f"thought (question not stored); fill {out['fill']['total_s']} s; run {out['runtime_s']} s"
+    )
+    print_table(
+        f"methods, all {c['questions']} questions (same answers, same questions)", out["results"], "vs_bm25s"
+    )
+    g = out["graph_check"]
+    print(
+        f"\ngraph: {g['edges_from_top_seeds_all_queries']} edges from the top {graph.SEEDS} seeds; "
+        f"search_thoughts differs from fused in {g['queries_where_search_differs_from_fused']} queries"
+    )
+    if "variants" in out:
+        print_table(
+            "lab: issue 16's mechanisms (bench only; latency excludes the query embedding; "
+            "+/- and differences vs the shipped row, 95% bootstrap intervals)",
             out["variants"],
             "vs_shipped",
         )
@@ -127,8 +152,8 @@ def report_locomo(out: dict[str, Any]) -> None:
         print(f"  {ref['system']:<10} lenient R@10 {ref['R@10']:.3f}")
     if "variants" in out:
         print_locomo_table(
-            "experimental variants (bench only; src unchanged; latency excludes the query embedding; "
-            "dMRR vs the shipped row)",
+            "lab: issue 16's mechanisms (bench only; latency excludes the query embedding; "
+            "differences vs the shipped row, 95% bootstrap intervals)",
             out["variants"],
             "vs_shipped",
         )

@@ -8,6 +8,7 @@ differs between the benchmarks (data, fill, scoring, what is written) is a :clas
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import os
 import platform
 import sqlite3
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation.lab import Lab, Variant
+from evaluation.lab import LONG_QUERY_WORDS, Lab, Variant
 from evaluation.metrics import Method, timed
 from mentis import records, retrieval
 from mentis.embed.local import LocalEmbedder
@@ -31,6 +32,8 @@ from mentis.retrieval import graph, pipeline
 from mentis.store.sqlite import SqliteStore
 
 ROOT = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("MENTIS_BENCH_CACHE", ROOT / "bench" / ".cache"))
+"""Where the model's vectors of a corpus are kept between runs (gitignored)."""
 LIMIT = MAX_SEARCH_LIMIT  # 50, the most search returns
 METHODS = ("bm25s", "dense", "lexical", "vector", "fused")
 """The methods every benchmark reports before its shipped operation, in this order."""
@@ -56,6 +59,9 @@ class Benchmark:
     def ranking(self, store: SqliteStore, ranked: list[retrieval.Scored]) -> list[Any]: ...
     def output(self, store: SqliteStore, methods: list[Method], edges: int, fill: Any) -> dict[str, Any]: ...
     def grid(self) -> list[Variant]: ...
+    def sweep(self) -> list[Variant]:
+        return self.grid()
+
     def variant_rows(self, methods: list[Method]) -> list[dict[str, Any]]: ...
 
     def lab(self, store: SqliteStore) -> Lab:
@@ -74,7 +80,7 @@ def fill(
     model's vectors of ``batch``, computed in one call; the fill's figures, each write's result
     and those vectors."""
     t0 = time.perf_counter()
-    vectors = embedder.embed(batch)
+    vectors = cached_embed(embedder, batch)
     t_embed = time.perf_counter() - t0
     wrapper = PrecomputedEmbedder(embedder, dict(zip(batch, vectors, strict=True)))
     memory = Memory(store, wrapper)  # type: ignore[arg-type]
@@ -97,7 +103,7 @@ def sources(store: SqliteStore, kind: str) -> tuple[pipeline.Lexical, pipeline.V
     return store.thought_lexical, store.thought_vector, store.thought_edges_between
 
 
-def run(bench: Benchmark, variants: bool, embedder: LocalEmbedder) -> dict[str, Any]:
+def run(bench: Benchmark, variants: bool, embedder: LocalEmbedder, sweep: bool = False) -> dict[str, Any]:
     started = time.perf_counter()
     tmp = tempfile.TemporaryDirectory(prefix="mentis-eval-")
     store = SqliteStore(Path(tmp.name) / "eval.db", embedder.dim)
@@ -114,6 +120,12 @@ def run(bench: Benchmark, variants: bool, embedder: LocalEmbedder) -> dict[str, 
         searched = methods[list(bench.notes)[-1]]
         qvecs: dict[str, np.ndarray] = {}
         edges_seen = 0
+        # search_thoughts' conversational windows belong to the fused candidates (before the walk)
+        windows = (
+            (lambda rows: memory.thoughts.session_neighbours(rows, scope))
+            if bench.kind == "thought"
+            else None
+        )
         for qid, text in bench.queries.items():
             searched.rankings[qid], ms = timed(bench.shipped, memory, caller, text)
             searched.latencies_ms.append(ms)
@@ -123,7 +135,17 @@ def run(bench: Benchmark, variants: bool, embedder: LocalEmbedder) -> dict[str, 
                 ("lexical", lambda _, qv=qv: qv, lexical, pipeline.no_hits),
                 ("vector", lambda _, qv=qv: qv, pipeline.no_hits, vector),
             ):
-                (ranked, _), ms = timed(pipeline.candidates, text, scope, embed, lex, vec, None)
+                (ranked, _), ms = timed(
+                    lambda *a, name=name: pipeline.candidates(
+                        *a, neighbours=windows if name == "fused" else None
+                    ),
+                    text,
+                    scope,
+                    embed,
+                    lex,
+                    vec,
+                    None,
+                )
                 methods[name].rankings[qid] = bench.ranking(store, ranked)
                 methods[name].latencies_ms.append(ms)
                 if name == "fused":
@@ -144,9 +166,16 @@ def run(bench: Benchmark, variants: bool, embedder: LocalEmbedder) -> dict[str, 
             methods["bm25s"].latencies_ms.append(ms)
 
         out = bench.output(store, list(methods.values()), edges_seen, {**info, "total_s": round(fill_s, 2)})
+        words = sorted(len(retrieval.TOKEN.findall(t)) for t in bench.queries.values())
+        out["query_words"] = {
+            "min": words[0],
+            "median": words[len(words) // 2],
+            "max": words[-1],
+            f"over_{LONG_QUERY_WORDS}": sum(1 for w in words if w > LONG_QUERY_WORDS),
+        }
         if variants:
             lab = bench.lab(store)
-            grid = bench.grid()
+            grid = bench.sweep() if sweep else bench.grid()
             var_methods = []
             for v in grid:
                 m = Method(v.name, v.note())
@@ -161,6 +190,25 @@ def run(bench: Benchmark, variants: bool, embedder: LocalEmbedder) -> dict[str, 
     finally:
         store.close()
         tmp.cleanup()
+
+
+def cached_embed(embedder: LocalEmbedder, texts: Sequence[str]) -> np.ndarray:
+    """The model's vectors of ``texts`` in one batch, computed once per model and text list and
+    kept under :data:`CACHE` (``embeddings/<sha256 of model id and texts>.npy``)."""
+    digest = hashlib.sha256(embedder.model_id.encode())
+    for text in texts:
+        digest.update(b"\0" + text.encode("utf-8"))
+    path = CACHE / "embeddings" / f"{digest.hexdigest()}.npy"
+    if path.exists():
+        vectors = np.load(path)
+        if vectors.shape == (len(texts), embedder.dim):
+            return vectors
+    vectors = embedder.embed(list(texts))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.npy")
+    np.save(tmp, vectors)
+    tmp.replace(path)
+    return vectors
 
 
 class PrecomputedEmbedder:

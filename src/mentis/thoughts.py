@@ -58,6 +58,7 @@ from mentis.model import (
 from mentis.records import RelationBody, ThoughtBody
 from mentis.retrieval import pipeline
 from mentis.service import Caller, ServiceContext, may_read, may_write, secret_warnings
+from mentis.session_windows import SessionNeighbours
 from mentis.signing import write_at, write_id
 from mentis.store.base import ThoughtQuery
 from mentis.texts import fingerprint
@@ -117,6 +118,7 @@ class ThoughtOps:
     def __init__(self, ctx: ServiceContext) -> None:
         self.ctx = ctx
         self.store = ctx.store
+        self.session_neighbours = SessionNeighbours(ctx.store)
 
     # ------------------------------------------------------------ rejected conclusions
 
@@ -263,6 +265,7 @@ class ThoughtOps:
                 self.store.thought_vector,
                 self.store.thought_edges_between,
                 pool=self.ctx.pool,
+                neighbours=lambda rows: self.session_neighbours(rows, scope),
             )
             scored = {s.rowid: s for s in fused}
             candidates: list[int] | None = [s.rowid for s in fused]

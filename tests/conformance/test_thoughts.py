@@ -11,6 +11,7 @@ from mentis.memory import Caller, Memory
 from mentis.model import (
     AppendThoughtInput,
     ContextBundleInput,
+    ForgetThoughtInput,
     GetThoughtInput,
     MarkOutdatedInput,
     MemoryMdExportInput,
@@ -355,3 +356,50 @@ def test_rebuild_keeps_thought_answers(memory: Memory, caller: Caller) -> None:
     memory.rebuild()
     assert found(memory, caller, query="database choice", include_invalidated=True) == before
     assert len(memory.store.rejections(REPO)) == rejections == 1
+
+
+def test_a_turn_whose_session_neighbour_answers_the_rest_of_the_question_outranks_a_lone_match(
+    memory: Memory, caller: Caller
+) -> None:
+    """search_thoughts scores a turn with the turns said just before and after it in its session;
+    the same thoughts without sessions (another repository, same statistics) rank the lone match first."""
+    turns = [
+        ("the staging deploy reads its credentials from a file", "s1"),
+        ("that file is kept in the vault under infra", "s1"),
+        ("credentials for staging deploy expire every month", "s2"),
+        ("lunch is at noon on fridays", "s2"),
+    ]
+    for content, session in turns:
+        think(memory, caller, content, session_id=session)
+    for content, _ in turns:
+        think(memory, caller, content, repository="github.com/acme/no-sessions")
+    question = "staging deploy credentials: where are they kept"
+    assert found(memory, caller, query=question, limit=1) == [turns[0][0]]
+    alone = found(memory, caller, query=question, limit=1, repository="github.com/acme/no-sessions")
+    assert alone == [turns[2][0]]
+
+
+def test_session_neighbours_are_adjacent_thoughts_of_the_same_repository_and_session(
+    memory: Memory, caller: Caller
+) -> None:
+    other = "github.com/acme/x"
+    contents = [
+        (REPO, "s1", "first turn of one"),
+        (REPO, "s1", "second turn of one"),
+        (REPO, "s2", "a turn of another session"),
+        (REPO, "s1", "third turn of one, after the other session"),
+        (other, "s1", "same session name in another repository"),
+    ]
+    ids = [think(memory, caller, c, session_id=s, repository=repo).thought_id for repo, s, c in contents]
+    rows = memory.store.thought_rowids(ids)
+    r = [rows[i] for i in ids]
+    assert r == sorted(r)
+    neighbours = memory.thoughts.session_neighbours
+    assert neighbours(r, None) == {r[0]: [r[1]], r[1]: [r[0]]}
+    assert neighbours(r, [REPO]) == {r[0]: [r[1]], r[1]: [r[0]]}
+    # a thought written later is found (rows that were no thought yet are not remembered as such)
+    later = think(memory, caller, "the next turn there", session_id="s1", repository=other).thought_id
+    assert neighbours([r[4]], None) == {r[4]: [memory.store.thought_rowids([later])[later]]}
+    # a forgotten thought is nobody's neighbour any more, though its session was seen before
+    memory.forget_thought(caller, parse(ForgetThoughtInput, {"repository": REPO, "thought_id": ids[1]}))
+    assert neighbours(r[:4], None) == {}

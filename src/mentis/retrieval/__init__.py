@@ -20,7 +20,7 @@ CANDIDATES = 200
 """Lexical and vector candidates taken per query, each."""
 MAX_ATTEMPTS_PER_TASK = 5
 
-_TOKEN = re.compile(r"\w+", re.UNICODE)
+TOKEN = _TOKEN = re.compile(r"\w+", re.UNICODE)
 # Words too common to carry meaning in a problem description. Removing them keeps FTS5 from
 # scoring nearly every row for a long query; BM25 would give them ~0 weight anyway.
 _STOPWORDS_TEXT = """

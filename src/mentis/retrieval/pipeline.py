@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mentis import retrieval
-from mentis.retrieval import Scored, graph
+from mentis.retrieval import Scored, graph, window
 
 Scope = Sequence[str] | None
 Hits = Sequence[tuple[int, float]]
@@ -31,7 +31,8 @@ class Params:
     """What the pipeline lets a caller vary; the defaults are what search ships."""
 
     depth: int = retrieval.CANDIDATES
-    fusion: str = "rrf"  # "rrf" (weighted by w_lex / w_vec) | "minmax" (convex combination, alpha)
+    fusion: str = "rrf"  # "rrf" (weighted by w_lex / w_vec) | "agree" (RRF weighted by each
+    # list's agreement with the other, per query) | "minmax" (convex combination, alpha)
     rrf_k: float = retrieval.RRF_K
     w_lex: float = 1.0
     w_vec: float = 1.0
@@ -59,11 +60,14 @@ def candidates(
     params: Params = SHIPPED,
     terms: Callable[[str], list[str]] | None = None,
     pool: Executor | None = None,
+    neighbours: window.Neighbours | None = None,
 ) -> tuple[list[Scored], bool]:
     """The fused (and, with ``edges``, graph-walked) candidates of ``query``, best first, and
     whether the query had lexical terms (else the ranking is the vector's alone).
 
     ``terms`` turns the query into the lexical side's words (default :func:`retrieval.query_terms`).
+    With ``neighbours`` (rows said just before and after a row in its session), RRF also fuses
+    the two lists smoothed over those windows (:func:`window.window_fuse`).
     """
     words = (terms or retrieval.query_terms)(query)
     asked = (words, scope, params.depth) if words and scope != [] else None
@@ -73,6 +77,10 @@ def candidates(
     lex = pending.result() if pending is not None else lexical(*asked) if asked is not None else []
     if params.fusion == "minmax":
         ranked = minmax_fuse(lex, vec, params.alpha)
+    elif neighbours is not None and params.fusion == "rrf" and params.w_lex == params.w_vec:
+        ranked = window.window_fuse(lex, vec, neighbours, params.rrf_k)
+    elif params.fusion == "agree":
+        ranked = retrieval.fuse(lex, vec, params.rrf_k, agreement_weights(lex, vec))
     else:
         ranked = retrieval.fuse(lex, vec, params.rrf_k, (params.w_lex, params.w_vec))
     if edges is not None:
@@ -83,6 +91,22 @@ def candidates(
             stay=params.stay,
         )
     return ranked, bool(words)
+
+
+AGREEMENT_TOP = 10
+"""How many of a list's best hits are checked against the other list's candidates."""
+
+
+def agreement_weights(lex: Hits, vec: Hits, top: int = AGREEMENT_TOP) -> tuple[float, float]:
+    """Each list's weight: the share of its ``top`` best hits that the other list also found
+    among its candidates, add-one smoothed ((1 + shared) / (1 + top)), so a list whose best hits
+    the other side confirms counts more for this query, and neither weight is ever zero."""
+    if not lex or not vec:
+        return 1.0, 1.0
+    lex_rows, vec_rows = {r for r, _ in lex}, {r for r, _ in vec}
+    shared_lex = sum(1 for r, _ in lex[:top] if r in vec_rows)
+    shared_vec = sum(1 for r, _ in vec[:top] if r in lex_rows)
+    return (1 + shared_lex) / (1 + top), (1 + shared_vec) / (1 + top)
 
 
 def minmax_fuse(lex: Hits, vec: Hits, alpha: float) -> list[Scored]:
@@ -103,4 +127,4 @@ def minmax_fuse(lex: Hits, vec: Hits, alpha: float) -> list[Scored]:
     return sorted(by_row.values(), key=lambda s: (-s.fused, s.rowid))
 
 
-__all__ = ["SHIPPED", "Params", "candidates", "minmax_fuse", "no_hits"]
+__all__ = ["SHIPPED", "Params", "agreement_weights", "candidates", "minmax_fuse", "no_hits"]
