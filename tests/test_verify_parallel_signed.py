@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from mentis import signing
@@ -23,7 +23,7 @@ from mentis.agent_ops import AddAgentKeyInput, RegisterAgentInput, RevokeAgentKe
 from mentis.config import Settings
 from mentis.embed import HashEmbedder
 from mentis.errors import InvalidInput
-from mentis.ledger import entry_hash
+from mentis.ledger import KINDS, canonical, entry_hash
 from mentis.memory import Caller, Memory
 from mentis.model import RecordAttemptInput, parse
 from mentis.store import ledger_scan
@@ -262,3 +262,26 @@ def test_the_worker_accepts_an_envelope_only_when_the_reference_does(
         return
     if mine is not None:
         assert mine == (ref.stream, ref.n, ref.prev, ref.signature)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.tuples(*[_text] * 4), st.integers(0, 2**53 - 1), st.integers(0, 2**40), st.binary(max_size=40))
+def test_the_signed_scan_hashes_what_canonical_hashes(
+    values: tuple[str, ...], seq: int, n: int, data: bytes
+) -> None:
+    """An entry and statement sealed with ``canonical`` pass the scan of signed rows whatever their
+    strings (escaped or plain templates), and a wrong entry hash or broken stream link fails it."""
+    agent, at, chain, id_ = values
+    assume(not chain.startswith("__"))
+    body = canonical({"repository": chain, "attempt_id": id_, "data": data.hex()})
+    body_hash, key_id, stream = hashlib.sha256(body).hexdigest(), "ed25519:" + "ab" * 16, "c" * 32
+    prev_digest = "" if n == 0 else "d" * 64
+    stmt = signing.Statement(chain, "attempt", id_, at, agent, body_hash, key_id, stream, n, prev_digest)
+    sig = signing.Envelope(stream, n, prev_digest, "A" * 86).text()
+    doc = {"v": 1, "chain": chain, "seq": seq, "kind": "attempt", "id": id_, "at": at, "agent": agent,
+           "prev": "", "body_hash": body_hash, "key_id": key_id}  # fmt: skip
+    row = (agent, at, body_hash, chain, id_, "attempt", "", seq, entry_hash(doc), body, key_id, sig, 5)
+    scan = ledger_scan._Scan(KINDS, 1)
+    assert scan.with_signed([row]) is True
+    assert scan.streams[stream][5:9] == [n, stmt.digest(), 5, stmt.canonical()]
+    assert ledger_scan._Scan(KINDS, 1).with_signed([(*row[:8], "0" * 64, *row[9:])]) is False

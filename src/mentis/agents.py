@@ -32,7 +32,13 @@ MAX_ALIASES = 16
 
 
 class RegistryError(ValueError):
-    """An event that may not follow the registry as it stands (the message says why)."""
+    """An event that may not follow the registry as it stands (the message says why). ``kind`` is
+    ``invalid`` (malformed), ``not_found`` (no such agent or key) or ``conflict`` (it contradicts
+    the registry: already registered, revoked or disabled)."""
+
+    def __init__(self, message: str, kind: str = "invalid") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,14 +135,14 @@ class Registry:
     def _register(self, body: dict[str, Any], agent_id: str, at: str, by: str) -> None:
         check_agent_id(agent_id)
         if self.resolve(agent_id) is not None:
-            raise RegistryError(f"agent {agent_id!r} is already registered")
+            raise RegistryError(f"agent {agent_id!r} is already registered", "conflict")
         aliases = body["aliases"]
         if not isinstance(aliases, list) or len(aliases) > MAX_ALIASES:
             raise RegistryError(f"aliases must be a list of at most {MAX_ALIASES} agent names")
         for alias in aliases:
             check_agent_id(alias, "alias")
             if alias == agent_id or self.resolve(alias) is not None or aliases.count(alias) > 1:
-                raise RegistryError(f"alias {alias!r} already names an agent")
+                raise RegistryError(f"alias {alias!r} already names an agent", "conflict")
         self.agents[agent_id] = AgentRecord(
             agent_id, _text(body, "display_name"), _text(body, "description"), tuple(aliases), at, by
         )
@@ -146,9 +152,11 @@ class Registry:
     def _enabled(self, agent_id: str) -> AgentRecord:
         agent = self.agents.get(agent_id)
         if agent is None:
-            raise RegistryError(f"no agent {agent_id!r} is registered; register it first")
+            raise RegistryError(f"no agent {agent_id!r} is registered; register it first", "not_found")
         if agent.disabled_at is not None:
-            raise RegistryError(f"agent {agent_id!r} is disabled (for good: register a new agent id)")
+            raise RegistryError(
+                f"agent {agent_id!r} is disabled (for good: register a new agent id)", "conflict"
+            )
         return agent
 
     def _key_add(self, body: dict[str, Any], agent_id: str, at: str, by: str) -> None:
@@ -161,16 +169,18 @@ class Registry:
         if signing.key_id_of(public) != key_id:
             raise RegistryError(f"key_id {key_id!r} is not the id of its public key")
         if key_id in self.keys:
-            raise RegistryError(f"key {key_id} is already registered (to {self.keys[key_id].agent_id!r})")
+            raise RegistryError(
+                f"key {key_id} is already registered (to {self.keys[key_id].agent_id!r})", "conflict"
+            )
         self.keys[key_id] = KeyRecord(key_id, agent_id, public_text, at, by)
         self.agents[agent_id] = replace(agent, keys=(*agent.keys, key_id))
 
     def _key_revoke(self, body: dict[str, Any], agent_id: str, at: str, by: str) -> None:
         key = self.keys.get(_text(body, "key_id"))
         if key is None or key.agent_id != agent_id:
-            raise RegistryError(f"agent {agent_id!r} has no key {body['key_id']!r}")
+            raise RegistryError(f"agent {agent_id!r} has no key {body['key_id']!r}", "not_found")
         if not key.active:
-            raise RegistryError(f"key {key.key_id} was already revoked at {key.revoked_at}")
+            raise RegistryError(f"key {key.key_id} was already revoked at {key.revoked_at}", "conflict")
         self.keys[key.key_id] = replace(key, revoked_at=at, reason=_text(body, "reason"))
 
     def _disable(self, body: dict[str, Any], agent_id: str, at: str, by: str) -> None:

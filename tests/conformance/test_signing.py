@@ -187,6 +187,22 @@ def test_a_replayed_envelope_is_refused_and_writes_nothing(
     assert ledger(memory) == before
 
 
+def test_a_signed_write_dated_outside_the_clock_skew_is_refused_and_writes_nothing(
+    keyed: tuple[Memory, Ed25519PrivateKey, Ed25519PrivateKey],
+) -> None:
+    memory, alice_key, _ = keyed
+    before = ledger(memory)
+    stale = "2020-01-01T00:00:00.000000Z"
+    with (
+        pytest.raises(InvalidInput, match="from the server's clock") as refused,
+        signing.planned(None, stale),
+        signing.signing_with(signing.Signer(alice_key, "alice").sign),
+    ):
+        record(memory, ALICE)
+    assert refused.value.field == "at"
+    assert ledger(memory) == before
+
+
 def test_a_disabled_agent_and_a_revoked_key_are_refused_and_write_nothing(
     keyed: tuple[Memory, Ed25519PrivateKey, Ed25519PrivateKey],
 ) -> None:

@@ -26,9 +26,14 @@ import orjson
 
 from mentis import signing
 from mentis.agents import Registry, RegistryError
-from mentis.errors import Conflict, Forbidden, IntegrityError, InvalidInput, NotFound
+from mentis.errors import Conflict, Forbidden, IntegrityError, InvalidInput, MentisError, NotFound
 from mentis.ledger import Entry, canonical, sha256_hex
 
+_REFUSAL: dict[str, type[MentisError]] = {
+    "invalid": InvalidInput,
+    "not_found": NotFound,
+    "conflict": Conflict,
+}
 AgentKey = tuple[str, str, str, str | None]
 """(agent_id, public key text, added_at, revoked_at) of a registered key."""
 
@@ -106,12 +111,7 @@ class AgentCore:
             try:
                 after.apply(body)
             except RegistryError as exc:
-                message = str(exc)
-                if "no agent" in message or "has no key" in message:
-                    raise NotFound(message) from None
-                if "already" in message or "is disabled" in message:
-                    raise Conflict(message) from None
-                raise InvalidInput(message) from None
+                raise _REFUSAL[exc.kind](str(exc)) from None
             _, entry = self._append(conn, signing.AGENTS_CHAIN, "agent", id_, at, agent, canonical(body))
         return entry
 

@@ -374,40 +374,54 @@ class _Scan:
 
     def with_signed(self, rows: list[Row]) -> bool:
         """Rows some of which are signed: each checked as in :meth:`careful`, plus its signature's
-        envelope and the links of its stream within the block."""
+        envelope and the links of its stream within the block. When no free text of the chunk
+        (agent, at, chain, id, key_id) needs escaping, a row with a body is rendered by the plain
+        templates: its other strings are a known kind, the body's digest, hashes and hex the
+        envelope parser checked."""
+        free = [t for r in rows for t in (r[0], r[1], r[3], r[4], r[10]) if t is not None]
+        plain = not needs_escape("".join(free))  # TypeError (then None) unless each is a str
+        end = f',"v":{self.version}}}'
+        sha256, streams = _sha256, self.streams
         for row in rows:
-            key_id, sig, rowid = row[10], row[11], row[12]
+            agent, at, body_hash, chain, id_, kind, prev, seq, hash_, body, key_id, sig, rowid = row
             if key_id is None and sig is None:
                 if not self.careful([row]):
                     return False
-                self.unsigned[row[0]] = rowid
+                self.unsigned[agent] = rowid
                 continue
-            if type(key_id) is not str or type(sig) is not str:
+            if type(key_id) is not str or type(sig) is not str or (env := parse_envelope(sig)) is None:
                 return False
-            agent, at, body_hash, chain, id_, kind, prev, seq, hash_, body = row[:10]
-            doc = render_entry_signed(agent, at, body_hash, chain, id_, key_id, kind, prev, seq, self.version)
-            if _sha256(doc.encode()).hexdigest() != hash_ or not self.link(chain, seq, prev, hash_):
+            stream, n, env_prev, signature = env
+            if plain and body is not None and type(body) is bytes:
+                doc = (
+                    f'{{"agent":"{agent}","at":"{at}","body_hash":"{body_hash}","chain":"{chain}","id":"{id_}",'
+                    f'"key_id":"{key_id}","kind":"{kind}","prev":"{prev}","seq":{seq}{end}'
+                )
+                stmt = (
+                    f'{{"agent":"{agent}","at":"{at}","body_hash":"{body_hash}","chain":"{chain}","id":"{id_}",'
+                    f'"key_id":"{key_id}","kind":"{kind}","n":{n},"prev":"{env_prev}","stream":"{stream}","v":1}}'
+                ).encode()
+            else:
+                doc = render_entry_signed(
+                    agent, at, body_hash, chain, id_, key_id, kind, prev, seq, self.version
+                )
+                stmt = render_statement(agent, at, body_hash, chain, id_, key_id, kind, n, env_prev, stream)
+            if sha256(doc.encode()).hexdigest() != hash_ or not self.link(chain, seq, prev, hash_):
                 return False
             if body is None:
                 self.missing.setdefault(chain, []).append(seq)
-            elif type(body) is not bytes or _sha256(body).hexdigest() != body_hash:
+            elif type(body) is not bytes or sha256(body).hexdigest() != body_hash:
                 return False
             else:
                 self.bodies += 1
             if not self.note(chain, seq, kind, id_, body):
                 return False
-            env = parse_envelope(sig)
-            if env is None:
-                return False
-            stream, n, env_prev, signature = env
-            stmt = render_statement(agent, at, body_hash, chain, id_, key_id, kind, n, env_prev, stream)
-            span = self.streams.get(stream)
+            span = streams.get(stream)
             if span is None:
-                self.streams[stream] = [key_id, agent, n, env_prev, rowid, n, "", rowid, b"", ""]
-                span = self.streams[stream]
+                span = streams[stream] = [key_id, agent, n, env_prev, rowid, n, "", rowid, b"", ""]
             elif span[0] != key_id or span[1] != agent or span[5] + 1 != n or span[6] != env_prev:
                 return False
-            span[5], span[6], span[7], span[8], span[9] = n, _sha256(stmt).hexdigest(), rowid, stmt, signature
+            span[5], span[6], span[7], span[8], span[9] = n, sha256(stmt).hexdigest(), rowid, stmt, signature
             self.signed[agent] = rowid
         return True
 

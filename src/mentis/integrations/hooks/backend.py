@@ -92,7 +92,7 @@ class LocalBackend:
 
         settings = Settings.from_env()
         self.memory = Memory.open(settings)
-        self.caller = resolve_caller(settings, default=agent_id)
+        self.caller = resolve_caller(self.memory.settings, default=agent_id)  # the signing key's agent
 
     def call(self, operation: str, body: dict[str, Any]) -> dict[str, Any]:
         from mentis.model import parse
