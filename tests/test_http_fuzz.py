@@ -53,7 +53,8 @@ JSON = st.recursive(
 
 def bodies(op: Operation) -> st.SearchStrategy[dict[str, Any]]:
     """Objects whose keys are mostly the operation's own fields, with values of any JSON type."""
-    keys = st.sampled_from(sorted(op.input.model_fields)) | st.text(max_size=10)
+    fields = sorted(op.input.model_fields)
+    keys = (st.sampled_from(fields) | st.text(max_size=10)) if fields else st.text(max_size=10)
     return st.dictionaries(keys, JSON, max_size=len(op.input.model_fields) + 2)
 
 

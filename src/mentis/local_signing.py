@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from functools import wraps
 from typing import Any, TypeVar
 
@@ -58,6 +59,16 @@ class LocalSigning:
     @property
     def agent(self) -> str:
         return self.signer.agent
+
+    def install(self, memory: Any, settings: Settings) -> Settings:
+        """Wrap every write operation of ``memory`` (each operation in ``mentis.operations`` that
+        writes: signed once, here); returns ``settings`` with this agent when none was set."""
+        from mentis.operations import OPERATIONS  # it imports mentis.memory
+
+        for op in OPERATIONS:
+            if op.writes and hasattr(memory, op.name):  # prepare/signed_write carry their own signature
+                setattr(memory, op.name, self.wrap(getattr(memory, op.name)))
+        return settings if settings.agent_id is not None else replace(settings, agent_id=self.agent)
 
     def wrap(self, write: Callable[..., T]) -> Callable[..., T]:
         """``write(caller, ...)`` signed when the caller is this signer's agent."""

@@ -559,14 +559,8 @@ class Memory:
         )  # fmt: skip
         self.disable_agent, self.list_agents, self.show_agent = g.disable_agent, g.list_agents, g.show_agent
         self.local_signing = LocalSigning.from_settings(store, self.ctx.settings)
-        if self.local_signing is not None:
-            if self.ctx.settings.agent_id is None:
-                self.ctx.settings = replace(self.ctx.settings, agent_id=self.local_signing.agent)
-            from mentis.operations import OPERATIONS  # it imports this module
-
-            for op in OPERATIONS:  # every write an operation makes: signed once, here
-                if op.writes and hasattr(self, op.name):  # prepare/signed_write carry their own signature
-                    setattr(self, op.name, self.local_signing.wrap(getattr(self, op.name)))
+        if self.local_signing is not None:  # MENTIS_SIGNING_KEY: its agent's writes are signed
+            self.ctx.settings = self.local_signing.install(self, self.ctx.settings)
         self.store, self.embedder, self.settings = store, embedder, self.ctx.settings
 
     @classmethod
