@@ -14,6 +14,7 @@ import anyio
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from mcp import Client
+from mcp.types import CallToolResult
 
 from mentis import signing
 from mentis.auth import TokenStore
@@ -197,6 +198,28 @@ async def test_https_with_a_private_ca_works_with_ca_file_and_fails_clearly_with
             assert b"TLS failed" in untrusted.stderr and b"--ca-file" in untrusted.stderr
             async with Client(proxy_params(url, proxy_env, "--ca-file", str(cert))) as proxy:
                 assert ok(await proxy.call_tool("search", {"query": "cart total"}))["tasks"] == []
+
+
+@pytest.mark.anyio
+async def test_calls_over_the_tokens_rate_limit_get_a_clear_error_and_the_others_their_answers(
+    mentis_env: dict[str, str], proxy_env: dict[str, str]
+) -> None:
+    results: list[CallToolResult] = []
+    with anyio.fail_after(120):
+        async with http_server(mentis_env) as url, Client(proxy_params(url, proxy_env)) as proxy:
+
+            async def one(i: int) -> None:
+                results.append(await proxy.call_tool("search", {"query": f"cart total {i}"}))
+
+            async with anyio.create_task_group() as tg:
+                for i in range(150):  # the server allows bursts of 60, then 20 per second per token
+                    tg.start_soon(one, i)
+    limited = [r for r in results if r.is_error]
+    assert limited, "no call was rate limited"
+    for r in limited:
+        assert "refused the request (HTTP 429: too many requests for this token)" in error_text(r)
+    assert all(ok(r)["tasks"] == [] for r in results if not r.is_error)
+    assert len(results) - len(limited) >= 60
 
 
 def test_a_refused_token_stops_the_proxy_at_start_with_a_clear_error(

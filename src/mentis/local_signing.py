@@ -66,7 +66,7 @@ class LocalSigning:
         from mentis.operations import OPERATIONS  # it imports mentis.memory
 
         for op in OPERATIONS:
-            if op.writes:
+            if op.writes and hasattr(memory, op.name):  # prepare/signed_write carry their own signature
                 setattr(memory, op.name, self.wrap(getattr(memory, op.name)))
         return settings if settings.agent_id is not None else replace(settings, agent_id=self.agent)
 

@@ -35,6 +35,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INTERNAL_ERROR,
     REQUEST_TIMEOUT,
     CallToolRequestParams,
     CallToolResult,
@@ -180,14 +181,15 @@ class Link:
     def __init__(self, config: RemoteConfig) -> None:
         self.config = config
         self._send, self._receive = anyio.create_memory_object_stream[_Call](256)
-        self._auth_refused: int | None = None
+        self._refused: int | None = None
         self._inflight: set[_Call] = set()
         self._verify = _ssl_context(config.ca_file)
 
     @asynccontextmanager
     async def _open(self) -> AsyncIterator[Client]:
         async def on_response(response: httpx2.Response) -> None:
-            self._auth_refused = response.status_code if response.status_code in (401, 403) else None
+            if response.status_code >= 400:  # kept (not reset by a success): concurrent calls race
+                self._refused = response.status_code
 
         timeout = httpx2.Timeout(self.config.call_timeout_s, connect=self.config.connect_timeout_s)
         async with (
@@ -208,16 +210,22 @@ class Link:
     def describe(self, exc: BaseException) -> str:
         """What went wrong with the connection, for a person: the cause and what to do."""
         where = f"the remote Mentis at {self.config.url}"
-        if self._auth_refused == 401:
+        if self._refused == 401:
             return (
                 f"{where} refused the token (HTTP 401); check --token-file / {TOKEN_ENV} "
                 "(`mentis token list` on the server)"
             )
-        if self._auth_refused == 403:
+        if self._refused == 403:
             return (
                 f"{where} refused the request (HTTP 403): the token does not allow it, "
                 "or the server does not allow this host name (its --allow-host)"
             )
+        if self._refused == 429:
+            return (
+                f"{where} refused the request (HTTP 429: too many requests for this token); try again shortly"
+            )
+        if self._refused is not None:
+            return f"{where} answered HTTP {self._refused}; see the server's log"
         causes = []
         for leaf in _leaves(exc):
             tls = _tls_cause(leaf)
@@ -240,7 +248,7 @@ class Link:
         remote: Remote | None = None
         waiting: _Call | None = None
         while True:
-            self._auth_refused = None
+            self._refused = None
             try:
                 async with self._open() as client:
                     if remote is None:
@@ -279,7 +287,9 @@ class Link:
                     f"{self.config.call_timeout_s:g} s; its outcome is unknown (search or recall before "
                     "repeating a write)"
                 )
-            elif self._auth_refused is not None:  # e.g. the token was revoked since the start
+            elif (
+                exc.code == INTERNAL_ERROR and self._refused is not None
+            ):  # the SDK's stand-in for an HTTP error
                 job.fail(self.describe(exc))
             else:
                 job.fail(
