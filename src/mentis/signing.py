@@ -168,7 +168,7 @@ class Envelope:
         """The envelope in ``text``; InvalidInput (field ``sig``) naming the part that is wrong."""
         if not isinstance(text, str):
             raise InvalidInput("sig must be a string", field="sig")
-        m = _ENVELOPE.match(text)
+        m = _ENVELOPE.fullmatch(text)
         if m is None:
             parts = text.split(".")
             if len(parts) == 5 and parts[0] == ENVELOPE_PREFIX and len(parts[4]) != SIGNATURE_CHARS:
