@@ -7,9 +7,9 @@ another process changed the file.
 Up to ``QUANTIZE_MIN_ROWS`` rows the matrix is float32 and a query is one exact matrix-vector
 product (at 100k × 384, ~40 M multiply-adds) plus a partial sort. From that size on, rows are kept
 as int8 with one float32 scale per row (a quarter of the memory: 1M × 384 is 384 MB instead of
-1.5 GB): the int8 scan picks ``RESCORE_FACTOR`` × ``limit`` candidates, and the owner's ``exact``
-callback re-scores them with their float32 vectors read from the store, so the scores returned
-are exact and only the candidate set is approximate.
+1.5 GB): the int8 scan (:mod:`mentis.retrieval.int8scan`) picks ``RESCORE_FACTOR`` × ``limit``
+candidates, and the owner's ``exact`` callback re-scores them with their float32 vectors read from
+the store, so the scores returned are exact and only the candidate set is approximate.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from mentis.retrieval.int8scan import int8_dots
+
 QUANTIZE_MIN_ROWS = 250_000
 """From this many rows on, the in-process matrix is int8 (see the module docstring)."""
 RESCORE_FACTOR = 4
 """Candidates the int8 scan hands to the exact float32 re-score, per result asked for."""
-_SCAN_BLOCK = 1_024
-"""Rows converted from int8 to float32 at a time in the quantized scan (stays in cache)."""
 
 Exact = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 """Given rowids, their exact float32 vectors: ``(rowids found, matrix)`` (a row forgotten meanwhile
@@ -152,13 +152,7 @@ class VectorIndex:
         if not self.quantized:
             scores: np.ndarray = self._matrix[:n] @ query
             return scores
-        out = np.empty(n, dtype=np.float32)
-        buf = np.empty((_SCAN_BLOCK, self.dim), dtype=np.float32)
-        for lo in range(0, n, _SCAN_BLOCK):
-            hi = min(n, lo + _SCAN_BLOCK)
-            block = buf[: hi - lo]
-            np.copyto(block, self._matrix[lo:hi], casting="unsafe")
-            np.dot(block, query, out=out[lo:hi])
+        out = int8_dots(self._matrix[:n], query)
         out *= self._scales[:n]
         return out
 
