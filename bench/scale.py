@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/scale.py --data DIR [--sizes 10000,100000,1000000] [--repeats 3]
                                     [--open-runs 3] [--serve-runs 2] [--out bench/results/scale-sqlite.json]
+                                    [--merge EARLIER.json]
 
 Each size's store is bulk-filled once through the public ``Store.append_attempts``
 (bench/fill.py, the core bench's workload and seed) into ``DIR/scale-<n>/mentis.db`` and reused by
@@ -213,6 +214,7 @@ def main() -> None:
     ap.add_argument("--open-runs", type=int, default=3)
     ap.add_argument("--serve-runs", type=int, default=2)
     ap.add_argument("--out", default="bench/results/scale-sqlite.json")
+    ap.add_argument("--merge", help="an earlier run's JSON whose other sizes join this report (marked so)")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     Path(args.data).mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -229,6 +231,12 @@ def main() -> None:
     }
     for n in sizes:
         report["sizes"].append(run_size(n, args, real, caller))
+    if args.merge:
+        earlier = json.loads(Path(args.merge).read_text())
+        for r in earlier["sizes"]:
+            if r["size"] not in sizes:
+                report["sizes"].append({**r, "from_run": {"file": args.merge, "code": earlier["code"]}})
+        report["sizes"].sort(key=lambda r: r["size"])
     report["summary"] = summary(report["sizes"])
     report["wall_seconds"] = time.perf_counter() - started
     print_table(report)

@@ -316,7 +316,10 @@ class SqliteIndexes(SqliteBase):
         """Add the rows above ``after``, ``LOAD_CHUNK`` at a time (a bulk load never holds more
         than one chunk of raw rows beside the index, which is sized once up front)."""
         index = self._indexes[table]
-        count = self._conn.execute(f"SELECT count(*) FROM {table} WHERE rowid > ?", (after,)).fetchone()[0]
+        # a full load counts on the covering repository index ("+rowid" keeps the planner off the
+        # table, whose pages are the vectors); a refresh counts the few rows past its mark
+        where = "+rowid > ?" if after == 0 else "rowid > ?"
+        count = self._conn.execute(f"SELECT count(*) FROM {table} WHERE {where}", (after,)).fetchone()[0]
         if not count:
             return
         index.reserve(len(index) + int(count))
