@@ -11,6 +11,8 @@ reindex or migration renumbered rows) makes every process reload from scratch.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import sqlite3
 import threading
 import uuid
@@ -109,6 +111,7 @@ class SqliteIndexes(SqliteBase):
         with self._lex_lock, self._translate("lexical index"):
             for table in TERM_TABLES:
                 self._refresh_lexicon(table)
+        _release_free_heap()
 
     def _index_terms(
         self,
@@ -341,3 +344,10 @@ def new_epoch(conn: sqlite3.Connection) -> None:
     its in-process indexes instead of only reading the rows added since (a forget instead logs
     the rows it removed in ``removed_rows``)."""
     conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('derived_epoch', ?)", (uuid.uuid4().hex,))
+
+
+def _release_free_heap() -> None:
+    """Hand the heap the bulk load freed back to the system (glibc keeps freed chunks: measured
+    ~75 MB resident after loading 100k attempts); a no-op where there is no glibc."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
