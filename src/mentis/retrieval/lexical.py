@@ -138,26 +138,42 @@ class DocRow:
 
 class _Segment:
     """Postings of a run of documents, grouped by term: ``terms`` (sorted, unique) and, for
-    ``terms[i]``, documents ``docs[offsets[i]:offsets[i + 1]]`` with weighted tfs ``weights[…]``."""
+    ``terms[i]``, documents ``first + docs[offsets[i]:offsets[i + 1]]`` with weighted tfs
+    ``weights[…]``.
 
-    __slots__ = ("docs", "offsets", "terms", "weights")
+    Compact, since a 1M-document index holds ~100M postings: documents are numbered within the
+    segment (uint16, as a segment holds at most ``SEGMENT_DOCS`` < 65,536 of them), and weights
+    are float16 when every weight of the segment is exactly a float16 (attempts' field weights are
+    multiples of 0.5), so a posting takes 4 bytes instead of 8 and every score is unchanged."""
+
+    __slots__ = ("docs", "first", "offsets", "terms", "weights")
 
     def __init__(self, first: int, counts: np.ndarray, postings: np.ndarray) -> None:
-        docs = np.repeat(np.arange(first, first + len(counts), dtype=np.int32), counts)
+        local = np.uint16 if len(counts) <= 1 << 16 else np.int32
+        docs = np.repeat(np.arange(len(counts), dtype=local), counts)
         raw_terms = np.ascontiguousarray(postings["t"])
         order = np.argsort(raw_terms)
         terms = raw_terms[order]
         starts = np.flatnonzero(np.diff(terms)) + 1 if len(terms) else np.zeros(0, dtype=np.int64)
+        self.first = first
         self.terms = terms[np.concatenate([[0], starts])] if len(terms) else terms
         self.offsets = np.concatenate([[0], starts, [len(terms)]]).astype(np.int64)
         self.docs = docs[order]
-        self.weights = np.ascontiguousarray(postings["w"])[order]
+        weights = np.ascontiguousarray(postings["w"])[order]
+        half = weights.astype(np.float16)
+        self.weights = half if np.array_equal(half, weights) else weights
 
     def find(self, term: int) -> tuple[int, int]:
         i = int(np.searchsorted(self.terms, term))
         if i < len(self.terms) and self.terms[i] == term:
             return int(self.offsets[i]), int(self.offsets[i + 1])
         return 0, 0
+
+    def docs_of(self, lo: int, hi: int) -> np.ndarray:
+        """Document indexes (in the whole index) of postings ``lo:hi``."""
+        docs = self.docs[lo:hi].astype(np.int32)
+        docs += self.first
+        return docs
 
 
 class LexicalIndex:
@@ -300,7 +316,7 @@ class LexicalIndex:
         for seg in self._segments:
             lo, hi = seg.find(term)
             if hi > lo:
-                docs.append(seg.docs[lo:hi])
+                docs.append(seg.docs_of(lo, hi))
                 weights.append(seg.weights[lo:hi])
         tail = self._tail.get(term)
         if tail is not None:

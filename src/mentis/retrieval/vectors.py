@@ -1,17 +1,34 @@
-"""An exact in-process vector index: one float32 matrix, cosine by dot product.
+"""An in-process vector index: cosine by dot product over unit vectors.
 
 Rows are unit vectors keyed by the attempt's store rowid, with the repository as a small
-integer code so a repository filter is a mask. At 100k × 384 a query is one matrix-vector
-product (~40 M multiply-adds) plus a partial sort. The owning store feeds it rows and tells
-it when another process changed the file.
+integer code so a repository filter is a mask. The owning store feeds it rows and tells it when
+another process changed the file.
+
+Up to ``QUANTIZE_MIN_ROWS`` rows the matrix is float32 and a query is one exact matrix-vector
+product (at 100k × 384, ~40 M multiply-adds) plus a partial sort. From that size on, rows are kept
+as int8 with one float32 scale per row (a quarter of the memory: 1M × 384 is 384 MB instead of
+1.5 GB): the int8 scan (:mod:`mentis.retrieval.int8scan`) picks ``RESCORE_FACTOR`` × ``limit``
+candidates, and the owner's ``exact`` callback re-scores them with their float32 vectors read from
+the store, so the scores returned are exact and only the candidate set is approximate.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
+
+from mentis.retrieval.int8scan import int8_dots
+
+QUANTIZE_MIN_ROWS = 250_000
+"""From this many rows on, the in-process matrix is int8 (see the module docstring)."""
+RESCORE_FACTOR = 4
+"""Candidates the int8 scan hands to the exact float32 re-score, per result asked for."""
+
+Exact = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""Given rowids, their exact float32 vectors: ``(rowids found, matrix)`` (a row forgotten meanwhile
+is left out)."""
 
 
 class RepositoryCodes(dict[str, int]):
@@ -40,14 +57,24 @@ class RepositoryCodes(dict[str, int]):
         return selected
 
 
+def quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows as int8 and one scale each: ``row ≈ q * scale`` with ``|q| ≤ 127``."""
+    peak = np.abs(vectors).max(axis=1)
+    scales = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+    q = np.rint(vectors / scales[:, None]).astype(np.int8)
+    return q, scales
+
+
 class VectorIndex:
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, quantize_min_rows: int | None = None) -> None:
         self.dim = dim
+        self.quantize_min_rows = QUANTIZE_MIN_ROWS if quantize_min_rows is None else quantize_min_rows
         self._lock = threading.Lock()
         self.clear()
 
     def clear(self) -> None:
         self._matrix = np.zeros((0, self.dim), dtype=np.float32)
+        self._scales = np.zeros(0, dtype=np.float32)
         self._rowids = np.zeros(0, dtype=np.int64)
         self._codes = np.zeros(0, dtype=np.int32)
         self._size = 0
@@ -57,22 +84,49 @@ class VectorIndex:
     def __len__(self) -> int:
         return self._size
 
+    @property
+    def quantized(self) -> bool:
+        return self._matrix.dtype == np.int8
+
+    def reserve(self, rows: int) -> None:
+        """Make room for ``rows`` rows in all (a bulk load knows its size: the matrix is allocated
+        once, in its final form, instead of doubling through copies)."""
+        with self._lock:
+            self._grow(rows)
+
+    def _grow(self, need: int) -> None:
+        quantize_now = need >= self.quantize_min_rows and not self.quantized
+        if need <= len(self._rowids) and not quantize_now:
+            return
+        cap = max(need, len(self._rowids) if quantize_now else 2 * len(self._rowids), 1024)
+        n = self._size
+        dtype = np.int8 if need >= self.quantize_min_rows else np.float32
+        matrix = np.zeros((cap, self.dim), dtype=dtype)
+        if quantize_now:
+            scales = np.ones(cap, dtype=np.float32)
+            for lo in range(0, n, 65_536):
+                hi = min(n, lo + 65_536)
+                matrix[lo:hi], scales[lo:hi] = quantize(self._matrix[lo:hi])
+        else:
+            matrix[:n] = self._matrix[:n]
+            scales = np.ones(cap, dtype=np.float32)
+            scales[:n] = self._scales[:n]
+        ids = np.zeros(cap, dtype=np.int64)
+        ids[:n] = self._rowids[:n]
+        codes = np.zeros(cap, dtype=np.int32)
+        codes[:n] = self._codes[:n]
+        self._matrix, self._scales, self._rowids, self._codes = matrix, scales, ids, codes
+
     def add(self, rowids: list[int], repositories: list[str], vectors: np.ndarray) -> None:
         if not rowids:
             return
         with self._lock:
-            need = self._size + len(rowids)
-            if need > len(self._rowids):
-                cap = max(need, 2 * len(self._rowids), 1024)
-                matrix = np.zeros((cap, self.dim), dtype=np.float32)
-                matrix[: self._size] = self._matrix[: self._size]
-                ids = np.zeros(cap, dtype=np.int64)
-                ids[: self._size] = self._rowids[: self._size]
-                codes = np.zeros(cap, dtype=np.int32)
-                codes[: self._size] = self._codes[: self._size]
-                self._matrix, self._rowids, self._codes = matrix, ids, codes
+            self._grow(self._size + len(rowids))
             end = self._size + len(rowids)
-            self._matrix[self._size : end] = vectors
+            if self.quantized:
+                self._matrix[self._size : end], self._scales[self._size : end] = quantize(vectors)
+            else:
+                self._matrix[self._size : end] = vectors
             self._rowids[self._size : end] = rowids
             self._codes[self._size : end] = [self._repos.code(r) for r in repositories]
             self._size = end
@@ -89,26 +143,46 @@ class VectorIndex:
                 i = int(hits[0])
                 last = self._size - 1
                 self._matrix[i] = self._matrix[last]
+                self._scales[i] = self._scales[last]
                 self._rowids[i] = self._rowids[last]
                 self._codes[i] = self._codes[last]
                 self._size = last
 
+    def _scores(self, query: np.ndarray, n: int) -> np.ndarray:
+        if not self.quantized:
+            scores: np.ndarray = self._matrix[:n] @ query
+            return scores
+        out = int8_dots(self._matrix[:n], query)
+        out *= self._scales[:n]
+        return out
+
     def search(
-        self, query: np.ndarray, repositories: Sequence[str] | None, limit: int
+        self,
+        query: np.ndarray,
+        repositories: Sequence[str] | None,
+        limit: int,
+        exact: Exact | None = None,
     ) -> list[tuple[int, float]]:
         """The ``limit`` nearest rows of ``repositories`` (None: all), best first: candidates are
-        drawn within them before the limit, so rows elsewhere never take a rank."""
+        drawn within them before the limit, so rows elsewhere never take a rank. On an int8 index,
+        ``exact`` re-scores the candidates with their float32 vectors (without it, the int8 scores
+        are returned)."""
+        q = query.astype(np.float32, copy=False)
         with self._lock:
             n = self._size
             if n == 0:
                 return []
-            scores = self._matrix[:n] @ query.astype(np.float32, copy=False)
+            rescore = exact is not None and self.quantized
+            scores = self._scores(q, n)
             mask = self._repos.mask(repositories, self._codes[:n])
             if mask is not None:
                 scores = np.where(mask, scores, -np.inf)
-            k = min(limit, n)
+            k = min(limit * RESCORE_FACTOR if rescore else limit, n)
             top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
-            rowids = self._rowids[top]
-            order = np.lexsort((rowids, -scores[top]))  # best first, equal scores in rowid order
-            top, rowids = top[order], rowids[order]
-        return [(int(r), float(s)) for r, s in zip(rowids, scores[top], strict=True) if s > -np.inf]
+            top = top[scores[top] > -np.inf]
+            rowids, found = self._rowids[top], scores[top]
+        if rescore and exact is not None:
+            rowids, matrix = exact(rowids)
+            found = matrix @ q if len(rowids) else np.zeros(0, dtype=np.float32)
+        order = np.lexsort((rowids, -found))[:limit]  # best first, equal scores in rowid order
+        return [(int(r), float(s)) for r, s in zip(rowids[order], found[order], strict=True)]
