@@ -48,15 +48,7 @@ from mentis.records import AttemptBody, CheckBody, CodeContextBody, CorrectionBo
 from mentis.records import attempt_text as attempt_text
 from mentis.retrieval import pipeline
 from mentis.retrieval.rerank import Reranker, RerankFailed, RerankItem, apply_rerank, load_reranker
-from mentis.service import (
-    Caller,
-    ServiceContext,
-    may_admin,
-    may_read,
-    may_write,
-    open_store,
-    secret_warnings,
-)
+from mentis.service import Caller, ServiceContext, may_admin, may_read, may_write, open_store, secret_warnings
 from mentis.signing import AGENTS_CHAIN, write_at, write_id
 from mentis.skills import SkillOps
 from mentis.staleness import StaleInput, StaleResult, stale_attempts

@@ -489,16 +489,8 @@ class _Scan:
                 return False
             else:
                 self.bodies += 1
-            if not self.note(chain, seq, kind, id_, body):
+            if not self.note(chain, seq, kind, id_, body) or not self.link(chain, seq, prev, hash_):
                 return False
-            tail = self.tails.get(chain)
-            if tail is None:
-                self.firsts[chain] = (seq, prev)
-                tail = self.tails[chain] = [seq, prev]
-            elif tail[0] != seq or tail[1] != prev:
-                return False
-            tail[0] = seq + 1
-            tail[1] = hash_
         return True
 
 
