@@ -16,11 +16,11 @@ from evaluation.metrics import Method, metrics, paired
 from evaluation.runner import (
     LIMIT,
     Benchmark,
-    Bm25,
     cached_embed,
     environment,
     fill,
     shipped_parameters,
+    thought_notes,
 )
 from mentis import retrieval
 from mentis.embed.local import LocalEmbedder
@@ -174,16 +174,7 @@ class LoCoMo(Benchmark):
         self.queries = {q.qid: q.question for q in self.questions}
         self.corpus = [content_of(t) for t in self.turns]
         self.doc_ids = [t.key for t in self.turns]
-        self.notes = {
-            "bm25s": Bm25.note + ", same turn texts",
-            "dense": "cosine, all-MiniLM-L6-v2, same turn texts, brute force (incl. embedding)",
-            "lexical": "store.thought_lexical(query_terms(q))",
-            "vector": "store.thought_vector(embed(q))",
-            "fused": "pipeline.candidates without the graph walk (with the session windows); no filters "
-            "or materialisation",
-            "search_thoughts": "Memory.search_thoughts as shipped (bm25 + vector and their session windows, "
-            "RRF, graph.rerank)",
-        }
+        self.notes = thought_notes("turn texts")
 
     def fill(self, store: SqliteStore, embedder: LocalEmbedder) -> tuple[dict[str, Any], np.ndarray]:
         """Every turn through Memory.append_thought (link_duplicates=False); thought id -> turn key."""

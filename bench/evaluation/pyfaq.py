@@ -24,7 +24,15 @@ import numpy as np
 
 from evaluation.lab import Variant, faq_variant_grid
 from evaluation.metrics import Method, paired
-from evaluation.runner import CACHE, LIMIT, Benchmark, Bm25, environment, fill, shipped_parameters
+from evaluation.runner import (
+    CACHE,
+    LIMIT,
+    Benchmark,
+    environment,
+    fill,
+    shipped_parameters,
+    thought_notes,
+)
 from mentis import retrieval
 from mentis.embed.local import LocalEmbedder
 from mentis.memory import Caller, Memory
@@ -123,16 +131,7 @@ class PythonFaq(Benchmark):
         self.contents = [truncate_utf8(e.answer, MAX_TEXT_BYTES) for e in self.entries]
         self.corpus = self.contents
         self.doc_ids = [e.eid for e in self.entries]
-        self.notes = {
-            "bm25s": Bm25.note + ", same answer texts",
-            "dense": "cosine, all-MiniLM-L6-v2, same answer texts, brute force (incl. embedding)",
-            "lexical": "store.thought_lexical(query_terms(q))",
-            "vector": "store.thought_vector(embed(q))",
-            "fused": "pipeline.candidates without the graph walk (with the session windows); no filters "
-            "or materialisation",
-            "search_thoughts": "Memory.search_thoughts as shipped (bm25 + vector and their session windows, "
-            "RRF, graph.rerank)",
-        }
+        self.notes = thought_notes("answer texts")
 
     def fill(self, store: SqliteStore, embedder: LocalEmbedder) -> tuple[dict[str, Any], np.ndarray]:
         """Every answer through Memory.append_thought (link_duplicates=False)."""

@@ -72,6 +72,17 @@ def print_locomo_categories(rows: Sequence[dict[str, Any]]) -> None:
         print(f"{r['method']:<{name_w}}" + "".join(f"{c:>22}" for c in cells))
 
 
+def print_variants(out: dict[str, Any]) -> None:
+    """The lab's rows (``--variants``), when the run has them."""
+    if "variants" in out:
+        print_table(
+            "lab: issue 16's mechanisms (bench only; latency excludes the query embedding; "
+            "+/- and differences vs the shipped row, 95% bootstrap intervals)",
+            out["variants"],
+            "vs_shipped",
+        )
+
+
 def report_seamonkey(out: dict[str, Any]) -> None:
     c = out["counts"]
     print(
@@ -93,13 +104,7 @@ def report_seamonkey(out: dict[str, Any]) -> None:
         f"{g['queries_where_graph_changes_ranking']} queries -> "
         f"fused+graph {'==' if g['graph_equals_fused'] else '!='} fused"
     )
-    if "variants" in out:
-        print_table(
-            "lab: issue 16's mechanisms (bench only; latency excludes the query embedding; "
-            "+/- and differences vs the shipped row, 95% bootstrap intervals)",
-            out["variants"],
-            "vs_shipped",
-        )
+    print_variants(out)
 
 
 def report_pyfaq(out: dict[str, Any]) -> None:
@@ -116,13 +121,7 @@ def report_pyfaq(out: dict[str, Any]) -> None:
         f"\ngraph: {g['edges_from_top_seeds_all_queries']} edges from the top {graph.SEEDS} seeds; "
         f"search_thoughts differs from fused in {g['queries_where_search_differs_from_fused']} queries"
     )
-    if "variants" in out:
-        print_table(
-            "lab: issue 16's mechanisms (bench only; latency excludes the query embedding; "
-            "+/- and differences vs the shipped row, 95% bootstrap intervals)",
-            out["variants"],
-            "vs_shipped",
-        )
+    print_variants(out)
 
 
 def report_locomo(out: dict[str, Any]) -> None:

@@ -313,3 +313,17 @@ class Bm25:
         )[0]
         scores = self.index.get_scores(tokens)
         return [int(i) for i in np.argsort(-scores, kind="stable")[:n]]
+
+
+def thought_notes(texts: str) -> dict[str, str]:
+    """What each method row means on a set stored as thoughts (``texts``: what the documents are)."""
+    return {
+        "bm25s": f"{Bm25.note}, same {texts}",
+        "dense": f"cosine, all-MiniLM-L6-v2, same {texts}, brute force (incl. embedding)",
+        "lexical": "store.thought_lexical(query_terms(q))",
+        "vector": "store.thought_vector(embed(q))",
+        "fused": "pipeline.candidates without the graph walk (with the session windows); no filters "
+        "or materialisation",
+        "search_thoughts": "Memory.search_thoughts as shipped (bm25 + vector and their session windows, "
+        "RRF, graph.rerank)",
+    }
