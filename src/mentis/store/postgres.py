@@ -11,7 +11,7 @@ ledger rows, canonical bodies and derived tables as the SQLite store, so export,
   this module adds the migrations, verification and the hooks the core calls.
 - Lexical search: BM25 exactly as the SQLite store computes it, from the same analysed rows,
   in an in-process index that follows every process's writes (``postgres_lexicon``); vectors:
-  pgvector with an HNSW (cosine) index.
+  pgvector with an HNSW (cosine) index, or an exact scan of a small scope (``postgres_vectors``).
 - Reads return content only from bodies checked against their entry's ``body_hash``; open
   verifies every chain (streamed through a server-side cursor) and refuses a store that fails.
 """
@@ -31,11 +31,11 @@ from mentis.store.browse import BrowseReads
 from mentis.store.core import ENTRY_COLS
 from mentis.store.core_skills import SkillCore
 from mentis.store.core_thoughts import ThoughtCore
-from mentis.store.dialect import as_array
 from mentis.store.postgres_base import MIGRATION_LOCK, Conn
 from mentis.store.postgres_lexicon import PgLexicon, new_lex_epoch
 from mentis.store.postgres_schema import DERIVED_TABLES, LEXICON_VERSION, MIGRATIONS, SCHEMA_VERSION
 from mentis.store.postgres_sql import RecallSql
+from mentis.store.postgres_vectors import nearest
 
 log = logging.getLogger(__name__)
 
@@ -175,20 +175,8 @@ class PostgresStore(RecallSql, PgLexicon, ThoughtCore, SkillCore, BrowseReads):
     def _vector(
         self, table: str, query: np.ndarray, repositories: Sequence[str] | None, limit: int
     ) -> list[tuple[int, float]]:
-        q = as_array(query)
-        repo_sql = "WHERE repository = ANY(%s) " if repositories is not None else ""
-        args: list[Any] = [q, *([list(repositories)] if repositories is not None else []), q, limit]
         with self._read() as conn:
-            conn.execute(f"SET LOCAL hnsw.ef_search = {min(max(limit, 40), 1000)}")
-            if self._iterative:
-                conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-            # ORDER BY the distance alone, so the HNSW index serves it; ties are ordered outside
-            rows = conn.execute(
-                f"SELECT rowid, s FROM (SELECT rowid, 1 - (vec <=> %s) AS s FROM {table} {repo_sql}"
-                "ORDER BY vec <=> %s LIMIT %s) nearest ORDER BY s DESC, rowid",
-                args,
-            ).fetchall()
-        return [(int(r), float(s)) for r, s in rows]
+            return nearest(conn, table, query, repositories, limit, iterative=self._iterative)
 
     def _resize_vectors(self, conn: Conn) -> None:
         """After a model change (``reindex``), give the emptied vector columns this embedder's size."""
