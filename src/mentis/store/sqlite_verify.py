@@ -32,6 +32,7 @@ pass then decides on this snapshot alone.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import marshal
 import os
@@ -41,6 +42,7 @@ import subprocess
 import sys
 import threading
 import time
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
     from mentis.store.ledger_scan import BlockScan, Signed
 
 log = logging.getLogger(__name__)
+_ID = itemgetter(0)
 
 PARALLEL_MIN_ENTRIES = 4_000
 """Below this many rowids a worker's start-up costs about what it saves (measured on 2 cores:
@@ -261,7 +264,7 @@ def _stitch(scans: list[BlockScan | None], heads: dict[str, tuple[int, str]]) ->
     tails: dict[str, tuple[int, str]] = {}  # chain → (next seq, last hash)
     missing: dict[str, list[int]] = {}
     erased: dict[str, set[int]] = {}
-    records: dict[str, tuple[str, str, int]] = {}  # attempt or thought id → (chain, kind, seq)
+    found: list[list[tuple[str, str, str, int]]] = []  # each block's (id, chain, kind, seq) records
     links: list[tuple[str, int, str, str]] = []
     signed: list[Signed] = []
     for scan in scans:
@@ -269,9 +272,7 @@ def _stitch(scans: list[BlockScan | None], heads: dict[str, tuple[int, str]]) ->
             return None
         spans, block_missing, tombstones, block_records, block_links, block_signed = scan
         signed.append(block_signed)
-        for id_, chain, kind, seq in block_records:
-            if records.setdefault(id_, (chain, kind, seq)) != (chain, kind, seq):
-                return None  # one id, two records
+        found.append(block_records)
         links += block_links
         for chain, (first_seq, first_prev, next_seq, last_hash) in spans.items():
             if tails.get(chain, (0, "")) != (first_seq, first_prev):
@@ -284,9 +285,7 @@ def _stitch(scans: list[BlockScan | None], heads: dict[str, tuple[int, str]]) ->
                 erased.setdefault(chain, set()).update(erased_seqs(chain, seq, body))
             except IntegrityError:
                 return None
-    if tails.keys() != heads.keys():
-        return None
-    if any(ledger_scan.link_error(records, *link) is not None for link in links):
+    if tails.keys() != heads.keys() or not _links_hold(found, links):
         return None
     if not signatures_verify(signed):
         return None
@@ -299,3 +298,19 @@ def _stitch(scans: list[BlockScan | None], heads: dict[str, tuple[int, str]]) ->
         report._missing, report._erased = gone, listed
         reports.append(report)
     return sorted(reports, key=lambda r: r.chain)
+
+
+def _links_hold(found: list[list[tuple[str, str, str, int]]], links: list[tuple[str, int, str, str]]) -> bool:
+    """No two records share an id, and every link targets an earlier record of its own chain.
+
+    A seq appears once per chain (the spans check that), so an id found twice is always two
+    records. The map of records, which :func:`ledger_scan.link_error` reads, is built only for
+    the ids some link targets: a store of attempts alone links nothing."""
+    records = list(itertools.chain.from_iterable(found))
+    if len(set(map(_ID, records))) != len(records):
+        return False  # one id, two records
+    if not links:
+        return True
+    targets = {target for _, _, target, _ in links}
+    index = {id_: (chain, kind, seq) for id_, chain, kind, seq in records if id_ in targets}
+    return all(ledger_scan.link_error(index, *link) is None for link in links)
