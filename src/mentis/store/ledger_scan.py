@@ -443,7 +443,11 @@ class _Scan:
                 fields = loads(body)
             except ValueError:  # orjson.JSONDecodeError: body_links says "body is not JSON"
                 return False
-            if type(fields) is not dict or fields.get("repository") != chain or fields.get("attempt_id") != id_:
+            if (
+                type(fields) is not dict
+                or fields.get("repository") != chain
+                or fields.get("attempt_id") != id_
+            ):
                 return False
             tail = tails.get(chain)
             if tail is None:
