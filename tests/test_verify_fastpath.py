@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 from mentis.errors import IntegrityError
 from mentis.ledger import KINDS, VERSION, canonical, verify_rows
 from mentis.store import ledger_scan, sqlite_verify
-from mentis.store.sqlite import _LEDGER_SCHEMA, SqliteStore
+from mentis.store.sqlite import SqliteStore
+from mentis.store.sqlite_schema import _LEDGER_SCHEMA
 from tests.test_verify_parallel import DIM, assert_agrees, rowid, sql
 
 AT = "2026-01-01T00:00:00Z"

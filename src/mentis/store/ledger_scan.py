@@ -29,6 +29,10 @@ the body's hex digest, ``prev`` the hash before it (for a block's first entry of
 ties it to the previous block's last hash or to ``""``). Any other chunk is rendered quoted.
 ``tests/test_verify_parallel.py`` proves both renderings byte-equal to ``ledger.canonical``.
 
+**Attempt-only chunks**, the bulk of a large store, go through :meth:`_Scan.attempts`: the plain
+loop with :func:`body_links`' rule for an attempt inline (the body is still parsed whole: only a
+full parse tells whether it is JSON and which of two equal keys counts).
+
 **The worker.** This module imports only the standard library (and orjson, to parse bodies exactly
 as the reference verifier does), so ``python -S -P ledger_scan.py`` (no site, no script directory
 on ``sys.path``; orjson's directory is passed in) starts in about 20 ms, where importing ``mentis``
@@ -423,12 +427,9 @@ class _Scan:
         return True
 
     def attempts(self, rows: list[Row]) -> bool:
-        """The hot loop: :meth:`plain` for rows that are all attempts of chains whose names do not
-        start with ``__``, with :func:`body_links` for such a row written inline. For an attempt in
-        such a chain it accepts exactly when the body parses to an object whose ``repository`` is
-        the chain and whose ``attempt_id`` is the entry's id (it links to nothing); the record is
-        noted as :func:`record_kind` notes an attempt. ``tests/test_verify_fastpath.py`` proves
-        this loop and :meth:`plain` agree on adversarial bodies."""
+        """:meth:`plain` for attempts of chains not starting with ``__``, with :func:`body_links`
+        inline: the body must parse to an object naming the chain and the entry's id; it links
+        nothing. ``tests/test_verify_fastpath.py`` proves it agrees with :meth:`plain`."""
         sha256, loads, tails, firsts = _sha256, _loads, self.tails, self.firsts
         note = self.records.append
         end = f',"v":{self.version}}}'
