@@ -29,6 +29,10 @@ the body's hex digest, ``prev`` the hash before it (for a block's first entry of
 ties it to the previous block's last hash or to ``""``). Any other chunk is rendered quoted.
 ``tests/test_verify_parallel.py`` proves both renderings byte-equal to ``ledger.canonical``.
 
+**Attempt-only chunks**, the bulk of a large store, go through :meth:`_Scan.attempts`: the plain
+loop with :func:`body_links`' rule for an attempt inline (the body is still parsed whole: only a
+full parse tells whether it is JSON and which of two equal keys counts).
+
 **The worker.** This module imports only the standard library (and orjson, to parse bodies exactly
 as the reference verifier does), so ``python -S -P ledger_scan.py`` (no site, no script directory
 on ``sys.path``; orjson's directory is passed in) starts in about 20 ms, where importing ``mentis``
@@ -112,7 +116,9 @@ _NEEDS_ESCAPE = bytes(range(0x20)) + b'"\\'
 """The characters RFC 8785 escapes, as UTF-8 bytes; none occurs inside a multi-byte sequence."""
 
 _FREE_TEXT = itemgetter(0, 1, 3, 4)  # agent, at, chain, id
-_KIND, _BODY = itemgetter(5), itemgetter(9)
+_CHAIN, _KIND, _BODY = itemgetter(3), itemgetter(5), itemgetter(9)
+_ATTEMPT = "attempt"
+_ATTEMPTS = {_ATTEMPT}
 _AGENT, _KEY, _SIG, _ROWID = itemgetter(0), itemgetter(10), itemgetter(11), itemgetter(12)
 _UNSIGNED = {None}
 _sha256 = hashlib.sha256
@@ -139,6 +145,10 @@ AGENTS_CHAIN = "__agents__"
 """``mentis.signing.AGENTS_CHAIN`` (this module imports nothing of Mentis: workers run it alone)."""
 SKILL = "skill"
 _SEP = "\x00"
+
+
+def _reserved(chain: str) -> bool:
+    return chain.startswith("__")
 
 
 def skill_want(skill_id: object, version: object) -> str:
@@ -330,7 +340,7 @@ class _Scan:
     def __init__(self, kinds: frozenset[str], version: int) -> None:
         self.kinds = kinds
         self.version = version
-        self.tails: dict[str, list[Any]] = {}  # chain → [next seq, last hash]
+        self.tails: dict[str, list[Any]] = {}  # chain → [next seq, last hash, the chain's name]
         self.firsts: dict[str, tuple[int, str]] = {}
         self.missing: dict[str, list[int]] = {}
         self.tombstones: list[tuple[str, int, bytes]] = []
@@ -356,7 +366,11 @@ class _Scan:
             else:
                 # str.join refuses anything but str, so this also type-checks the fields it joins.
                 plain = not needs_escape("".join(concat.from_iterable(map(_FREE_TEXT, rows))))
-                if not (self.plain(rows) if plain and None not in map(_BODY, rows) else self.careful(rows)):
+                plain = plain and None not in map(_BODY, rows)
+                if plain and kinds == _ATTEMPTS and not any(map(_reserved, set(map(_CHAIN, rows)))):
+                    if not self.attempts(rows):
+                        return None
+                elif not (self.plain(rows) if plain else self.careful(rows)):
                     return None
                 self.unsigned.update(zip(map(_AGENT, rows), map(_ROWID, rows), strict=True))
             if "forget" in kinds:
@@ -372,7 +386,7 @@ class _Scan:
             count = conn.execute("SELECT count(*) FROM bodies WHERE rowid BETWEEN ? AND ?", (lo, hi))
             if count.fetchone()[0] != self.bodies:
                 return None
-        spans = {chain: (*self.firsts[chain], *tail) for chain, tail in self.tails.items()}
+        spans = {chain: (*self.firsts[chain], tail[0], tail[1]) for chain, tail in self.tails.items()}
         signed = (self.registry, self.unsigned, self.signed, self.streams)
         return spans, self.missing, self.tombstones, self.records, self.links, signed
 
@@ -404,11 +418,48 @@ class _Scan:
             tail = tails.get(chain)
             if tail is None:
                 firsts[chain] = (seq, prev)
-                tail = tails[chain] = [seq, prev]
+                tail = tails[chain] = [seq, prev, chain]
             elif tail[0] != seq or tail[1] != prev:
                 return False
             tail[0] = seq + 1
             tail[1] = hash_
+        self.bodies += len(rows)
+        return True
+
+    def attempts(self, rows: list[Row]) -> bool:
+        """:meth:`plain` for attempts of chains not starting with ``__``, with :func:`body_links`
+        inline: the body must parse to an object naming the chain and the entry's id; it links
+        nothing. ``tests/test_verify_fastpath.py`` proves it agrees with :meth:`plain`."""
+        sha256, loads, tails, firsts = _sha256, _loads, self.tails, self.firsts
+        note = self.records.append
+        end = f',"v":{self.version}}}'
+        for agent, at, body_hash, chain, id_, kind, prev, seq, hash_, body, _key, _sig, _rowid in rows:
+            doc = (
+                f'{{"agent":"{agent}","at":"{at}","body_hash":"{body_hash}","chain":"{chain}","id":"{id_}",'
+                f'"kind":"{kind}","prev":"{prev}","seq":{seq}{end}'
+            )
+            if sha256(doc.encode()).hexdigest() != hash_ or sha256(body).hexdigest() != body_hash:
+                return False
+            try:
+                fields = loads(body)
+            except ValueError:  # orjson.JSONDecodeError: body_links says "body is not JSON"
+                return False
+            if (
+                type(fields) is not dict
+                or fields.get("repository") != chain
+                or fields.get("attempt_id") != id_
+            ):
+                return False
+            tail = tails.get(chain)
+            if tail is None:
+                firsts[chain] = (seq, prev)
+                tail = tails[chain] = [seq, prev, chain]
+            elif tail[0] != seq or tail[1] != prev:
+                return False
+            tail[0] = seq + 1
+            tail[1] = hash_
+            # One chain and one kind object for all the block's records: marshal sends them once.
+            note((id_, tail[2], _ATTEMPT, seq))
         self.bodies += len(rows)
         return True
 
@@ -470,7 +521,7 @@ class _Scan:
         tail = self.tails.get(chain)
         if tail is None:
             self.firsts[chain] = (seq, prev)
-            tail = self.tails[chain] = [seq, prev]
+            tail = self.tails[chain] = [seq, prev, chain]
         elif tail[0] != seq or tail[1] != prev:
             return False
         tail[0] = seq + 1

@@ -32,6 +32,8 @@ pass then decides on this snapshot alone.
 from __future__ import annotations
 
 import functools
+import gc
+import itertools
 import logging
 import marshal
 import os
@@ -41,6 +43,7 @@ import subprocess
 import sys
 import threading
 import time
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,6 +57,7 @@ if TYPE_CHECKING:
     from mentis.store.ledger_scan import BlockScan, Signed
 
 log = logging.getLogger(__name__)
+_ID = itemgetter(0)
 
 PARALLEL_MIN_ENTRIES = 4_000
 """Below this many rowids a worker's start-up costs about what it saves (measured on 2 cores:
@@ -188,8 +192,18 @@ def _table_sql_for(schema: str) -> dict[str, str]:
 def _scan(
     conn: sqlite3.Connection, path: str, blocks: list[tuple[int, int]], workers: int
 ) -> list[BlockScan | None]:
-    """Every block's scan, in order: made here or by one of ``workers`` worker processes."""
-    scan = functools.partial(ledger_scan.scan_block, conn, kinds=KINDS, version=VERSION)
+    """Every block's scan, in order: made here or by one of ``workers`` worker processes.
+
+    A block whose records reuse an id of a block taken in before is answered ``None`` (no two
+    records share an id): this process takes in its own blocks as it scans them, while the workers
+    still scan, and the workers' blocks as their answers come, so little of it waits for the end.
+    """
+    scan_here = functools.partial(ledger_scan.scan_block, conn, kinds=KINDS, version=VERSION)
+    ids: set[str] = set()  # the ids of the records of every block taken in so far
+
+    def scan(lo: int, hi: int) -> BlockScan | None:
+        return _take_in(ids, scan_here(lo, hi))
+
     done: dict[int, BlockScan | None] = {}  # first rowid → scan
     procs: list[subprocess.Popen[bytes]] = []
     queue_r, queue_w = os.pipe()
@@ -206,7 +220,7 @@ def _scan(
             done[block[0]] = scan(*block)
         deadline = time.monotonic() + WORKER_TIMEOUT_S
         for proc in procs:
-            done.update(_answer(proc, deadline))
+            done.update((lo, _take_in(ids, found)) for lo, found in _answer(proc, deadline).items())
     finally:
         os.close(queue_r)
         for proc in procs:
@@ -216,6 +230,16 @@ def _scan(
             # It exits once it has answered: reap it without waiting for the exit (~5 ms).
             threading.Thread(target=proc.wait, name="mentis-verify-reaper", daemon=True).start()
     return [done[lo] if lo in done else scan(lo, hi) for lo, hi in blocks]
+
+
+def _take_in(ids: set[str], found: BlockScan | None) -> BlockScan | None:
+    """``found``, with the ids of its records added to ``ids``; None if one was there already
+    or appears twice in it (or ``found`` is None)."""
+    if found is None:
+        return None
+    before = len(ids)
+    ids.update(map(_ID, found[3]))
+    return found if len(ids) == before + len(found[3]) else None
 
 
 def _start(argv: list[str], queue: int) -> subprocess.Popen[bytes] | None:
@@ -247,10 +271,15 @@ def _answer(proc: subprocess.Popen[bytes], deadline: float) -> dict[int, BlockSc
             log.warning("a verify worker took over %.0f s; verifying its share here", WORKER_TIMEOUT_S)
             proc.kill()
             return {}
+    collecting = gc.isenabled()
+    gc.disable()  # the answer is hundreds of thousands of tuples and holds no cycle: half the time
     try:
         scans = marshal.loads(b"".join(chunks))
     except (EOFError, ValueError, TypeError):
         scans = None
+    finally:
+        if collecting:
+            gc.enable()
     if not isinstance(scans, dict):
         log.warning("a verify worker failed (exit status %s); verifying its share here", proc.wait())
         return {}
@@ -261,7 +290,7 @@ def _stitch(scans: list[BlockScan | None], heads: dict[str, tuple[int, str]]) ->
     tails: dict[str, tuple[int, str]] = {}  # chain → (next seq, last hash)
     missing: dict[str, list[int]] = {}
     erased: dict[str, set[int]] = {}
-    records: dict[str, tuple[str, str, int]] = {}  # attempt or thought id → (chain, kind, seq)
+    found: list[list[tuple[str, str, str, int]]] = []  # each block's (id, chain, kind, seq) records
     links: list[tuple[str, int, str, str]] = []
     signed: list[Signed] = []
     for scan in scans:
@@ -269,9 +298,7 @@ def _stitch(scans: list[BlockScan | None], heads: dict[str, tuple[int, str]]) ->
             return None
         spans, block_missing, tombstones, block_records, block_links, block_signed = scan
         signed.append(block_signed)
-        for id_, chain, kind, seq in block_records:
-            if records.setdefault(id_, (chain, kind, seq)) != (chain, kind, seq):
-                return None  # one id, two records
+        found.append(block_records)
         links += block_links
         for chain, (first_seq, first_prev, next_seq, last_hash) in spans.items():
             if tails.get(chain, (0, "")) != (first_seq, first_prev):
@@ -284,9 +311,7 @@ def _stitch(scans: list[BlockScan | None], heads: dict[str, tuple[int, str]]) ->
                 erased.setdefault(chain, set()).update(erased_seqs(chain, seq, body))
             except IntegrityError:
                 return None
-    if tails.keys() != heads.keys():
-        return None
-    if any(ledger_scan.link_error(records, *link) is not None for link in links):
+    if tails.keys() != heads.keys() or not _links_hold(found, links):
         return None
     if not signatures_verify(signed):
         return None
@@ -299,3 +324,16 @@ def _stitch(scans: list[BlockScan | None], heads: dict[str, tuple[int, str]]) ->
         report._missing, report._erased = gone, listed
         reports.append(report)
     return sorted(reports, key=lambda r: r.chain)
+
+
+def _links_hold(found: list[list[tuple[str, str, str, int]]], links: list[tuple[str, int, str, str]]) -> bool:
+    """Every link targets an earlier record of its own chain (each id is one record: ``_scan``).
+
+    The map of records that :func:`ledger_scan.link_error` reads is built only for the ids some
+    link targets: a store of attempts alone links nothing."""
+    if not links:
+        return True
+    targets = {target for _, _, target, _ in links}
+    records = itertools.chain.from_iterable(found)
+    index = {id_: (chain, kind, seq) for id_, chain, kind, seq in records if id_ in targets}
+    return all(ledger_scan.link_error(index, *link) is None for link in links)
