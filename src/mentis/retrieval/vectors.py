@@ -11,9 +11,10 @@ as int8 with one float32 scale per row (a quarter of the memory: 1M × 384 is 38
 candidates, and the owner's ``exact`` callback re-scores them with their float32 vectors read from
 the store, so the scores returned are exact and only the candidate set is approximate.
 
-From ``IVF_MIN_ROWS`` rows on (an int8 index), the int8 scan itself covers only the rows of an
-inverted file's nearest lists (:mod:`mentis.retrieval.ivf`): about a sixteenth of the rows, so the
-scan no longer grows with the whole index.
+From ``PREFILTER_MIN_ROWS`` rows on (an int8 index), the int8 scan itself covers only the rows
+nearest the query by the Hamming distance of their coordinates' signs
+(:mod:`mentis.retrieval.signbits`: 1% of the rows, or 64 per result asked for if more), so the
+costly part of the scan no longer reads the whole matrix.
 """
 
 from __future__ import annotations
@@ -23,14 +24,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from mentis.retrieval import signbits
 from mentis.retrieval.int8scan import int8_dots
-from mentis.retrieval.ivf import InvertedFile
 
 QUANTIZE_MIN_ROWS = 250_000
 """From this many rows on, the in-process matrix is int8 (see the module docstring)."""
-IVF_MIN_ROWS = QUANTIZE_MIN_ROWS
-"""From this many rows on (and only on an int8 index), candidates come from an inverted file.
-Below it the exact scan costs ≤ ~10 ms, so nothing is worth trading for recall."""
+PREFILTER_MIN_ROWS = QUANTIZE_MIN_ROWS
+"""From this many rows on (and only on an int8 index), the sign-bit prefilter picks the rows the
+int8 scan scores. Below it the float32 scan costs ≤ ~10 ms, so nothing is worth trading for recall."""
 RESCORE_FACTOR = 4
 """Candidates the int8 scan hands to the exact float32 re-score, per result asked for."""
 
@@ -75,11 +76,11 @@ def quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 class VectorIndex:
     def __init__(
-        self, dim: int, quantize_min_rows: int | None = None, ivf_min_rows: int | None = None
+        self, dim: int, quantize_min_rows: int | None = None, prefilter_min_rows: int | None = None
     ) -> None:
         self.dim = dim
         self.quantize_min_rows = QUANTIZE_MIN_ROWS if quantize_min_rows is None else quantize_min_rows
-        self.ivf_min_rows = IVF_MIN_ROWS if ivf_min_rows is None else ivf_min_rows
+        self.prefilter_min_rows = PREFILTER_MIN_ROWS if prefilter_min_rows is None else prefilter_min_rows
         self._lock = threading.Lock()
         self.clear()
 
@@ -88,9 +89,7 @@ class VectorIndex:
         self._scales = np.zeros(0, dtype=np.float32)
         self._rowids = np.zeros(0, dtype=np.int64)
         self._codes = np.zeros(0, dtype=np.int32)
-        self._lists = np.zeros(0, dtype=np.int16)  # each row's inverted-file list, once trained
-        self._ivf: InvertedFile | None = None
-        self._list_sizes = np.zeros(0, dtype=np.int64)  # rows per list
+        self._bits = np.zeros((signbits.words(self.dim), 0), dtype=np.uint64)  # int8 index only
         self._size = 0
         self._repos = RepositoryCodes()
         self.max_rowid = 0
@@ -129,10 +128,15 @@ class VectorIndex:
         ids[:n] = self._rowids[:n]
         codes = np.zeros(cap, dtype=np.int32)
         codes[:n] = self._codes[:n]
-        lists = np.zeros(cap, dtype=np.int16)
-        lists[:n] = self._lists[:n]
+        if dtype == np.int8:
+            bits = np.zeros((len(self._bits), cap), dtype=np.uint64)
+            if quantize_now:
+                for lo in range(0, n, 65_536):
+                    bits[:, lo : min(n, lo + 65_536)] = signbits.pack(matrix[lo : min(n, lo + 65_536)])
+            else:
+                bits[:, :n] = self._bits[:, :n]
+            self._bits = bits
         self._matrix, self._scales, self._rowids, self._codes = matrix, scales, ids, codes
-        self._lists = lists
 
     def add(self, rowids: list[int], repositories: list[str], vectors: np.ndarray) -> None:
         if not rowids:
@@ -142,13 +146,11 @@ class VectorIndex:
             end = self._size + len(rowids)
             if self.quantized:
                 self._matrix[self._size : end], self._scales[self._size : end] = quantize(vectors)
+                self._bits[:, self._size : end] = signbits.pack(self._matrix[self._size : end])
             else:
                 self._matrix[self._size : end] = vectors
             self._rowids[self._size : end] = rowids
             self._codes[self._size : end] = [self._repos.code(r) for r in repositories]
-            if self._ivf is not None:
-                self._lists[self._size : end] = self._ivf.assign(vectors)
-                self._list_sizes += np.bincount(self._lists[self._size : end], minlength=self._ivf.lists)
             self._size = end
             self.max_rowid = max(self.max_rowid, max(rowids))
 
@@ -162,32 +164,13 @@ class VectorIndex:
                     continue
                 i = int(hits[0])
                 last = self._size - 1
-                if self._ivf is not None:
-                    self._list_sizes[self._lists[i]] -= 1
                 self._matrix[i] = self._matrix[last]
                 self._scales[i] = self._scales[last]
                 self._rowids[i] = self._rowids[last]
                 self._codes[i] = self._codes[last]
-                self._lists[i] = self._lists[last]
+                if self.quantized:
+                    self._bits[:, i] = self._bits[:, last]
                 self._size = last
-
-    def prepare(self) -> None:
-        """Train the inverted file now if this index needs one (a preload, so the first search
-        does not pay for it)."""
-        with self._lock:
-            self._inverted_file()
-
-    def _inverted_file(self) -> InvertedFile | None:
-        """The inverted file of an int8 index from ``ivf_min_rows`` rows on, trained (again) here
-        when missing or outgrown; None below the threshold (the caller holds the lock)."""
-        n = self._size
-        if not self.quantized or n < max(self.ivf_min_rows, 1):
-            return None
-        if self._ivf is None or self._ivf.stale(n):
-            self._ivf = InvertedFile.fit(self._matrix, self._scales, n)
-            self._lists[:n] = self._ivf.assign_int8(self._matrix[:n])
-            self._list_sizes = np.bincount(self._lists[:n], minlength=self._ivf.lists)
-        return self._ivf
 
     def _scan(self, query: np.ndarray, positions: np.ndarray | None, n: int) -> np.ndarray:
         """Scores of the rows at ``positions`` of an int8 index (None: the first ``n``; int8
@@ -221,11 +204,9 @@ class VectorIndex:
                 return []
             rescore = exact is not None and self.quantized
             mask = self._repos.mask(repositories, self._codes[:n])
-            ivf = self._inverted_file()
             positions: np.ndarray | None = None
-            if ivf is not None:
-                scope = None if mask is None else np.flatnonzero(mask)
-                positions = ivf.candidates(q, self._lists[:n], self._list_sizes, scope, limit)
+            if self.quantized and n >= self.prefilter_min_rows:
+                positions = signbits.nearest(self._bits, q, n, mask, limit)
             scores = self._scan(q, positions, n)
             if positions is None and mask is not None:  # a full scan: rows out of scope drop out
                 scores = np.where(mask, scores, -np.inf)

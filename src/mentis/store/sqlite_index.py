@@ -114,7 +114,6 @@ class SqliteIndexes(SqliteBase):
         _release_free_heap()  # what opening (the ledger check) freed, before the load's peak
         for table in VECTOR_TABLES:
             self._refresh_index(table)
-            self._indexes[table].prepare()  # an inverted file, if the index is that large
         with self._lex_lock, self._translate("lexical index"):
             for table in TERM_TABLES:
                 self._refresh_lexicon(table)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
-"""Recall of the inverted file's candidates against the exact scan, on real embeddings.
+"""Recall of the sign-bit prefilter's results against the exact scan, on real embeddings.
 
-    .venv/bin/python bench/ivf_recall.py [--docs 20000] [--out bench/results/ivf-recall.json]
+    .venv/bin/python bench/prefilter_recall.py [--docs 8000] [--out bench/results/prefilter-recall.json]
 
 The vectors are the real model's (all-MiniLM-L6-v2), from two sources, each one "repository":
 
@@ -12,12 +12,16 @@ The vectors are the real model's (all-MiniLM-L6-v2), from two sources, each one 
   ``python3.11-doc``, fetched into the cache by the FAQ set), every paragraph of at least 8 words,
   taken evenly across the files in path order, embedded once (cached under ``ivf-recall/``).
 
-A seeded 500 of the pooled rows are held out as queries; the index holds the rest. For each size
+A seeded 300 of the pooled rows are held out as queries; the index holds the rest. For each size
 (the first n rows of a seeded shuffle, doubling up to all of them) and each probe share, the
-``VectorIndex`` with int8 and the inverted file forced on (``quantize_min_rows = ivf_min_rows = 0``)
-answers limit 10 with the exact float32 re-score, as search does, and is compared with the exact
-float32 scan's top 10: recall@10 = shared rows / 10, over the queries, unscoped and scoped to one
-repository. The scan share (rows scored with int8 / rows) is reported beside it.
+``VectorIndex`` with int8 and the prefilter forced on (``quantize_min_rows = prefilter_min_rows = 0``)
+answers limit k with the exact float32 re-score, as search does, and is compared with the exact
+float32 scan's top k: recall@k = shared rows / k, over the queries, for k = 10 and 50, unscoped and
+scoped to the query's own repository. The rows kept follow the limit (``KEEP_PER_RESULT`` × k), and
+that ratio is what carries across sizes: each size runs 4, 8, 16 and 32 rows kept per result with
+no share, then the shipped rule (1% of the rows, at least 64 per result); the share of rows kept
+is reported beside it. (``bench/results/ivf-recall-kmeans.json`` is the same kind of measurement
+of the inverted file tried first, at k = 10 and 200 with probe shares 1/32, 1/16, 1/8.)
 """
 
 from __future__ import annotations
@@ -37,12 +41,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from evaluation.pyfaq import PACKAGE, plain
 from evaluation.runner import CACHE
 from mentis.embed.local import LocalEmbedder
-from mentis.retrieval import ivf
+from mentis.retrieval import signbits
 from mentis.retrieval.vectors import VectorIndex
 
 SOURCES = Path("usr/share/doc/python3.11/html/_sources")
-SHARES = (1 / 32, 1 / 16, 1 / 8)
-QUERIES = 500
+CONFIGS = ((0.0, 4), (0.0, 8), (0.0, 16), (0.0, 32), (signbits.KEEP_SHARE, signbits.KEEP_PER_RESULT))
+"""(share kept, rows kept per result): rows per result alone, then the shipped rule."""
+DEPTHS = (10, 50)
+"""Recall at the top 10 (what a caller sees) and 50 (the most search returns), each asked as the
+limit (the rows kept follow the limit)."""
+QUERIES = 300
 CHUNK = 2_000
 
 
@@ -88,32 +96,28 @@ def real_vectors(docs: int) -> tuple[np.ndarray, list[str]]:
 
 
 def recall(
-    rows: np.ndarray, repos: list[str], queries: np.ndarray, qrepos: list[str], share: float
+    rows: np.ndarray, repos: list[str], queries: np.ndarray, qrepos: list[str], share: float, min_scan: int
 ) -> dict[str, Any]:
-    ivf.PROBE_SHARE = share
-    exact = VectorIndex(rows.shape[1], quantize_min_rows=1 << 62, ivf_min_rows=1 << 62)
-    forced = VectorIndex(rows.shape[1], quantize_min_rows=0, ivf_min_rows=0)
+    signbits.KEEP_SHARE, signbits.KEEP_PER_RESULT = share, min_scan
+    exact = VectorIndex(rows.shape[1], quantize_min_rows=1 << 62, prefilter_min_rows=1 << 62)
+    forced = VectorIndex(rows.shape[1], quantize_min_rows=0, prefilter_min_rows=0)
     rowids = list(range(1, len(rows) + 1))
     for index in (exact, forced):
         index.add(rowids, repos, rows)
-    stored = {i: r for i, r in zip(rowids, rows, strict=True)}
 
     def rescore(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return ids, np.array([stored[int(i)] for i in ids], dtype=np.float32).reshape(-1, rows.shape[1])
+        return ids, rows[ids - 1]
 
     out: dict[str, Any] = {}
     for label, scoped in (("unscoped", False), ("scoped", True)):
-        hits = total = 0
-        for q, repo in zip(queries, qrepos, strict=True):
-            scope = [repo] if scoped else None
-            want = {r for r, _ in exact.search(q, scope, 10)}
-            got = {r for r, _ in forced.search(q, scope, 10, rescore)}
-            hits += len(want & got)
-            total += len(want)
-        out[label] = round(hits / max(total, 1), 4)
-    table = forced._ivf
-    assert table is not None
-    out["lists"], out["probes"] = table.lists, table.probes
+        for depth in DEPTHS:
+            hits = 0
+            for q, repo in zip(queries, qrepos, strict=True):
+                scope = [repo] if scoped else None
+                want = {r for r, _ in exact.search(q, scope, depth)}
+                hits += len(want & {r for r, _ in forced.search(q, scope, depth, rescore)})
+            out[f"{label}_recall@{depth}"] = round(hits / (depth * len(queries)), 4)
+    out["kept_share"] = {d: round(min(1.0, signbits.keep_count(len(rows), d) / len(rows)), 4) for d in DEPTHS}
     return out
 
 
@@ -135,9 +139,9 @@ def main() -> None:
     results = []
     for size in sizes:
         take = rest[:size]
-        for share in SHARES:
-            row = {"rows": size, "share": share}
-            row.update(recall(vectors[take], [repos[i] for i in take], queries, qrepos, share))
+        for share, min_scan in CONFIGS:
+            row = {"rows": size, "share": share, "keep_per_result": min_scan}
+            row.update(recall(vectors[take], [repos[i] for i in take], queries, qrepos, share, min_scan))
             print(json.dumps(row), flush=True)
             results.append(row)
     counts = {r: repos.count(r) for r in sorted(set(repos))}
