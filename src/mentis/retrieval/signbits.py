@@ -54,7 +54,8 @@ def _popcount(x: np.ndarray) -> np.ndarray:
     if hasattr(np, "bitwise_count"):
         counted: np.ndarray = np.bitwise_count(x)
         return counted
-    return _BYTE_BITS[x.view(np.uint8)].reshape(-1, 8).sum(axis=1, dtype=np.uint8)
+    table: np.ndarray = _BYTE_BITS[x.view(np.uint8)].reshape(-1, 8).sum(axis=1, dtype=np.uint8)
+    return table
 
 
 _BYTE_BITS = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
