@@ -175,7 +175,7 @@ class VectorIndex:
     def _scan(self, query: np.ndarray, positions: np.ndarray | None, n: int) -> np.ndarray:
         """Scores of the rows at ``positions`` of an int8 index (None: the first ``n``; int8
         scores are approximate)."""
-        if not self.quantized:  # no inverted file below the int8 threshold: a full scan
+        if not self.quantized:  # a float32 index: always a full scan
             scores: np.ndarray = self._matrix[:n] @ query
             return scores
         if positions is None:
