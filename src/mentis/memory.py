@@ -143,6 +143,7 @@ class AttemptOps:
             self.store.vector,
             self.store.attempt_edges,
             pool=self.ctx.pool,
+            title_lexical=self.store.title_lexical,
         )
         keys = self.store.attempt_keys([s.rowid for s in ranked])
         if caller.repositories is not None:  # a repository created since the scope was listed
