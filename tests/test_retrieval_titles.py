@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from mentis import retrieval
 from mentis.retrieval.titles import fuse_titles, title_terms
 
@@ -36,3 +38,22 @@ def test_title_hits_add_one_reciprocal_rank_list_like_the_others() -> None:
     by_row = {s.rowid: s for s in fused}
     assert (by_row[2].title, by_row[2].title_rank) == (1.5, 1)
     assert (by_row[4].lexical, by_row[4].vector, by_row[4].title_rank) == (None, None, 2)
+
+
+def test_a_title_ranks_its_task_and_leaves_the_choice_of_attempt_to_the_other_signals() -> None:
+    # rows 1 and 2 are attempts of task A (only 1 carries the title); 3 is task B; 4 and 5 are
+    # two titled attempts of task C, found only by their titles
+    task = {1: "A", 2: "A", 3: "B", 4: "C", 5: "C"}
+    ranked = retrieval.fuse([(2, 5.0), (3, 4.0), (1, 1.0)], [(2, 0.9), (3, 0.8), (1, 0.1)])
+    k = retrieval.RRF_K
+    before = {s.rowid: s.fused for s in ranked}
+    fused = fuse_titles(ranked, [(1, 2.0), (4, 1.5), (5, 1.4)], k, lambda rows: {r: task[r] for r in rows})
+    by_row = {s.rowid: s for s in fused}
+    # task A's term goes to both its attempts, so its best attempt stays the one shown
+    assert by_row[2].fused - before[2] == pytest.approx(1 / (k + 1))
+    assert by_row[1].fused - before[1] == pytest.approx(1 / (k + 1))
+    assert _order(fused)[0] == 2 and by_row[2].title_rank == 1
+    # task C is ranked once, at its best title hit; its second hit adds nothing more
+    assert by_row[4].title_rank == 2 and by_row[4].fused == 1 / (k + 2)
+    assert 5 not in by_row
+    assert by_row[3].fused == before[3] and by_row[3].title is None

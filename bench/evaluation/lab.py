@@ -106,11 +106,14 @@ class Lab:
             self.vector: pipeline.Vector = store.vector
             self.edges: pipeline.Edges = store.attempt_edges
             self.title_lexical: pipeline.Lexical | None = store.title_lexical
+            self.task_of: titles.TaskOf | None = lambda rows: {
+                r: k[:2] for r, k in store.attempt_keys(rows).items()
+            }
         else:
             self.idx, self.shipped_weights = "thought_idx", records.THOUGHT_FTS_WEIGHTS
             self.fields = lambda body: ThoughtBody.from_json(body).index_fields.texts
             self.vector, self.edges = store.thought_vector, store.thought_edges_between
-            self.title_lexical = None
+            self.title_lexical, self.task_of = None, None
         self.session_of = session_of or {}
         self.signals = signals or {}
         self.sessions: dict[Any, list[int]] = {}
@@ -207,7 +210,7 @@ class Lab:
             lex = self.lexical(self.match(text, v), v.weights or self.shipped_weights, v.depth)
             vec = self.vector(qvec, [self.repository], v.depth)
             fused = window_fuse(lex, vec, self.neighbours, v.rrf_k, v.window_top, v.window_sides)
-            return self.to_ranking(titles.fuse_titles(fused, self.titled(text, v), v.rrf_k))
+            return self.to_ranking(titles.fuse_titles(fused, self.titled(text, v), v.rrf_k, self.task_of))
         if v.extra:
             # lexical, vector and the extra lists, RRF-fused with equal weights; no graph walk
             # (none of the sets with extra signals has edges: checked by the main run)
@@ -229,6 +232,7 @@ class Lab:
             terms=lambda t: self.match(t, v),
             neighbours=self.neighbours if v.window and self.session_of else None,
             title_lexical=self.title_lexical if v.titles else None,
+            task_of=self.task_of,
         )
         return self.to_ranking(ranked)
 

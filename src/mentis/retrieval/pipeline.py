@@ -62,6 +62,7 @@ def candidates(
     pool: Executor | None = None,
     neighbours: window.Neighbours | None = None,
     title_lexical: Lexical | None = None,
+    task_of: titles.TaskOf | None = None,
 ) -> tuple[list[Scored], bool]:
     """The fused (and, with ``edges``, graph-walked) candidates of ``query``, best first, and
     whether the query had lexical terms (else the ranking is the vector's alone).
@@ -70,7 +71,7 @@ def candidates(
     With ``neighbours`` (rows said just before and after a row in its session), RRF also fuses
     the two lists smoothed over those windows (:func:`window.window_fuse`). With
     ``title_lexical`` (BM25 against titles alone), RRF also fuses the query's first line's title
-    hits (:mod:`mentis.retrieval.titles`).
+    hits, per task of ``task_of`` (:mod:`mentis.retrieval.titles`).
     """
     words = (terms or retrieval.query_terms)(query)
     asked = (words, scope, params.depth) if words and scope != [] else None
@@ -94,7 +95,7 @@ def candidates(
     else:
         ranked = retrieval.fuse(lex, vec, params.rrf_k, (params.w_lex, params.w_vec))
     if params.fusion == "rrf":
-        ranked = titles.fuse_titles(ranked, by_title, params.rrf_k)
+        ranked = titles.fuse_titles(ranked, by_title, params.rrf_k, task_of)
     if edges is not None:
         ranked = graph.rerank(
             ranked,

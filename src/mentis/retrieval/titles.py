@@ -15,7 +15,7 @@ unchanged (thoughts have no titles).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 
 from mentis import retrieval
 from mentis.retrieval import Scored
@@ -29,19 +29,59 @@ def title_terms(query: str) -> list[str]:
     return []
 
 
-def fuse_titles(ranked: list[Scored], titles: Sequence[tuple[int, float]], k: float) -> list[Scored]:
+class KeyCache:
+    """Rows' keys from ``lookup`` (e.g. ``Store.attempt_keys``), each row asked for once per
+    search: the title fusion and the grouping after it need the keys of mostly the same rows."""
+
+    def __init__(self, lookup: Callable[[Sequence[int]], Mapping[int, tuple[str, str, str]]]) -> None:
+        self.lookup = lookup
+        self.known: dict[int, tuple[str, str, str]] = {}
+
+    def update_from(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
+        """The keys of ``rowids`` (rows the lookup does not know are left out)."""
+        missing = [r for r in dict.fromkeys(rowids) if r not in self.known]
+        if missing:
+            self.known.update(self.lookup(missing))
+        return {r: self.known[r] for r in rowids if r in self.known}
+
+
+TaskOf = Callable[[Sequence[int]], Mapping[int, Hashable]]
+"""Each known rowid's task (any hashable key); rows it leaves out count as tasks of their own."""
+
+
+def fuse_titles(
+    ranked: list[Scored], titles: Sequence[tuple[int, float]], k: float, task_of: TaskOf | None = None
+) -> list[Scored]:
     """``ranked`` (an RRF of other lists) with the title list's reciprocal ranks added: the RRF
-    of all the lists. A row only a title matched enters with its title term alone."""
+    of all the lists. A row only a title matched enters with its title term alone.
+
+    A title names a task, not one of its attempts (only the attempt that gave it carries it), so
+    with ``task_of`` the title list ranks tasks — each task at the rank of its best title hit —
+    and a task's term is added to every attempt of it among the candidates: the title decides
+    where the task ranks, never which of its attempts is shown."""
     if not titles:
         return ranked
     by_row = {s.rowid: s for s in ranked}
-    for rank, (rowid, score) in enumerate(titles, start=1):
-        s = by_row.get(rowid)
-        if s is None:
-            s = by_row[rowid] = Scored(rowid)
-        s.title, s.title_rank = score, rank
-        s.fused += 1.0 / (k + rank)
+    task = dict(task_of([*by_row, *(r for r, _ in titles)])) if task_of is not None else {}
+    members: dict[Hashable, list[int]] = {}
+    for r in by_row:
+        if r in task:
+            members.setdefault(task[r], []).append(r)
+    done: set[Hashable] = set()
+    rank = 0
+    for rowid, score in titles:
+        key = task.get(rowid, ("row", rowid))
+        if key in done:
+            continue
+        done.add(key)
+        rank += 1
+        for r in dict.fromkeys([*members.get(key, ()), rowid]):
+            s = by_row.get(r)
+            if s is None:
+                s = by_row[r] = Scored(r)
+            s.title, s.title_rank = score, rank
+            s.fused += 1.0 / (k + rank)
     return sorted(by_row.values(), key=lambda s: (-s.fused, s.rowid))
 
 
-__all__ = ["fuse_titles", "title_terms"]
+__all__ = ["KeyCache", "TaskOf", "fuse_titles", "title_terms"]
