@@ -22,6 +22,7 @@ import numpy as np
 import mentis.memory as memory_mod
 import mentis.retrieval as retrieval_mod
 import mentis.retrieval.graph as graph_mod
+import mentis.retrieval.titles as titles_mod
 from corpus import FixedEmbedder, Workload, attempt_text_of
 from mentis.embed.local import DIM, LocalEmbedder
 from mentis.ledger import verify_rows
@@ -169,8 +170,10 @@ def measure_search(
         (mem.embedder, "embed", "embed query"),
         (retrieval_mod, "query_terms", "query_terms"),
         (store, "lexical", "lexical (BM25, incl. index refresh)"),
+        (store, "title_lexical", "title BM25 (incl. index refresh)"),
         (store, "vector", vector),
         (retrieval_mod, "fuse", "fuse"),
+        (titles_mod, "fuse_titles", "fuse title hits"),
         (graph_mod, "rerank", "graph rerank"),
         (store, "attempt_edges", "  of which attempt_edges SQL"),
         (store, "attempt_keys", "attempt_keys"),

@@ -15,7 +15,7 @@ from mentis.embed import HashEmbedder
 from mentis.memory import Caller, Memory
 from mentis.model import ForgetInput, RecordAttemptInput, SearchInput, parse
 from mentis.retrieval import lexical
-from mentis.store.sqlite import SqliteStore
+from mentis.store.sqlite import SCHEMA_VERSION, SqliteStore
 
 from .conftest import REPO
 
@@ -263,7 +263,7 @@ def test_a_schema_1_store_is_migrated_to_the_lexical_index(
         with sqlite3.connect(db_path) as conn:
             tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
             version = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
-        assert "attempt_fts" not in tables and "attempt_terms" in tables and version == "2"
+        assert "attempt_fts" not in tables and "attempt_terms" in tables and version == str(SCHEMA_VERSION)
     finally:
         store.close()
 

@@ -21,7 +21,7 @@ import orjson
 
 from mentis import records, retrieval
 from mentis.records import AttemptBody, ThoughtBody
-from mentis.retrieval import graph, lexical, pipeline
+from mentis.retrieval import graph, lexical, pipeline, titles
 from mentis.retrieval.window import WINDOW_TOP, window_fuse
 from mentis.store import sqlite_index
 from mentis.store.sqlite import SqliteStore
@@ -59,6 +59,7 @@ class Variant:
     window: bool = True  # as shipped: candidates also smoothed over same-session neighbours
     window_top: int = WINDOW_TOP
     window_sides: tuple[bool, bool] = (True, True)  # lexical, vector
+    titles: bool = True  # as shipped: attempts' title-to-title BM25 fused beside lexical + vector
 
     def params(self) -> pipeline.Params:
         return pipeline.Params(
@@ -104,10 +105,15 @@ class Lab:
             )
             self.vector: pipeline.Vector = store.vector
             self.edges: pipeline.Edges = store.attempt_edges
+            self.title_lexical: pipeline.Lexical | None = store.title_lexical
+            self.task_of: titles.TaskOf | None = lambda rows: {
+                r: k[:2] for r, k in store.attempt_keys(rows).items()
+            }
         else:
             self.idx, self.shipped_weights = "thought_idx", records.THOUGHT_FTS_WEIGHTS
             self.fields = lambda body: ThoughtBody.from_json(body).index_fields.texts
             self.vector, self.edges = store.thought_vector, store.thought_edges_between
+            self.title_lexical, self.task_of = None, None
         self.session_of = session_of or {}
         self.signals = signals or {}
         self.sessions: dict[Any, list[int]] = {}
@@ -204,7 +210,7 @@ class Lab:
             lex = self.lexical(self.match(text, v), v.weights or self.shipped_weights, v.depth)
             vec = self.vector(qvec, [self.repository], v.depth)
             fused = window_fuse(lex, vec, self.neighbours, v.rrf_k, v.window_top, v.window_sides)
-            return self.to_ranking(fused)
+            return self.to_ranking(titles.fuse_titles(fused, self.titled(text, v), v.rrf_k, self.task_of))
         if v.extra:
             # lexical, vector and the extra lists, RRF-fused with equal weights; no graph walk
             # (none of the sets with extra signals has edges: checked by the main run)
@@ -212,6 +218,7 @@ class Lab:
                 self.lexical(self.match(text, v), v.weights or self.shipped_weights, v.depth),
                 self.vector(qvec, [self.repository], v.depth),
                 *(self.signals[name](text, qvec)[: v.depth] for name in v.extra),
+                self.titled(text, v),
             ]
             return self.to_ranking(fuse_lists(lists, v.rrf_k))
         ranked, _ = pipeline.candidates(
@@ -224,8 +231,17 @@ class Lab:
             params=v.params(),
             terms=lambda t: self.match(t, v),
             neighbours=self.neighbours if v.window and self.session_of else None,
+            title_lexical=self.title_lexical if v.titles else None,
+            task_of=self.task_of,
         )
         return self.to_ranking(ranked)
+
+    def titled(self, text: str, v: Variant) -> pipeline.Hits:
+        """The store's title hits for the query's first line, as search takes them (none for
+        thoughts, or when the variant turns the signal off)."""
+        if self.title_lexical is None or not v.titles:
+            return []
+        return self.title_lexical(titles.title_terms(text), [self.repository], v.depth)
 
 
 def cosine_signal(rowids: Sequence[int], vectors: np.ndarray) -> Callable[[np.ndarray, int], pipeline.Hits]:
@@ -286,6 +302,7 @@ def mechanism_grid(extra: Sequence[tuple[str, tuple[str, ...]]] = ()) -> list[Va
         Variant("fusion: min-max scores, alpha 0.5", fusion="minmax", alpha=0.5),
         Variant("rrf k=60 (the usual constant)", rrf_k=60),
         Variant("no session windows (shipped before issue 16)", window=False),
+        Variant("no title-to-title signal (shipped before it)", titles=False),
         Variant("windows: all 200 candidates widened", window_top=200),
         Variant("windows: lexical side only", window_sides=(True, False)),
         Variant("windows: vector side only", window_sides=(False, True)),

@@ -126,6 +126,9 @@ def run(bench: Benchmark, variants: bool, embedder: LocalEmbedder, sweep: bool =
             if bench.kind == "thought"
             else None
         )
+        # search's title-to-title signal too (attempts only: thoughts have no titles)
+        titles = store.title_lexical if bench.kind == "attempt" else None
+        task_of = lambda rows: {r: k[:2] for r, k in store.attempt_keys(rows).items()}  # noqa: E731
         for qid, text in bench.queries.items():
             searched.rankings[qid], ms = timed(bench.shipped, memory, caller, text)
             searched.latencies_ms.append(ms)
@@ -137,7 +140,10 @@ def run(bench: Benchmark, variants: bool, embedder: LocalEmbedder, sweep: bool =
             ):
                 (ranked, _), ms = timed(
                     lambda *a, name=name: pipeline.candidates(
-                        *a, neighbours=windows if name == "fused" else None
+                        *a,
+                        neighbours=windows if name == "fused" else None,
+                        title_lexical=titles if name == "fused" else None,
+                        task_of=task_of,
                     ),
                     text,
                     scope,
@@ -322,7 +328,8 @@ def thought_notes(texts: str) -> dict[str, str]:
         "dense": f"cosine, all-MiniLM-L6-v2, same {texts}, brute force (incl. embedding)",
         "lexical": "store.thought_lexical(query_terms(q))",
         "vector": "store.thought_vector(embed(q))",
-        "fused": "pipeline.candidates without the graph walk (with the session windows); no filters "
+        "fused": "pipeline.candidates without the graph walk (with the session windows for thoughts, "
+        "the title signal for attempts); no filters "
         "or materialisation",
         "search_thoughts": "Memory.search_thoughts as shipped (bm25 + vector and their session windows, "
         "RRF, graph.rerank)",

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation.lab import Lab, Variant, cosine_signal, mechanism_grid, text_signal, variant_grid
+from evaluation.lab import Lab, Variant, cosine_signal, mechanism_grid, variant_grid
 from evaluation.metrics import Method, paired
 from evaluation.runner import (
     LIMIT,
@@ -185,61 +185,28 @@ class SeaMonkey(Benchmark):
         }
 
     def lab(self, store: SqliteStore) -> Lab:
-        """The lab with title-to-title signals: the query's first line (a report's summary)
-        against the stored task titles, by BM25 over the titles alone and by cosine between
-        the model's vectors of the two."""
+        """The lab with a title-to-title dense signal beside the shipped lexical one: the query's
+        first line (a report's summary) against the stored task titles, by cosine between the
+        model's vectors of the two."""
         lab = Lab(store, self.repository, self.kind, lambda ranked: self.ranking(store, ranked))
         rows = [r for (r,) in lab.conn.execute("SELECT rowid FROM attempt_idx WHERE repository = ?", (REPO,))]
         task_of = {r: k[1] for r, k in store.attempt_keys(rows).items()}
         by_id = {r.id: r for r in self.reports}
         titles = [by_id[task_of[r]].summary for r in rows]
         title_vec = cosine_signal(rows, cached_embed(self.embedder, titles))
-        title_lex = text_signal(rows, titles, REPO)
         first_vecs: dict[str, np.ndarray] = {}
 
-        def first_line(text: str) -> str:
-            return text.split("\n", 1)[0]
-
         def by_title_vec(text: str, _: np.ndarray) -> Any:
-            line = first_line(text)
+            line = text.split("\n", 1)[0]
             if line not in first_vecs:
                 first_vecs[line] = self.embedder.embed([line])[0]
             return title_vec(first_vecs[line], retrieval.CANDIDATES)
 
-        title_of = dict(zip(rows, titles, strict=True))
-        shipped = Variant("shipped")
-
-        def by_candidate_titles(text: str, qvec: np.ndarray) -> Any:
-            """Title BM25 among the query's own candidates only (statistics of those titles):
-            what search could compute from ``task_info`` without a title index in the store."""
-            cands = list(
-                dict.fromkeys(
-                    [r for r, _ in lab.lexical(lab.match(text, shipped), lab.shipped_weights, lab_depth)]
-                    + [r for r, _ in lab.vector(qvec, [REPO], lab_depth)]
-                )
-            )
-            local = text_signal(cands, [title_of[r] for r in cands], REPO)
-            return local(retrieval.query_terms(first_line(text)), lab_depth)
-
-        lab_depth = retrieval.CANDIDATES
-        lab.signals = {
-            "title_lex_candidates": by_candidate_titles,
-            "title_vec": by_title_vec,
-            "title_lex": lambda text, _: title_lex(
-                retrieval.query_terms(first_line(text)), retrieval.CANDIDATES
-            ),
-        }
+        lab.signals = {"title_vec": by_title_vec}
         return lab
 
     def grid(self) -> list[Variant]:
-        return mechanism_grid(
-            [
-                ("+ title-to-title lexical", ("title_lex",)),
-                ("+ title-to-title lexical, among the candidates only", ("title_lex_candidates",)),
-                ("+ title-to-title dense", ("title_vec",)),
-                ("+ title-to-title lexical + dense", ("title_lex", "title_vec")),
-            ]
-        )
+        return mechanism_grid([("+ title-to-title dense", ("title_vec",))])
 
     def sweep(self) -> list[Variant]:
         return variant_grid()

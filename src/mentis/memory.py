@@ -46,7 +46,7 @@ from mentis.model import (
 )
 from mentis.records import AttemptBody, CheckBody, CodeContextBody, CorrectionBody
 from mentis.records import attempt_text as attempt_text
-from mentis.retrieval import pipeline
+from mentis.retrieval import pipeline, titles
 from mentis.retrieval.rerank import Reranker, RerankFailed, RerankItem, apply_rerank, load_reranker
 from mentis.service import Caller, ServiceContext, may_admin, may_read, may_write, open_store, secret_warnings
 from mentis.signing import AGENTS_CHAIN, write_at, write_id
@@ -135,6 +135,7 @@ class AttemptOps:
     def search(self, caller: Caller, req: SearchInput) -> SearchResult:
         may_read(caller, req.repository)
         scope = caller.search_scope(req.repository, self.store.repositories)
+        known = titles.KeyCache(self.store.attempt_keys)  # asked once per row, for titles and grouping
         ranked, has_terms = pipeline.candidates(
             req.query,
             scope,
@@ -143,8 +144,10 @@ class AttemptOps:
             self.store.vector,
             self.store.attempt_edges,
             pool=self.ctx.pool,
+            title_lexical=self.store.title_lexical,
+            task_of=lambda rows: {r: k[:2] for r, k in known.update_from(rows).items()},
         )
-        keys = self.store.attempt_keys([s.rowid for s in ranked])
+        keys = known.update_from([s.rowid for s in ranked])
         if caller.repositories is not None:  # a repository created since the scope was listed
             keys = {r: k for r, k in keys.items() if caller.sees(k[0])}
         hits = retrieval.group_tasks(ranked, {r: (k[0], k[1]) for r, k in keys.items()}, req.limit)

@@ -414,6 +414,8 @@ class ScoreParts(Out):
     fused: float = Field(description="reciprocal-rank fusion of the two ranks")
     graph: float | None = Field(None, description="personalised PageRank from the fused hits (ranks tasks)")
     usefulness: float | None = Field(None, description="LLM usefulness score in [0, 1], when reranking ran")
+    title: float | None = Field(None, description="BM25 of the query's first line against task titles alone")
+    title_rank: int | None = None
 
 
 class TaskResult(Out):

@@ -66,6 +66,8 @@ class Scored:
     vector_rank: int | None = None
     fused: float = 0.0
     graph: float | None = None
+    title: float | None = None
+    title_rank: int | None = None
 
     @property
     def final(self) -> float:
@@ -80,6 +82,8 @@ class Scored:
             "vector_rank": self.vector_rank,
             "fused": round(self.fused, 6),
             "graph": None if self.graph is None else round(self.graph, 6),
+            "title": None if self.title is None else round(self.title, 4),
+            "title_rank": self.title_rank,
         }
 
 

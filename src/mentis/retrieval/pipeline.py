@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mentis import retrieval
-from mentis.retrieval import Scored, graph, window
+from mentis.retrieval import Scored, graph, titles, window
 
 Scope = Sequence[str] | None
 Hits = Sequence[tuple[int, float]]
@@ -61,20 +61,31 @@ def candidates(
     terms: Callable[[str], list[str]] | None = None,
     pool: Executor | None = None,
     neighbours: window.Neighbours | None = None,
+    title_lexical: Lexical | None = None,
+    task_of: titles.TaskOf | None = None,
 ) -> tuple[list[Scored], bool]:
     """The fused (and, with ``edges``, graph-walked) candidates of ``query``, best first, and
     whether the query had lexical terms (else the ranking is the vector's alone).
 
     ``terms`` turns the query into the lexical side's words (default :func:`retrieval.query_terms`).
     With ``neighbours`` (rows said just before and after a row in its session), RRF also fuses
-    the two lists smoothed over those windows (:func:`window.window_fuse`).
+    the two lists smoothed over those windows (:func:`window.window_fuse`). With
+    ``title_lexical`` (BM25 against titles alone), RRF also fuses the query's first line's title
+    hits, per task of ``task_of`` (:mod:`mentis.retrieval.titles`).
     """
     words = (terms or retrieval.query_terms)(query)
     asked = (words, scope, params.depth) if words and scope != [] else None
-    pending = pool.submit(lexical, *asked) if asked is not None and pool is not None else None
+    heading = titles.title_terms(query) if title_lexical is not None and scope != [] else []
+
+    def lexical_side() -> tuple[Hits, Hits]:
+        lex = lexical(*asked) if asked is not None else []
+        by_title = title_lexical(heading, scope, params.depth) if title_lexical and heading else []
+        return lex, by_title
+
+    pending = pool.submit(lexical_side) if pool is not None else None
     qvec = embed(query)
     vec = vector(qvec, scope, params.depth) if scope != [] else []
-    lex = pending.result() if pending is not None else lexical(*asked) if asked is not None else []
+    lex, by_title = pending.result() if pending is not None else lexical_side()
     if params.fusion == "minmax":
         ranked = minmax_fuse(lex, vec, params.alpha)
     elif neighbours is not None and params.fusion == "rrf" and params.w_lex == params.w_vec:
@@ -83,6 +94,8 @@ def candidates(
         ranked = retrieval.fuse(lex, vec, params.rrf_k, agreement_weights(lex, vec))
     else:
         ranked = retrieval.fuse(lex, vec, params.rrf_k, (params.w_lex, params.w_vec))
+    if params.fusion == "rrf":
+        ranked = titles.fuse_titles(ranked, by_title, params.rrf_k, task_of)
     if edges is not None:
         ranked = graph.rerank(
             ranked,

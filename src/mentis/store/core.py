@@ -354,6 +354,7 @@ class RelationalCore(AgentCore):
             (rowid, body["attempt_id"], repo, task, attempt.status),
         )
         self._index_record(conn, "attempt_terms", rowid, attempt)
+        self._index_title(conn, rowid, attempt)
         conn.execute(
             q("INSERT INTO vectors(rowid, repository, vec) VALUES(?,?,?)"),
             (rowid, repo, self.D.vector(vector)),
@@ -372,6 +373,28 @@ class RelationalCore(AgentCore):
     def _index_record(self, conn: Any, table: str, rowid: int, record: AttemptBody | ThoughtBody) -> None:
         """One attempt's (``attempt_terms``) or thought's (``thought_terms``) lexical row."""
         self._index_terms(conn, table, rowid, record.repository, *record.index_fields)
+
+    def _index_title(self, conn: Any, rowid: int, attempt: AttemptBody) -> None:
+        """An attempt's ``task_title`` alone, as its row in ``title_terms`` (none without a title)."""
+        if attempt.task_title:
+            self._index_terms(conn, "title_terms", rowid, attempt.repository, (attempt.task_title,), (1.0,))
+
+    def _index_titles(self, conn: Any) -> int:
+        """Index the title of every live attempt that has no ``title_terms`` row yet (the
+        migration that adds the table), from bodies checked against their ledger entries;
+        returns the number of attempts read."""
+        rows = conn.execute(
+            "SELECT a.rowid, b.body, e.body_hash FROM attempt_idx a JOIN bodies b ON b.rowid = a.rowid "
+            "JOIN entries e ON e.rowid = a.rowid "
+            "WHERE NOT EXISTS (SELECT 1 FROM title_terms t WHERE t.rowid = a.rowid) ORDER BY a.rowid"
+        ).fetchall()
+        for rowid, raw, body_hash in rows:
+            if sha256_hex(bytes(raw)) != body_hash:
+                raise IntegrityError(
+                    f"the body of ledger entry rowid {rowid} does not match its hash; run `mentis verify`"
+                )
+            self._index_title(conn, int(rowid), AttemptBody.parse(bytes(raw)))
+        return len(rows)
 
     def _index_all(self, conn: Any) -> int:
         """Index every live attempt and thought (the migration to lexical rows); returns the count."""
@@ -432,6 +455,7 @@ class RelationalCore(AgentCore):
         cond, args = self.D.in_("rowid", [rowid, *corr])
         conn.execute(q(f"DELETE FROM bodies WHERE {cond}"), args)
         self._unindex_terms(conn, "attempt_terms", rowid)
+        self._unindex_terms(conn, "title_terms", rowid)
         conn.execute(q("DELETE FROM correction_idx WHERE attempt_rowid=?"), (rowid,))
         conn.execute(q("DELETE FROM rejections WHERE target_kind='attempt' AND target_id=?"), (attempt_id,))
         for table in ("vectors", "attempt_label", "attempt_idx"):

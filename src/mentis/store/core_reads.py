@@ -155,6 +155,14 @@ class AttemptReads(RelationalCore):
         check_list(terms, "query terms")
         return self._lexical("attempt_terms", terms, repositories, limit)
 
+    def title_lexical(
+        self, terms: Sequence[str], repositories: Sequence[str] | None, limit: int
+    ) -> list[tuple[int, float]]:
+        """BM25 candidates scored against each attempt's task title alone (attempts without a
+        title are not candidates), with the statistics of the titles searched."""
+        check_list(terms, "query terms")
+        return self._lexical("title_terms", terms, repositories, limit)
+
     def vector(
         self, query: np.ndarray, repositories: Sequence[str] | None, limit: int
     ) -> list[tuple[int, float]]:

@@ -33,7 +33,13 @@ from mentis.store.core_skills import SkillCore
 from mentis.store.core_thoughts import ThoughtCore
 from mentis.store.postgres_base import MIGRATION_LOCK, Conn
 from mentis.store.postgres_lexicon import PgLexicon, new_lex_epoch
-from mentis.store.postgres_schema import DERIVED_TABLES, LEXICON_VERSION, MIGRATIONS, SCHEMA_VERSION
+from mentis.store.postgres_schema import (
+    DERIVED_TABLES,
+    LEXICON_VERSION,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    TITLES_VERSION,
+)
 from mentis.store.postgres_sql import RecallSql
 from mentis.store.postgres_vectors import nearest
 
@@ -80,6 +86,9 @@ class PostgresStore(RecallSql, PgLexicon, ThoughtCore, SkillCore, BrowseReads):
                     conn.execute(sql.replace("{dim}", str(self.dim)).replace("{schema}", schema[0]))
                     if version == LEXICON_VERSION:
                         log.info("indexed %d records for lexical search", self._index_all(conn))
+                        new_lex_epoch(conn)
+                    if version == TITLES_VERSION:
+                        log.info("indexed the titles of %d attempts", self._index_titles(conn))
                         new_lex_epoch(conn)
                     conn.execute(
                         "INSERT INTO meta(key, value) VALUES('schema_version', %s), ('vector_dim', %s) "

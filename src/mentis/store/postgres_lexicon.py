@@ -41,7 +41,12 @@ from mentis.retrieval import lexical
 from mentis.store.postgres_base import Conn, PgBase
 from mentis.store.sqlite_index import LEXICAL_SELECT_MIN_DOCS
 
-TERM_TABLES = {"attempt_terms": "attempt", "thought_terms": "thought", "skill_terms": "skill"}
+TERM_TABLES = {
+    "attempt_terms": "attempt",
+    "thought_terms": "thought",
+    "skill_terms": "skill",
+    "title_terms": "title",
+}
 """Each lexical table and the record kind its ``lex_removed`` entries name."""
 
 LEXICON_SQL = """
@@ -65,6 +70,15 @@ DROP TABLE attempt_fts;
 DROP TABLE thought_fts;
 """
 """Schema 2: the lexical tables replace schema 1's ``tsvector`` tables (``postgres_schema``)."""
+
+TITLES_SQL = """
+CREATE TABLE IF NOT EXISTS title_terms(
+    rowid bigint PRIMARY KEY, repository text NOT NULL, len integer NOT NULL, terms bytea NOT NULL,
+    xid xid8 NOT NULL DEFAULT pg_current_xact_id());
+CREATE INDEX IF NOT EXISTS title_terms_xid ON title_terms(xid);
+"""
+"""Schema 6: each attempt's task title alone (the title-to-title signal of ``search``); the
+store indexes the live attempts' titles after it, from bodies checked against their entries."""
 
 _UNSEEN = "xid >= pg_snapshot_xmin(%s::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, %s::pg_snapshot)"
 """Rows written by transactions a remembered snapshot could not see (its ``xmin`` bounds the scan)."""
@@ -206,4 +220,4 @@ class PgLexicon(PgBase):
         self._lex_seen[table] = snapshot
 
 
-__all__ = ["LEXICON_SQL", "TERM_TABLES", "PgLexicon", "new_lex_epoch"]
+__all__ = ["LEXICON_SQL", "TERM_TABLES", "TITLES_SQL", "PgLexicon", "new_lex_epoch"]

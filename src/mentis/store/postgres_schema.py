@@ -9,6 +9,8 @@ with HNSW (cosine) indexes. Schema 3 adds the ``tokens`` table (``store/tokens.p
 kept outside the ledger, which the recall role cannot read. Schema 4 adds the skill tables
 (``store/core_skills.py``); no ledger before it holds a skill, so they start empty. Schema 5 adds
 ``sig_streams``, each signing stream's last statement (derived from the ledger, rebuilt with it).
+Schema 6 adds ``title_terms`` (``postgres_lexicon``: each attempt's task title alone) and indexes
+the titles of the live attempts while migrating.
 
 ``recall`` SQL reads the schema ``mentis_recall``: five views (the documented ones) that parse
 every value out of a body checked against its entry's ``body_hash`` and keep only rows whose
@@ -20,7 +22,7 @@ and nothing else; recall statements run under it.
 from __future__ import annotations
 
 from mentis.records import status_sql
-from mentis.store.postgres_lexicon import LEXICON_SQL
+from mentis.store.postgres_lexicon import LEXICON_SQL, TITLES_SQL
 from mentis.store.tokens import POSTGRES_TOKEN_TABLE
 
 SIG_STREAMS_SQL = (
@@ -29,11 +31,13 @@ SIG_STREAMS_SQL = (
 )
 """Derived from the ledger (``store/core_agents.py``): each signing stream's last statement."""
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 SIGNING_VERSION = 5
 """The migration that adds ``sig_streams`` (signed writes; version 4 is the skill registry's)."""
 LEXICON_VERSION = 2
 """The migration that adds the lexical tables; the store indexes every live record after it."""
+TITLES_VERSION = 6
+"""The migration that adds ``title_terms``; the store indexes every live attempt's title after it."""
 RECALL_SCHEMA = "mentis_recall"
 RECALL_ROLE = "mentis_recall"
 VIEW_NAMES = frozenset({"attempts", "corrections", "tasks", "thoughts", "relations"})
@@ -59,6 +63,7 @@ DERIVED_TABLES = (
     "skill_revoked",
     "skill_terms",
     "skill_vectors",
+    "title_terms",
 )
 
 _V1 = """
@@ -253,5 +258,6 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (3, POSTGRES_TOKEN_TABLE),
     (4, _V4_SKILLS),
     (SIGNING_VERSION, SIG_STREAMS_SQL),
+    (TITLES_VERSION, TITLES_SQL),
 )
 """(version, SQL with ``{dim}`` and ``{schema}`` placeholders), applied in order on open."""

@@ -21,7 +21,9 @@ append, derivation and read) is :mod:`mentis.store.core`'s; this module adds the
 migration, verification and the hooks the core calls.
 
 Schema 2 replaced schema 1's FTS5 tables (``attempt_fts``, ``thought_fts``) with the lexical
-index; opening a schema-1 file migrates it in one transaction.
+index; opening a schema-1 file migrates it in one transaction. Schema 3 adds ``title_terms`` (each
+attempt's task title alone, for the title-to-title signal); opening an older file indexes the
+titles of its live attempts from their checked bodies in the same transaction.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from mentis.store.sqlite_verify import one_pass, parallel_verify
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
@@ -65,6 +67,8 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
                     )
                 if found is not None and int(found[0]) == 1:
                     self._migrate_lexicon(conn)
+                if found is not None and int(found[0]) < 3:
+                    self._migrate_titles(conn)
                 conn.execute(
                     "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', ?)",
                     (str(SCHEMA_VERSION),),
@@ -85,6 +89,12 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
         self._index_all(conn)
         conn.execute("DROP TABLE IF EXISTS attempt_fts")
         conn.execute("DROP TABLE IF EXISTS thought_fts")
+        _new_epoch(conn)
+
+    def _migrate_titles(self, conn: sqlite3.Connection) -> None:
+        """Schema 2 → 3: index every live attempt's task title in ``title_terms``."""
+        log.info("migrating %s to schema 3 (title index)", self.path)
+        self._index_titles(conn)
         _new_epoch(conn)
 
     # ------------------------------------------------------------ verification

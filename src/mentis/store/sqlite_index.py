@@ -34,7 +34,7 @@ up to a quarter of the documents' worth) cost 3.3 points of fused R@5, so there 
 LOAD_CHUNK = 8_192
 """Rows read at a time when loading an in-process index from the file."""
 VECTOR_TABLES = ("vectors", "thought_vectors", "skill_vectors")
-TERM_TABLES = ("attempt_terms", "thought_terms", "skill_terms")
+TERM_TABLES = ("attempt_terms", "thought_terms", "skill_terms", "title_terms")
 LEXICON_SCHEMA = """
 CREATE TABLE IF NOT EXISTS lex_vocab(
     id INTEGER PRIMARY KEY AUTOINCREMENT, term TEXT NOT NULL UNIQUE, df INTEGER NOT NULL);
@@ -44,11 +44,15 @@ CREATE TABLE IF NOT EXISTS thought_terms(
     rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, len INTEGER NOT NULL, terms BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS skill_terms(
     rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, len INTEGER NOT NULL, terms BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS title_terms(
+    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, len INTEGER NOT NULL, terms BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS removed_rows(
     id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, row INTEGER NOT NULL);
 """
 """The lexical index's derived tables: the stem vocabulary with each stem's document count, and
-each document's packed ``(term id, weighted tf)`` pairs (see :mod:`mentis.retrieval.lexical`).
+each document's packed ``(term id, weighted tf)`` pairs (see :mod:`mentis.retrieval.lexical`);
+``title_terms`` holds an attempt's ``task_title`` alone, keyed by the attempt's rowid (the
+title-to-title signal of ``search``, :mod:`mentis.retrieval.titles`).
 A stem no document holds any more is deleted (forget erases index rows); ids are never reused.
 
 ``removed_rows`` logs the rowids a forget removed (``kind`` attempt, thought or skill: a skill's
@@ -61,6 +65,7 @@ REMOVED_KIND = {
     "thought_terms": "thought",
     "skill_vectors": "skill",
     "skill_terms": "skill",
+    "title_terms": "attempt",
 }
 
 
