@@ -40,11 +40,25 @@ def memory(settings: Settings) -> Iterator[Memory]:
     m.close()
 
 
+_clusters: list[Cluster] = []
+"""The session's cluster, once a test asked for it (so that ``drop_test_databases`` never starts one)."""
+
+
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[Cluster]:
     """One throwaway PostgreSQL cluster for the session; tests take fresh databases in it."""
     with throwaway_cluster() as cluster:
+        _clusters.append(cluster)
         yield cluster
+        _clusters.remove(cluster)
+
+
+@pytest.fixture(autouse=True)
+def drop_test_databases() -> Iterator[None]:
+    """Drops the databases a test made in the session's cluster once its other fixtures are gone."""
+    yield
+    for cluster in _clusters:
+        cluster.drop_created()
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,11 @@
 """A throwaway PostgreSQL cluster for tests: initdb + pg_ctl on a private unix socket.
 
 The cluster lives in its own temporary directory (data, socket and log), listens on no TCP
-address, trusts local connections and is stopped and removed afterwards. As root it runs as
+address, trusts local connections and is stopped and removed afterwards. The directory is made in
+RAM (``/dev/shm``) when that has room, else in the system's temporary directory: a session creates
+hundreds of ~7 MB databases, and on a busy disk writing and deleting them cost minutes. Each
+database is dropped again at the end of the test that made it (``drop_created``), so the cluster
+stays small. As root it runs as
 the ``postgres`` OS user (``runuser``), which owns the directory. Without PostgreSQL binaries or
 pgvector the caller is skipped with the reason — or failed, when ``MENTIS_REQUIRE_POSTGRES`` is
 set (CI sets it, so a missing server can never pass as a skip). ``scripts/install-postgres.sh``
@@ -29,6 +33,9 @@ INITDB_FLAGS = ("-E", "UTF8", "--no-sync", "--locale=C")
 START = ("-w", "-t", "60", "start")
 PORT = 54329
 """Only names the socket file; the socket lives in the cluster's private directory."""
+RAM_DIR = Path("/dev/shm")
+RAM_NEEDED = 2 << 30
+"""Free bytes /dev/shm must have to hold a cluster (a container's default 64 MB does not)."""
 
 
 def unavailable(reason: str) -> NoReturn:
@@ -52,6 +59,8 @@ class Cluster:
         self.socket_dir = root / "sock"
         self.data = root / "data"
         self.log = root / "log" / "postgres.log"
+        self.created: list[str] = []
+        """Databases made by :meth:`new_database` and not dropped yet."""
 
     def url(self, dbname: str = "postgres") -> str:
         return f"postgresql://postgres@/{dbname}?host={self.socket_dir}&port={PORT}"
@@ -66,7 +75,26 @@ class Cluster:
         """A fresh database (with pgvector) and its URL."""
         name = f"t_{uuid.uuid4().hex[:12]}"
         self.execute(f"CREATE DATABASE {name} TEMPLATE mentis_template")
+        self.created.append(name)
         return self.url(name)
+
+    def drop_created(self) -> None:
+        """Drops the databases :meth:`new_database` made that nobody is connected to any more; one
+        still in use (a fixture of wider scope holds it) is kept, and dropped with the cluster."""
+        import psycopg
+
+        if not self.created:
+            return
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            busy = {
+                name
+                for (name,) in conn.execute(
+                    "SELECT DISTINCT datname FROM pg_stat_activity WHERE datname = ANY(%s)", (self.created,)
+                )
+            }
+            for name in [n for n in self.created if n not in busy]:
+                conn.execute(f"DROP DATABASE IF EXISTS {name}")  # type: ignore[arg-type]
+        self.created = [n for n in self.created if n in busy]
 
 
 def _as_postgres(argv: list[str]) -> list[str]:
@@ -83,6 +111,16 @@ def _run(argv: list[str], what: str) -> None:
         unavailable(f"{what} failed ({done.returncode}): {(done.stderr or done.stdout).strip()[-800:]}")
 
 
+def _scratch_parent() -> Path | None:
+    """/dev/shm when it is there with room for a cluster, else None (the system's temp dir)."""
+    try:
+        if os.access(RAM_DIR, os.W_OK) and shutil.disk_usage(RAM_DIR).free >= RAM_NEEDED:
+            return RAM_DIR
+    except OSError:
+        pass
+    return None
+
+
 @contextmanager
 def throwaway_cluster() -> Iterator[Cluster]:
     bindir = find_bindir()
@@ -92,7 +130,7 @@ def throwaway_cluster() -> Iterator[Cluster]:
         import psycopg  # noqa: F401
     except ImportError:
         unavailable("psycopg is not installed (pip install -e '.[postgres]')")
-    root = Path(tempfile.mkdtemp(prefix="mentis-pg-"))
+    root = Path(tempfile.mkdtemp(prefix="mentis-pg-", dir=_scratch_parent()))
     cluster = Cluster(root, bindir)
     for sub in (cluster.socket_dir, cluster.log.parent):
         sub.mkdir()
