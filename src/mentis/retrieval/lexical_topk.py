@@ -213,6 +213,7 @@ def top_k(
                 hit, pos = _find(p.docs, cand)
                 part[hit] += contributions(coef, p.tf[pos], lengths[cand[hit]], avgdl)
             else:  # one pass over the piece, through ``acc``
+                dirty.append(p.docs)
                 acc[p.docs] = contributions(coef, p.tf, lengths[p.docs], avgdl)
                 part += acc[cand]
                 acc[p.docs] = 0.0
