@@ -13,7 +13,9 @@ count. Scoring is Okapi BM25 with FTS5's constants and IDF floor, so ranks match
 Why not FTS5's ``bm25()``: it evaluates the rank for every matching row in C, one row at a time.
 A problem description names common words, so at 100k attempts the median query matched 77% of
 the rows and ranking took ~60 ms. Here each query term is one vectorised pass over its posting
-list (two numpy arrays), ~10x less at that size.
+list (two numpy arrays), ~10x less at that size; and when a query's lists are long, only the
+postings that can still change its top ``limit`` are scored (MaxScore over tf tiers,
+:mod:`lexical_topk`), with the same scores and order as scoring them all.
 
 The store persists each document's stems as a row of ``(term id, weighted tf)`` pairs (a
 derived table, rebuilt from the ledger like every other) and this index loads them in bulk,

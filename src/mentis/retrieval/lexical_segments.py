@@ -28,13 +28,26 @@ class Segment:
         tiers = len(lexical_topk.TIERS) + 1
         tier = np.searchsorted(np.asarray(lexical_topk.TIERS, dtype=raw.dtype), raw)  # tf ≤ 1 → 0, …
         key = postings["t"].astype(np.int64) * tiers + tier
-        order = np.argsort(key, kind="stable")  # documents stay ascending within a term's tier
-        key = key[order]
         self.first = first
-        self.docs = docs[order]
-        weights = raw[order]
-        half = weights.astype(np.float16)
-        self.weights = half if np.array_equal(half, weights) else weights
+        self.docs: np.ndarray
+        self.weights: np.ndarray
+        half = raw.astype(np.float16)
+        if local is np.uint16 and np.array_equal(half, raw) and (not len(key) or key.max() < 1 << 32):
+            # (term, tier, document, weight) packed in one uint64: a plain sort, ~3x an argsort's speed
+            packed = key.astype(np.uint64) << np.uint64(32)
+            packed |= docs.astype(np.uint64) << np.uint64(16)
+            packed |= half.view(np.uint16).astype(np.uint64)
+            packed.sort()
+            key = (packed >> np.uint64(32)).astype(np.int64)
+            self.docs = (packed >> np.uint64(16)).astype(np.uint16)  # (keeps the low 16 bits)
+            self.weights = packed.astype(np.uint16).view(np.float16)
+            weights = self.weights.astype(np.float32)
+        else:
+            order = np.argsort(key, kind="stable")  # documents stay ascending within a term's tier
+            key = key[order]
+            self.docs = docs[order]
+            weights = raw[order]
+            self.weights = half[order] if np.array_equal(half, raw) else weights
         starts = np.flatnonzero(np.diff(key)) + 1
         group = np.concatenate([[0], starts]).astype(np.int64) if len(key) else starts
         group_term, group_tier = np.divmod(key[group], tiers)
