@@ -105,10 +105,10 @@ class _Ranked:
     tf: np.ndarray
 
 
-DENSE_MAX = 200_000
+DENSE_MAX = 400_000
 """Up to this many postings in all, every one is scored (in query order, so the sums are the
 final scores): pruning would cost more than it saves."""
-THETA_REACH = 2.0
+THETA_REACH = 3.0
 THETA_STEP = 0.85
 """θ is first the least of the ``limit`` best partial scores (free); the full scores of those
 documents are computed once what the pieces left can add is within ``THETA_REACH`` of θ, and
