@@ -1,22 +1,24 @@
 """The ``limit`` best BM25 scores without scoring every posting (MaxScore), exactly.
 
-Each query term has an upper bound on what it can add to any document's score
-(``coef · tf_max / (tf_max + norm_min)``, from the largest weighted tf in its postings and the
-shortest document). Terms are taken by decreasing bound (rare terms first, their lists short) and
-scored over their whole posting lists ("essential" terms) until a threshold θ, which at least
-``limit`` documents are known to reach, exceeds the sum of the bounds of the terms left: a
-document found in none of the lists scored so far cannot reach θ, so it cannot rank. The terms
-left (common words, long lists) are then added only for the documents still in the running,
-found by binary search in their lists, and a document is dropped as soon as its partial score
-plus the bounds of the terms still to add falls below θ.
+A term's postings come in pieces, one per tf tier (:data:`TIERS`), and each piece has an upper
+bound on what it can add to any document's score (``coef · tf_max / (tf_max + norm_min)``, from
+the piece's largest weighted tf and the shortest document); a document is in one piece of a term
+at most. Pieces are taken by decreasing bound (rare terms and high tfs first, their lists short)
+and scored over their whole lists ("essential" pieces) until a threshold θ, which at least
+``limit`` documents are known to reach, exceeds what the pieces left can add (per term, the bound
+of its best piece left): a document found in none of the pieces scored so far cannot reach θ, so
+it cannot rank. The pieces left (common words at tf 1, the longest lists) are then added only for
+the documents still in the running, found by binary search, and a document is dropped as soon as
+its partial score plus what is left falls below θ.
 
-θ after each essential term is the smallest full score among the ``limit`` documents with the
-best partial scores (their other terms looked up), a score that ``limit`` documents do reach.
+θ is first the least of the ``limit`` best partial scores, then the least full score of those
+documents (their other pieces looked up): scores that ``limit`` documents do reach.
 
 The result is exact, ties included: every document that can score at least θ is kept (bounds and
 comparisons carry a relative slack far above floating-point rounding), and the survivors'
 scores are recomputed term by term in query order, so each is the same sum of the same float64
-contributions, added in the same order, as exhaustive term-at-a-time scoring gives.
+contributions, added in the same order, as exhaustive term-at-a-time scoring gives. A query with
+few postings in all is scored exhaustively, in query order (``prune=False``).
 """
 
 from __future__ import annotations
