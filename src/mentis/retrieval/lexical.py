@@ -13,7 +13,9 @@ count. Scoring is Okapi BM25 with FTS5's constants and IDF floor, so ranks match
 Why not FTS5's ``bm25()``: it evaluates the rank for every matching row in C, one row at a time.
 A problem description names common words, so at 100k attempts the median query matched 77% of
 the rows and ranking took ~60 ms. Here each query term is one vectorised pass over its posting
-list (two numpy arrays), ~10x less at that size.
+list (two numpy arrays), ~10x less at that size; and when a query's lists are long, only the
+postings that can still change its top ``limit`` are scored (MaxScore over tf tiers,
+:mod:`lexical_topk`), with the same scores and order as scoring them all.
 
 The store persists each document's stems as a row of ``(term id, weighted tf)`` pairs (a
 derived table, rebuilt from the ledger like every other) and this index loads them in bulk,
@@ -27,19 +29,21 @@ import re
 import threading
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from mentis.retrieval import lexical_topk
+from mentis.retrieval.lexical_segments import Parts, Segment, concat
+from mentis.retrieval.lexical_topk import K1, B
 from mentis.retrieval.vectors import RepositoryCodes
 
-K1 = 1.2
-B = 0.75
 IDF_FLOOR = 1e-6
-SEGMENT_DOCS = 16_384
+SEGMENT_DOCS = 32_768
 """Documents per frozen segment. Sorting a segment's postings by term is the cost of a bulk load
-(~1.6M postings at ~100 distinct stems a document); a query looks each term up per segment."""
+(~3M postings at ~90 distinct stems a document); a query gathers each term's postings from every
+segment, so fewer, larger segments cost it fewer steps."""
 TAIL_MAX = 1_024
 """Batches smaller than this go to the open tail; the tail is frozen once it holds this many."""
 
@@ -136,44 +140,13 @@ class DocRow:
     terms: bytes
 
 
-class _Segment:
-    """Postings of a run of documents, grouped by term: ``terms`` (sorted, unique) and, for
-    ``terms[i]``, documents ``first + docs[offsets[i]:offsets[i + 1]]`` with weighted tfs
-    ``weights[…]``.
+_Located = tuple[list[Parts], list[float], int, Parts]
+"""Per tf tier the (segment, lo, hi) slices of a stem's postings and their largest tf; their
+count; and per segment the slice of all its tiers."""
 
-    Compact, since a 1M-document index holds ~100M postings: documents are numbered within the
-    segment (uint16, as a segment holds at most ``SEGMENT_DOCS`` < 65,536 of them), and weights
-    are float16 when every weight of the segment is exactly a float16 (attempts' field weights are
-    multiples of 0.5), so a posting takes 4 bytes instead of 8 and every score is unchanged."""
 
-    __slots__ = ("docs", "first", "offsets", "terms", "weights")
-
-    def __init__(self, first: int, counts: np.ndarray, postings: np.ndarray) -> None:
-        local = np.uint16 if len(counts) <= 1 << 16 else np.int32
-        docs = np.repeat(np.arange(len(counts), dtype=local), counts)
-        raw_terms = np.ascontiguousarray(postings["t"])
-        order = np.argsort(raw_terms)
-        terms = raw_terms[order]
-        starts = np.flatnonzero(np.diff(terms)) + 1 if len(terms) else np.zeros(0, dtype=np.int64)
-        self.first = first
-        self.terms = terms[np.concatenate([[0], starts])] if len(terms) else terms
-        self.offsets = np.concatenate([[0], starts, [len(terms)]]).astype(np.int64)
-        self.docs = docs[order]
-        weights = np.ascontiguousarray(postings["w"])[order]
-        half = weights.astype(np.float16)
-        self.weights = half if np.array_equal(half, weights) else weights
-
-    def find(self, term: int) -> tuple[int, int]:
-        i = int(np.searchsorted(self.terms, term))
-        if i < len(self.terms) and self.terms[i] == term:
-            return int(self.offsets[i]), int(self.offsets[i + 1])
-        return 0, 0
-
-    def docs_of(self, lo: int, hi: int) -> np.ndarray:
-        """Document indexes (in the whole index) of postings ``lo:hi``."""
-        docs = self.docs[lo:hi].astype(np.int32)
-        docs += self.first
-        return docs
+_Keep = Callable[..., np.ndarray]
+"""``keep(docs, first=0)``: which of the documents ``first + docs`` a search may score."""
 
 
 class LexicalIndex:
@@ -199,13 +172,17 @@ class LexicalIndex:
         self._repos = RepositoryCodes()
         self._size = 0
         self._total_length = 0.0
-        self._segments: list[_Segment] = []
+        self._segments: list[Segment] = []
         self._frozen = 0  # documents [0, _frozen) are in segments, the rest in the tail
         self._tail: dict[int, tuple[list[int], list[float]]] = {}
         self._tail_rows: list[bytes] = []
         self.max_rowid = 0
         self._sorted = True  # document indexes follow rowids (always so when loaded from SQLite)
-        self._norm: np.ndarray | None = None
+        self._min_length = 0.0  # no document is shorter (a bound, kept after removals)
+        # per repository code: live documents and their total length (exact: lengths are integers)
+        self._code_docs = np.zeros(0, dtype=np.int64)
+        self._code_length = np.zeros(0, dtype=np.float64)
+        self._scratch = lexical_topk.Scratch()
 
     def __len__(self) -> int:
         return self._size - self._dead_count
@@ -230,7 +207,7 @@ class LexicalIndex:
             self._dead[pos] = True
             self._dead_count += len(pos)
             self._total_length -= float(self._lengths[pos].sum())
-            self._norm = None
+            self._count_codes(pos, -1)
 
     def add(self, rows: Sequence[DocRow]) -> None:
         """Append documents, each batch in rowid order. A row below :attr:`max_rowid` (a writer
@@ -262,10 +239,12 @@ class LexicalIndex:
             self._codes[start:end] = [self._repos.code(r) for r in repositories]
             self._size = end
             self._total_length += float(sum(lengths))
+            shortest = float(min(lengths))
+            self._min_length = shortest if start == 0 else min(self._min_length, shortest)
+            self._count_codes(np.arange(start, end), 1)
             if start and int(self._rowids[start]) <= self.max_rowid:
                 self._sorted = False
             self.max_rowid = max(self.max_rowid, int(self._rowids[end - 1]))
-            self._norm = None
             if len(blobs) >= TAIL_MAX:
                 # the tail's documents come right before these: freeze them all in order
                 tail, self._tail_rows, self._tail = self._tail_rows, [], {}
@@ -292,8 +271,22 @@ class LexicalIndex:
             counts = np.fromiter((len(b) for b in chunk), dtype=np.int64, count=len(chunk))
             counts //= POSTING.itemsize
             postings = np.frombuffer(b"".join(chunk), dtype=POSTING)
-            self._segments.append(_Segment(first + lo, counts, postings))
+            self._segments.append(Segment(first + lo, counts, postings))
         self._frozen = first + len(blobs)
+
+    def _count_codes(self, pos: np.ndarray, sign: int) -> None:
+        """Add (``sign`` 1) or take away (-1) documents ``pos`` in the per-repository counts."""
+        codes = self._codes[pos]
+        width = max(len(self._repos), len(self._code_docs))
+        if width > len(self._code_docs):
+            self._code_docs = np.concatenate(
+                [self._code_docs, np.zeros(width - len(self._code_docs), np.int64)]
+            )
+            self._code_length = np.concatenate(
+                [self._code_length, np.zeros(width - len(self._code_length), np.float64)]
+            )
+        self._code_docs += sign * np.bincount(codes, minlength=width)
+        self._code_length += sign * np.bincount(codes, weights=self._lengths[pos], minlength=width)
 
     def _grow(self, need: int) -> None:
         if need <= len(self._rowids):
@@ -328,11 +321,89 @@ class LexicalIndex:
             return docs[0], weights[0]
         return np.concatenate(docs), np.concatenate(weights)
 
-    def _group(self, ids: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-        if len(ids) == 1:
-            return self.postings(ids[0])
-        parts = [self.postings(i) for i in ids]
-        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    def _rows(self, ids: set[int]) -> dict[int, list[tuple[Segment, int]]]:
+        """For each term id, the segments holding it and its row there (one search per segment)."""
+        wanted = np.fromiter(ids, dtype=np.int64, count=len(ids))
+        out: dict[int, list[tuple[Segment, int]]] = {t: [] for t in ids}
+        for seg in self._segments:
+            if not len(seg.terms):
+                continue
+            at = np.searchsorted(seg.terms, wanted)
+            np.minimum(at, len(seg.terms) - 1, out=at)
+            hit = seg.terms[at] == wanted
+            for term, row in zip(wanted[hit].tolist(), at[hit].tolist(), strict=True):
+                out[term].append((seg, row))
+        return out
+
+    def _pieces(self, ids: tuple[int, ...], rows: dict[int, list[tuple[Segment, int]]]) -> _Located:
+        """Where the postings of the stem numbered ``ids`` are, per tf tier: segment slices, the
+        largest tf of the tier and how many postings there are in all (the tail is read apart)."""
+        tiers = len(lexical_topk.TIERS) + 1
+        parts: list[Parts] = [[] for _ in range(tiers)]
+        whole: Parts = []
+        tops = [0.0] * tiers
+        count = 0
+        for term in ids:
+            for seg, i in rows[term]:
+                cut = seg.cuts[i].tolist()
+                top = seg.tier_max[i].tolist()
+                count += cut[-1] - cut[0]
+                whole.append((seg, cut[0], cut[-1]))
+                for k in range(tiers):
+                    if cut[k + 1] > cut[k]:
+                        parts[k].append((seg, cut[k], cut[k + 1]))
+                        tops[k] = max(tops[k], top[k])
+            tail = self._tail.get(term)
+            if tail is not None:
+                count += len(tail[0])
+        return parts, tops, count, whole
+
+    def _gather(self, ids: tuple[int, ...], located: _Located, whole: bool) -> list[lexical_topk.Piece]:
+        """The postings of the stem numbered ``ids`` (``located`` by :meth:`_pieces`), one piece
+        per tf tier, documents ascending; or with ``whole`` one piece, in no order."""
+        parts, tops, _, all_tiers = located
+        if whole:
+            tail = [self._tail[t] for t in ids if t in self._tail]
+            docs, tf = concat(all_tiers, [d for d, _ in tail], [w for _, w in tail])
+            top = max([*tops, *(max(w) for _, w in tail)])
+            return [lexical_topk.Piece(docs, tf, top)]
+        tiers = len(lexical_topk.TIERS) + 1
+        tail_docs = np.zeros(0, dtype=np.int32)
+        tail_tf = np.zeros(0, dtype=np.float32)
+        tail_tier = np.zeros(0, dtype=np.intp)
+        found = [self._tail[t] for t in ids if t in self._tail]
+        if found:
+            tail_docs = np.concatenate([np.asarray(d, dtype=np.int32) for d, _ in found])
+            tail_tf = np.concatenate([np.asarray(w, dtype=np.float32) for _, w in found])
+            tail_tier = np.searchsorted(np.asarray(lexical_topk.TIERS, dtype=np.float32), tail_tf)
+        out: list[lexical_topk.Piece] = []
+        for k in range(tiers):
+            in_tail = tail_tier == k
+            extra = int(np.count_nonzero(in_tail))
+            count = sum(hi - lo for _, lo, hi in parts[k]) + extra
+            if count == 0:
+                continue
+            here = parts[k]
+            docs = np.empty(count, dtype=np.int32)
+            at = count - extra
+            if here:
+                docs[:at] = np.concatenate([seg.docs[lo:hi] for seg, lo, hi in here])
+                docs[:at] += np.repeat(
+                    np.array([seg.first for seg, _, _ in here], dtype=np.int32),
+                    [hi - lo for _, lo, hi in here],
+                )
+            weights = [seg.weights[lo:hi] for seg, lo, hi in here]
+            top = tops[k]
+            if extra:
+                docs[at:] = tail_docs[in_tail]
+                weights.append(tail_tf[in_tail])
+                top = max(top, float(tail_tf[in_tail].max()))
+            tf = weights[0] if len(weights) == 1 else np.concatenate(weights)
+            if len(ids) > 1:  # one stem under several ids (PostgreSQL): one document holds one
+                order = np.argsort(docs, kind="stable")
+                docs, tf = docs[order], tf[order]
+            out.append(lexical_topk.Piece(docs, tf, top))
+        return out
 
     def search(
         self,
@@ -342,60 +413,108 @@ class LexicalIndex:
         select_min_docs: int | None = None,
     ) -> list[tuple[int, float]]:
         """The ``limit`` best (rowid, BM25) for the query ``terms`` among the documents of
-        ``repositories`` (None: all), best first. A term given k times counts k times (FTS5 sums a
-        repeated phrase the same way). A term may be a tuple of ids that are one stem (PostgreSQL
-        numbers stems per repository): their postings are scored as one list.
+        ``repositories`` (None: all), best first, equal scores in rowid order. A term given k
+        times counts k times (FTS5 sums a repeated phrase the same way). A term may be a tuple of
+        ids that are one stem (PostgreSQL numbers stems per repository): their postings are
+        scored as one list.
 
         The statistics (document count, document frequencies, average length) are those of the
         documents searched, so a score depends only on what its caller may read: documents in
         other repositories change no score and take no rank. From ``select_min_docs`` documents
         searched on, a term found in more than half of them is skipped (its weight is near zero,
         its posting list most of the index).
+
+        Scores are those of scoring every posting of every term (term by term, in query order),
+        but only the postings that can still change the top ``limit`` are read
+        (:mod:`lexical_topk`), and nothing the size of the index is allocated per query.
         """
         with self._lock:
-            size = self._size
-            if size == 0:
+            if self._size == 0 or limit <= 0:
                 return []
-            mask = self._repos.mask(repositories, self._codes[:size])
-            if self._dead_count:
-                alive = ~self._dead[:size]
-                mask = alive if mask is None else mask & alive
-            if mask is None:
-                n, total = size, self._total_length
+            table = self._scope(repositories)
+            if table is None:
+                n, total = self._size - self._dead_count, self._total_length
             else:
-                n = int(np.count_nonzero(mask))
-                if n == 0:
-                    return []
-                total = float(self._lengths[:size][mask].sum())
+                n = int(self._code_docs[table].sum())
+                total = float(self._code_length[table].sum())
+            if n == 0:
+                return []
             avgdl = total / n if total else 1.0
-            if mask is None:
-                if self._norm is None:
-                    self._norm = K1 * (1.0 - B + B * self._lengths[:size] / avgdl)
-                norm = self._norm
-            else:
-                norm = K1 * (1.0 - B + B * self._lengths[:size] / avgdl)
             max_df = n // 2 if select_min_docs is not None and n >= select_min_docs else None
-            scores = np.zeros(size, dtype=np.float64)
-            for term, qtf in Counter(terms).items():
-                docs, tf = self.postings(term) if isinstance(term, int) else self._group(term)
-                # documents outside the scope are scored too (cheaper than dropping them from
-                # every posting list) and zeroed below; they count in no statistic
-                df = len(docs) if mask is None or not len(docs) else int(np.count_nonzero(mask[docs]))
+            picked: list[lexical_topk.Term] = []
+            keep_of = self._keep(table)
+            counted = Counter(terms)
+            rows = self._rows({i for ids, _ in _ids(counted) for i in ids})
+            found = [(ids, qtf, self._pieces(ids, rows)) for ids, qtf in _ids(counted)]
+            # few postings to score: scoring each is cheaper than pruning (pieces need no order)
+            sizes = [located[2] for _, _, located in found]
+            whole = sum(c for c in sizes if max_df is None or c <= max_df) <= lexical_topk.DENSE_MAX
+            for ids, qtf, located in found:
+                if (
+                    max_df is not None
+                    and located[2] > max_df
+                    and (keep_of is None or self._count(located, keep_of) > max_df)
+                ):
+                    continue
+                pieces = self._gather(ids, located, whole)
+                if keep_of is not None:
+                    pieces = [p for p in (p.where(keep_of(p.docs)) for p in pieces) if len(p.docs)]
+                df = sum(len(p.docs) for p in pieces)
                 if df == 0 or (max_df is not None and df > max_df):
                     continue
                 idf = max(math.log((n - df + 0.5) / (df + 0.5)), IDF_FLOOR)
-                tf64 = tf.astype(np.float64)
-                scores[docs] += qtf * idf * (K1 + 1.0) * tf64 / (tf64 + norm[docs])
-            if mask is not None:
-                scores[~mask] = 0.0
-            hits = np.flatnonzero(scores)
-            if len(hits) > limit:
-                hits = hits[np.argpartition(-scores[hits], limit - 1)[:limit]]
+                picked.append(lexical_topk.Term(qtf * idf * (K1 + 1.0), pieces))
+            self._scratch.ensure(self._size)
+            lengths = self._lengths[: self._size]
+            docs, scores = lexical_topk.top_k(
+                picked, lengths, self._min_length, avgdl, limit, self._scratch, prune=not whole
+            )
             # best first; equal scores in rowid order (document indexes follow rowids unless a
             # late row came in)
-            order = hits if self._sorted else self._rowids[hits]
-            hits = hits[np.lexsort((order, -scores[hits]))]
-            return [(int(self._rowids[i]), float(scores[i])) for i in hits]
+            order = docs if self._sorted else self._rowids[docs]
+            best = np.lexsort((order, -scores))[:limit]
+            return [(int(self._rowids[d]), float(x)) for d, x in zip(docs[best], scores[best], strict=True)]
+
+    def _count(self, located: _Located, keep_of: _Keep) -> int:
+        """How many of the postings ``located`` (tail aside) are of documents a search may score:
+        a term skipped for being in over half of them is counted, never gathered."""
+        count = 0
+        for parts in located[0]:
+            for seg, lo, hi in parts:
+                count += int(np.count_nonzero(keep_of(seg.docs[lo:hi], seg.first)))
+        return count
+
+    def _keep(self, table: np.ndarray | None) -> _Keep | None:
+        """Which documents a search may score (None: all of them): those of the repositories in
+        ``table`` (a bool per repository code), alive."""
+        if table is None and not self._dead_count:
+            return None
+        size = self._size
+        if table is None:
+            mask = ~self._dead[:size]
+        else:
+            mask = table[self._codes[:size]]  # one pass over the index, cheaper than two per posting
+            if self._dead_count:
+                mask &= ~self._dead[:size]
+        return lambda docs, first=0: mask[first:][docs] if first else mask[docs]
+
+    def _scope(self, repositories: Sequence[str] | None) -> np.ndarray | None:
+        """Which repository codes a search covers, as a bool per code (None: every one)."""
+        if repositories is None:
+            return None
+        if isinstance(repositories, str):  # a str is a Sequence[str] of its letters
+            raise TypeError("repositories must be a list of names, not one string")
+        wanted = {c for r in repositories if (c := self._repos.get(r)) is not None}
+        if len(wanted) == len(self._repos):
+            return None
+        table = np.zeros(max(len(self._repos), len(self._code_docs), 1), dtype=bool)
+        table[list(wanted)] = True
+        return table
+
+
+def _ids(counted: Counter[int | tuple[int, ...]]) -> list[tuple[tuple[int, ...], int]]:
+    """Each distinct query term as its ids, and its count."""
+    return [(t if isinstance(t, tuple) else (t,), n) for t, n in counted.items()]
 
 
 def document_row(
