@@ -76,8 +76,10 @@ def serve(
     """
     import anyio
 
+    from mentis.heap import tune_for_server
     from mentis.mcp_server import build_server, run_stdio
 
+    tune_for_server()  # before the preload thread and the model allocate
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     config = settings(db)
     if token is not None:

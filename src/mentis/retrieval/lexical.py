@@ -40,10 +40,13 @@ from mentis.retrieval.lexical_topk import K1, B
 from mentis.retrieval.vectors import RepositoryCodes
 
 IDF_FLOOR = 1e-6
-SEGMENT_DOCS = 32_768
+SEGMENT_DOCS = 16_384
 """Documents per frozen segment. Sorting a segment's postings by term is the cost of a bulk load
 (~3M postings at ~90 distinct stems a document); a query gathers each term's postings from every
-segment, so fewer, larger segments cost it fewer steps."""
+segment, so fewer, larger segments cost it fewer steps. A segment's build holds ~30 bytes of
+temporaries per posting, so the size also sets a bulk load's peak memory: at 1M attempts 32,768
+put the peak ~100 MB higher than 16,384 for ~1.3 ms less CPU per search (p50,
+``bench/lexical_prune.py``), and serve's peak is what the 1.5 GB target is about."""
 TAIL_MAX = 1_024
 """Batches smaller than this go to the open tail; the tail is frozen once it holds this many."""
 

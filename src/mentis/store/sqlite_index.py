@@ -11,8 +11,6 @@ reindex or migration renumbered rows) makes every process reload from scratch.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import sqlite3
 import threading
 import uuid
@@ -21,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mentis.heap import release_free_heap
 from mentis.retrieval import lexical
 from mentis.retrieval.vectors import VectorIndex
 from mentis.store.sqlite_base import BUSY_TIMEOUT_MS, SqliteBase
@@ -116,13 +115,13 @@ class SqliteIndexes(SqliteBase):
 
     def warm(self) -> None:
         """Load the in-process lexical and vector indexes now rather than on the first search."""
-        _release_free_heap()  # what opening (the ledger check) freed, before the load's peak
+        release_free_heap()  # what opening (the ledger check) freed, before the load's peak
         for table in VECTOR_TABLES:
             self._refresh_index(table)
         with self._lex_lock, self._translate("lexical index"):
             for table in TERM_TABLES:
                 self._refresh_lexicon(table)
-        _release_free_heap()
+        release_free_heap()
 
     def _index_terms(
         self,
@@ -355,10 +354,3 @@ def new_epoch(conn: sqlite3.Connection) -> None:
     its in-process indexes instead of only reading the rows added since (a forget instead logs
     the rows it removed in ``removed_rows``)."""
     conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('derived_epoch', ?)", (uuid.uuid4().hex,))
-
-
-def _release_free_heap() -> None:
-    """Hand freed heap back to the system (glibc keeps freed chunks: measured ~75 MB resident
-    after loading 100k attempts, ~140 MB after opening 1M); a no-op where there is no glibc."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
