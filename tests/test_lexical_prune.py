@@ -165,3 +165,25 @@ def test_ties_at_the_cut_rank_by_rowid() -> None:
     got = index.search([1], None, 7)
     assert [r for r, _ in got] == list(range(10, 17))
     assert len({s for _, s in got}) == 1
+
+
+def test_removing_an_unknown_rowid_beside_a_known_one_counts_one_removal() -> None:
+    # rowid 7 is not in the index and sorts right before 8: its search position is 8's, which
+    # must not make 8's removal count twice (the statistics' document count would drop below
+    # the documents that still hold a term, and its idf would be the log of a negative)
+    index = lexical.LexicalIndex()
+    index.add(
+        [
+            lexical.DocRow(
+                rowid,
+                "repo",
+                2,
+                lexical.pack({"cache": 1.0, f"w{rowid}": 1.0}, {"cache": 1, f"w{rowid}": 100 + rowid}),
+            )
+            for rowid in (2, 4, 6, 8, 10)
+        ]
+    )
+    index.remove([7, 8])
+    assert len(index) == 4
+    hits = index.search([1], None, 10)
+    assert sorted(r for r, _ in hits) == [2, 4, 6, 10]

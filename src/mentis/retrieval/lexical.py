@@ -200,8 +200,11 @@ class LexicalIndex:
             wanted = np.unique(np.asarray(rowids, dtype=np.int64))
             if self._sorted:
                 pos = np.searchsorted(self._rowids[:size], wanted)
-                pos = pos[pos < size]
-                pos = pos[np.isin(self._rowids[pos], wanted)]
+                known = pos < size
+                pos, wanted = pos[known], wanted[known]
+                # each wanted rowid at its own position: an unknown rowid lands on the next
+                # known one, which must not be counted twice
+                pos = pos[self._rowids[pos] == wanted]
             else:
                 pos = np.flatnonzero(np.isin(self._rowids[:size], wanted))
             pos = pos[~self._dead[pos]]
