@@ -164,10 +164,7 @@ def top_k(
             keep = scores != 0.0
             return _cut(cand[keep], scores[keep], limit)
         finally:
-            for docs in dirty:
-                acc[docs] = 0.0
-            for docs in touched:
-                seen[docs] = False
+            _clean(acc, seen, dirty, touched)
     theta = 0.0
     try:
         i = 0
@@ -230,10 +227,15 @@ def top_k(
         keep = scores != 0.0
         return _cut(cand[keep], scores[keep], limit)
     finally:
-        for docs in dirty:
-            acc[docs] = 0.0
-        for docs in touched:
-            seen[docs] = False
+        _clean(acc, seen, dirty, touched)
+
+
+def _clean(acc: np.ndarray, seen: np.ndarray, dirty: list[np.ndarray], touched: list[np.ndarray]) -> None:
+    """Leave the scratch arrays as a search found them: zero where it added, unseen where it saw."""
+    for docs in dirty:
+        acc[docs] = 0.0
+    for docs in touched:
+        seen[docs] = False
 
 
 def _below(values: np.ndarray, theta: float) -> np.ndarray:
