@@ -50,7 +50,7 @@ def _fast_domain(obj: Any) -> bool:
         for key, value in obj.items():
             if not isinstance(key, str):
                 raise InvalidInput("object keys in hashed documents must be strings")
-            if ok and any(ord(ch) > 0xFFFF for ch in key):
+            if ok and not key.isascii() and any(ord(ch) > 0xFFFF for ch in key):
                 ok = False
             if not _fast_domain(value):
                 ok = False
