@@ -19,6 +19,10 @@ No writer waits on another repository's writer:
   repositories searched; the index treats them as one term, so scores equal a global vocabulary's.
 - ``df`` counts a stem's documents in that repository; a forget drops stems no document there
   holds any more (their text leaves the live tables with the forgotten record).
+- A bulk append writes its documents' rows together when the batch ends (``_terms_batch``): one
+  ``UPDATE`` moves each stem's ``df`` by its count in the batch, rather than one per document,
+  which moved the same hot rows thousands of times in one transaction (the 100k bench fill took
+  ~100 min); new stems get the ids one append at a time would give them.
 
 Following other processes' writes: rows carry the id of the transaction that wrote them (``xid``,
 indexed). Each refresh runs in one snapshot and remembers it; the next one loads exactly the rows

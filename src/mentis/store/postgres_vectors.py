@@ -12,6 +12,11 @@ the server runs it in parallel) and returns the exact top rows, as SQLite's in-p
 the filtered index walk costs 28 ms only from 6/8 on. So a scope of at most :data:`EXACT_SCOPE_MAX` rows is
 scanned exactly; a larger one, which the index serves well, uses the index with pgvector's
 iterative scan (``relaxed_order``: the rows are re-ordered by their exact score here anyway).
+
+The attempts' index is built over ``vec::halfvec(dim)`` (schema 7, :func:`hnsw_index`): 112 MB
+instead of 195 MB at 100k, so it stays in the server's cache (server CPU per unscoped query 13.0 →
+10.6 ms, same recall@200); the index walk orders by the half-precision distance, and the rows it
+returns are scored and re-sorted in float32.
 """
 
 from __future__ import annotations
