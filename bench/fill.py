@@ -78,6 +78,7 @@ def pg_bulk_fill(url: str, n: int, seed: int) -> dict[str, Any]:
     import psycopg
 
     from mentis.store.postgres import PostgresStore
+    from mentis.store.postgres_vectors import hnsw_index
 
     t0 = time.perf_counter()
     store = PostgresStore(url, DIM, verify=False)
@@ -87,7 +88,7 @@ def pg_bulk_fill(url: str, n: int, seed: int) -> dict[str, Any]:
         rows_s = time.perf_counter() - t0
         t1 = time.perf_counter()
         admin.execute("SET maintenance_work_mem = '512MB'")  # this session only
-        admin.execute("CREATE INDEX vectors_hnsw ON vectors USING hnsw (vec vector_cosine_ops)")
+        admin.execute(hnsw_index("vectors", DIM))
         admin.execute("ANALYZE")
         admin.execute("CHECKPOINT")
         size = admin.execute("SELECT pg_database_size(current_database())").fetchone()

@@ -79,6 +79,7 @@ def main() -> None:
     from pgvector.psycopg import register_vector
 
     from mentis.store.postgres import PostgresStore
+    from mentis.store.postgres_vectors import hnsw_index
 
     report: dict[str, Any] = {"rows": args.rows, "queries": args.queries, "results": []}
     with throwaway_cluster() as cluster:
@@ -95,7 +96,7 @@ def main() -> None:
                 (args.rows,),
             )
             conn.execute("SET maintenance_work_mem = '512MB'")
-            conn.execute("CREATE INDEX vectors_hnsw ON vectors USING hnsw (vec vector_cosine_ops)")
+            conn.execute(hnsw_index("vectors", DIM))
             conn.execute("ANALYZE vectors")
             conn.execute("CHECKPOINT")
             report["fill_s"] = time.perf_counter() - t0

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from mentis.config import Settings
+from mentis.embed import HashEmbedder
 from mentis.errors import InvalidInput, MentisError, StoreError
 from mentis.memory import Caller, Memory
 from mentis.retrieval import query_terms
 from mentis.store.base import AttemptRow
+from tests.backends import backend_settings
+from tests.conformance.conftest import run_sql
 from tests.conformance.helpers import REPOS, record, search
 
 
@@ -108,3 +113,48 @@ def test_a_bad_row_refuses_the_whole_batch_and_writes_nothing(
 def test_an_empty_batch_appends_nothing(memory: Memory) -> None:
     assert memory.store.append_attempts([]) == []
     assert memory.store.counts()["entries"] == 0
+
+
+LEXICAL_ROWS = (
+    "SELECT * FROM lex_vocab ORDER BY id",
+    *(
+        f"SELECT rowid, repository, len, terms FROM {table} ORDER BY rowid"
+        for table in ("attempt_terms", "title_terms")
+    ),
+)
+
+
+@pytest.mark.parametrize("flush_every", [None, 3])
+def test_one_batch_stores_the_lexical_rows_that_one_append_at_a_time_stores(
+    memory: Memory,
+    caller: Caller,
+    backend: str,
+    other_settings: Settings,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    flush_every: int | None,
+) -> None:
+    """The same vocabulary ids, ``df`` and packed rows (PostgreSQL writes a batch's lexical rows
+    set-based, ``flush_every`` documents at a time)."""
+    if flush_every is not None:
+        if backend != "postgres":
+            pytest.skip("PostgreSQL's lexical batches only")
+        monkeypatch.setattr("mentis.store.postgres_lexicon.TERMS_BATCH", flush_every)
+    rows = _rows(memory, caller, 8)
+    third = backend_settings(backend, tmp_path / "third", request)
+    batched, single = Memory.open(other_settings, HashEmbedder()), Memory.open(third, HashEmbedder())
+    try:
+        batched.store.append_attempts(rows)
+        for row in rows:
+            single.store.append_attempts([row])
+        got = [run_sql(other_settings, sql) for sql in LEXICAL_ROWS]
+        assert got == [run_sql(third, sql) for sql in LEXICAL_ROWS]
+        assert len(got[1]) == len(rows) and len(got[2]) == len(rows)
+        cache = [row[-1] for row in got[0] if "cach" in row]  # one row per repository on PostgreSQL
+        assert sum(cache) == len(rows)  # "cache" in every action: df counts each document once
+        hits = batched.store.lexical(query_terms("zeppelinwidget5"), None, 10)
+        assert [batched.store.attempt_keys([r])[r][2] for r, _ in hits] == [rows[5].attempt_id]
+    finally:
+        batched.close()
+        single.close()

@@ -92,3 +92,45 @@ def test_a_scope_too_large_for_the_exact_scan_gets_only_its_rows_through_the_ind
     assert {keys[r][0] for r, _ in hits} <= set(scope)
     assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
     assert hits[0][1] == pytest.approx(1.0, abs=1e-5)  # the query's own row comes first
+
+
+def _index_def(store: PostgresStore) -> str:
+    with store._read() as conn:
+        row = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'vectors_hnsw'").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def test_schema_7_rebuilds_an_older_stores_index_over_half_precision_and_search_uses_it(
+    filled: tuple[PostgresStore, dict[str, np.ndarray], dict[str, str]],
+) -> None:
+    store, vectors, _ = filled
+    assert "halfvec(384)" in _index_def(store)
+    with store._write() as conn:  # the store as schema 6 left it: a float32 index
+        conn.execute("DROP INDEX vectors_hnsw")
+        conn.execute("CREATE INDEX vectors_hnsw ON vectors USING hnsw (vec vector_cosine_ops)")
+        conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+    store.close()
+
+    upgraded = PostgresStore(store.url, DIM)
+    try:
+        assert upgraded.get_meta("schema_version") == "7"
+        assert "halfvec_cosine_ops" in _index_def(upgraded)
+        aid = next(iter(vectors))
+        with upgraded._read() as conn:
+            conn.execute("SET LOCAL enable_seqscan = off")
+            plan = "\n".join(
+                str(r[0])
+                for r in conn.execute(
+                    "EXPLAIN SELECT rowid FROM vectors "
+                    "ORDER BY vec::halfvec(384) <=> %s::halfvec(384) LIMIT 5",
+                    (vectors[aid].tolist(),),
+                )
+            )
+        assert "vectors_hnsw" in plan
+        hits = upgraded.vector(vectors[aid], None, 10)
+        assert upgraded.attempt_keys([hits[0][0]])[hits[0][0]][2] == aid
+        assert hits[0][1] == pytest.approx(1.0, abs=1e-6)  # scored in float32, not half precision
+        assert len(hits) == 10 and [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+    finally:
+        upgraded.close()

@@ -5,7 +5,8 @@ A backend mixes this in (with :class:`~mentis.store.core_thoughts.ThoughtCore`) 
 its own transactions (``_read``, ``_write(*chains)``, ``_peek``), schema, verification, recall
 views and index hooks: ``_index_terms``/``_unindex_terms`` (the lexical rows), ``_lexical`` and
 ``_vector`` (candidate search), ``_removing`` (tell in-process indexes a row went),
-``_after_forget``, ``_scan`` (stream a large SELECT), ``_task_rows``, and the import/rebuild hooks
+``_after_forget``, ``_scan`` (stream a large SELECT), ``_task_rows``, ``_terms_batch`` (lexical rows
+written together; a no-op by default), and the import/rebuild hooks
 ``_lock_ledger``, ``_verify_within``, ``_reset_derived`` and ``_after_rebuild``.
 
 Tables (the same names and columns on both backends): ``entries`` (the ledger, never updated),
@@ -18,6 +19,7 @@ lexical rows. Everything a read returns is parsed from a body whose hash is chec
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -279,7 +281,11 @@ class RelationalCore(AgentCore):
         entries: list[Entry] = []
         if not rows:
             return entries
-        with self._write(*{row.repository for row in rows}) as conn, self.D.pipelined(conn):
+        with (
+            self._write(*{row.repository for row in rows}) as conn,
+            self.D.pipelined(conn),
+            self._terms_batch(conn),
+        ):
             for row, raw in zip(rows, raws, strict=True):
                 rowid, entry = self._append(
                     conn, row.repository, "attempt", row.attempt_id, row.at, row.agent, raw
@@ -370,6 +376,11 @@ class RelationalCore(AgentCore):
             (repo, task, rowid if body.get("task_title") else None),
         )
 
+    def _terms_batch(self, conn: Any) -> AbstractContextManager[None]:
+        """A block whose lexical rows a backend may write together when it ends (PostgreSQL:
+        ``PgLexicon._terms_batch``); here, each is written when indexed."""
+        return nullcontext()
+
     def _index_record(self, conn: Any, table: str, rowid: int, record: AttemptBody | ThoughtBody) -> None:
         """One attempt's (``attempt_terms``) or thought's (``thought_terms``) lexical row."""
         self._index_terms(conn, table, rowid, record.repository, *record.index_fields)
@@ -388,12 +399,13 @@ class RelationalCore(AgentCore):
             "JOIN entries e ON e.rowid = a.rowid "
             "WHERE NOT EXISTS (SELECT 1 FROM title_terms t WHERE t.rowid = a.rowid) ORDER BY a.rowid"
         ).fetchall()
-        for rowid, raw, body_hash in rows:
-            if sha256_hex(bytes(raw)) != body_hash:
-                raise IntegrityError(
-                    f"the body of ledger entry rowid {rowid} does not match its hash; run `mentis verify`"
-                )
-            self._index_title(conn, int(rowid), AttemptBody.parse(bytes(raw)))
+        with self._terms_batch(conn):
+            for rowid, raw, body_hash in rows:
+                if sha256_hex(bytes(raw)) != body_hash:
+                    raise IntegrityError(
+                        f"the body of ledger entry rowid {rowid} does not match its hash; run `mentis verify`"
+                    )
+                self._index_title(conn, int(rowid), AttemptBody.parse(bytes(raw)))
         return len(rows)
 
     def _index_all(self, conn: Any) -> int:
@@ -403,9 +415,10 @@ class RelationalCore(AgentCore):
             rows = conn.execute(
                 f"SELECT i.rowid, b.body FROM {idx} i JOIN bodies b ON b.rowid = i.rowid ORDER BY i.rowid"
             ).fetchall()
-            for rowid, raw in rows:
-                kind = AttemptBody if table == "attempt_terms" else ThoughtBody
-                self._index_record(conn, table, int(rowid), kind.parse(raw))
+            with self._terms_batch(conn):
+                for rowid, raw in rows:
+                    kind = AttemptBody if table == "attempt_terms" else ThoughtBody
+                    self._index_record(conn, table, int(rowid), kind.parse(raw))
             done += len(rows)
         return done
 

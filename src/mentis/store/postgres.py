@@ -41,7 +41,7 @@ from mentis.store.postgres_schema import (
     TITLES_VERSION,
 )
 from mentis.store.postgres_sql import RecallSql
-from mentis.store.postgres_vectors import nearest
+from mentis.store.postgres_vectors import hnsw_index, nearest
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +195,7 @@ class PostgresStore(RecallSql, PgLexicon, ThoughtCore, SkillCore, BrowseReads):
         for table in ("vectors", "thought_vectors", "skill_vectors"):
             conn.execute(f"DROP INDEX IF EXISTS {table}_hnsw")
             conn.execute(f"ALTER TABLE {table} ALTER COLUMN vec TYPE vector({int(self.dim)})")
-            conn.execute(f"CREATE INDEX {table}_hnsw ON {table} USING hnsw (vec vector_cosine_ops)")
+            conn.execute(hnsw_index(table, self.dim))
         conn.execute(
             "INSERT INTO meta(key, value) VALUES('vector_dim', %s) "
             "ON CONFLICT(key) DO UPDATE SET value = excluded.value",

@@ -19,6 +19,10 @@ No writer waits on another repository's writer:
   repositories searched; the index treats them as one term, so scores equal a global vocabulary's.
 - ``df`` counts a stem's documents in that repository; a forget drops stems no document there
   holds any more (their text leaves the live tables with the forgotten record).
+- A bulk append writes its documents' rows together when the batch ends (``_terms_batch``): one
+  ``UPDATE`` moves each stem's ``df`` by its count in the batch, rather than one per document,
+  which moved the same hot rows thousands of times in one transaction (the 100k bench fill took
+  ~100 min); new stems get the ids one append at a time would give them.
 
 Following other processes' writes: rows carry the id of the transaction that wrote them (``xid``,
 indexed). Each refresh runs in one snapshot and remembers it; the next one loads exactly the rows
@@ -32,7 +36,8 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -84,6 +89,58 @@ _UNSEEN = "xid >= pg_snapshot_xmin(%s::pg_snapshot) AND NOT pg_visible_in_snapsh
 """Rows written by transactions a remembered snapshot could not see (its ``xmin`` bounds the scan)."""
 
 
+TERMS_BATCH = 2_000
+"""Documents a batch writes at once (bounds the memory of a migration's or a fill's batch)."""
+
+_Doc = tuple[str, int, str, int, dict[str, float]]
+"""A document to index: (table, rowid, repository, length, weighted tf)."""
+
+
+def _write_terms(conn: Conn, docs: Sequence[_Doc]) -> None:
+    """Write ``docs`` (in order) with a few set-based statements: each (repository, stem)'s ``df``
+    grows by its number of documents here in one ``UPDATE``, the new stems are inserted in the
+    order a document at a time would have inserted them (so they get the same ids), and each
+    table's rows go in with one ``INSERT``. The caller holds every repository's chain lock."""
+    if not docs:
+        return
+    counts: dict[tuple[str, str], int] = {}
+    for _table, _rowid, repository, _length, tf in docs:
+        for term in sorted(tf):
+            key = (repository, term)
+            counts[key] = counts.get(key, 0) + 1
+    keys = list(counts)  # first appearance: document order, each document's stems sorted
+    ids: dict[tuple[str, str], int] = {
+        (r, t): int(i)
+        for r, t, i in conn.execute(
+            "UPDATE lex_vocab v SET df = v.df + u.n FROM unnest(%s::text[], %s::text[], %s::int[]) "
+            "u(r, t, n) WHERE v.repository = u.r AND v.term = u.t RETURNING v.repository, v.term, v.id",
+            ([k[0] for k in keys], [k[1] for k in keys], [counts[k] for k in keys]),
+        ).fetchall()
+    }
+    missing = [k for k in keys if k not in ids]
+    if missing:
+        ids.update(
+            ((r, t), int(i))
+            for r, t, i in conn.execute(
+                "INSERT INTO lex_vocab(repository, term, df) SELECT u.r, u.t, u.n FROM "
+                "unnest(%s::text[], %s::text[], %s::int[]) WITH ORDINALITY u(r, t, n, o) ORDER BY u.o "
+                "RETURNING repository, term, id",
+                ([k[0] for k in missing], [k[1] for k in missing], [counts[k] for k in missing]),
+            ).fetchall()
+        )
+    by_table: dict[str, list[tuple[int, str, int, bytes]]] = {}
+    for table, rowid, repository, length, tf in docs:
+        packed = lexical.pack(tf, {t: ids[(repository, t)] for t in tf})
+        by_table.setdefault(table, []).append((rowid, repository, length, packed))
+    for table, rows in by_table.items():
+        assert table in TERM_TABLES, table
+        conn.execute(
+            f"INSERT INTO {table}(rowid, repository, len, terms) "
+            "SELECT * FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::bytea[])",
+            tuple(list(col) for col in zip(*rows, strict=True)),
+        )
+
+
 def new_lex_epoch(conn: Conn) -> None:
     """Tell every process to reload its lexical indexes (the tables were rewritten)."""
     conn.execute(
@@ -102,44 +159,57 @@ class PgLexicon(PgBase):
         self._lex_seen: dict[str, str] = {}  # table → the snapshot it was last refreshed in
         self._lex_epoch: str | None = None
         self._lex_lock = threading.Lock()
+        self._lex_pending: dict[int, list[_Doc]] = {}  # id(conn) → documents of its open batch
         self.reloads = 0
         """Full loads of the in-process lexical indexes (the first one, then after a rebuild)."""
 
     # ------------------------------------------------------------ writes
 
-    @staticmethod
     def _index_terms(
-        conn: Conn, table: str, rowid: int, repository: str, fields: Sequence[str], weights: Sequence[float]
+        self,
+        conn: Conn,
+        table: str,
+        rowid: int,
+        repository: str,
+        fields: Sequence[str],
+        weights: Sequence[float],
     ) -> None:
         """Persist one document's weighted stems (the caller holds ``repository``'s chain lock,
-        the only writer of its vocabulary rows)."""
+        the only writer of its vocabulary rows). Inside :meth:`_terms_batch` the document waits
+        for the batch's set-based write; otherwise it is written now."""
         tf, length = lexical.analyzer().document(fields, weights)
-        terms = sorted(tf)
-        ids: dict[str, int] = dict(
-            conn.execute(
-                "UPDATE lex_vocab SET df = df + 1 WHERE repository = %s AND term = ANY(%s) "
-                "RETURNING term, id",
-                (repository, terms),
-            ).fetchall()
-        )
-        missing = [t for t in terms if t not in ids]
-        if missing:
-            ids.update(
-                conn.execute(
-                    "INSERT INTO lex_vocab(repository, term, df) SELECT %s, t, 1 FROM unnest(%s::text[]) t "
-                    "RETURNING term, id",
-                    (repository, missing),
-                ).fetchall()
-            )
-        conn.execute(
-            f"INSERT INTO {table}(rowid, repository, len, terms) VALUES(%s, %s, %s, %s)",
-            (rowid, repository, length, lexical.pack(tf, ids)),
-        )
+        doc = (table, rowid, repository, length, tf)
+        pending = self._lex_pending.get(id(conn))
+        if pending is None:
+            _write_terms(conn, [doc])
+            return
+        pending.append(doc)
+        if len(pending) >= TERMS_BATCH:
+            _write_terms(conn, pending)
+            pending.clear()
 
-    @staticmethod
-    def _unindex_terms(conn: Conn, table: str, rowid: int) -> None:
+    @contextmanager
+    def _terms_batch(self, conn: Conn) -> Iterator[None]:
+        """Within this block, the documents ``conn``'s transaction indexes are written together
+        (each stem's ``df`` moved once per batch, not once per document), before it ends."""
+        if id(conn) in self._lex_pending:
+            yield
+            return
+        pending: list[_Doc] = []
+        self._lex_pending[id(conn)] = pending
+        try:
+            yield
+            _write_terms(conn, pending)
+        finally:
+            del self._lex_pending[id(conn)]
+
+    def _unindex_terms(self, conn: Conn, table: str, rowid: int) -> None:
         """Remove one document (a forget), drop its repository's stems no document holds any
         more, and log the removal for every process's in-process index."""
+        pending = self._lex_pending.get(id(conn))
+        if pending:  # a batch's documents are written before one of them can be removed
+            _write_terms(conn, pending)
+            pending.clear()
         row = conn.execute(f"DELETE FROM {table} WHERE rowid = %s RETURNING terms", (rowid,)).fetchone()
         if row is None:
             return

@@ -10,7 +10,9 @@ kept outside the ledger, which the recall role cannot read. Schema 4 adds the sk
 (``store/core_skills.py``); no ledger before it holds a skill, so they start empty. Schema 5 adds
 ``sig_streams``, each signing stream's last statement (derived from the ledger, rebuilt with it).
 Schema 6 adds ``title_terms`` (``postgres_lexicon``: each attempt's task title alone) and indexes
-the titles of the live attempts while migrating.
+the titles of the live attempts while migrating. Schema 7 rebuilds the attempts' HNSW index over
+``vec::halfvec(dim)`` (``postgres_vectors``; the column keeps float32): the build reads every
+vector, so it takes as long as a fresh index on that many rows.
 
 ``recall`` SQL reads the schema ``mentis_recall``: five views (the documented ones) that parse
 every value out of a body checked against its entry's ``body_hash`` and keep only rows whose
@@ -31,13 +33,15 @@ SIG_STREAMS_SQL = (
 )
 """Derived from the ledger (``store/core_agents.py``): each signing stream's last statement."""
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 SIGNING_VERSION = 5
 """The migration that adds ``sig_streams`` (signed writes; version 4 is the skill registry's)."""
 LEXICON_VERSION = 2
 """The migration that adds the lexical tables; the store indexes every live record after it."""
 TITLES_VERSION = 6
 """The migration that adds ``title_terms``; the store indexes every live attempt's title after it."""
+HALFVEC_VERSION = 7
+"""The migration that rebuilds ``vectors``' HNSW index over half-precision vectors."""
 RECALL_SCHEMA = "mentis_recall"
 RECALL_ROLE = "mentis_recall"
 VIEW_NAMES = frozenset({"attempts", "corrections", "tasks", "thoughts", "relations"})
@@ -252,6 +256,12 @@ CREATE INDEX IF NOT EXISTS skill_vectors_hnsw ON skill_vectors USING hnsw (vec v
 """
 """Schema 4: the skill registry's derived tables (``store/core_skills``)."""
 
+HALFVEC_SQL = """
+DROP INDEX IF EXISTS vectors_hnsw;
+CREATE INDEX vectors_hnsw ON vectors USING hnsw ((vec::halfvec({dim})) halfvec_cosine_ops);
+"""
+"""Schema 7: ``postgres_vectors.hnsw_index("vectors", dim)``, over the rows already there."""
+
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (1, _V1),
     (LEXICON_VERSION, LEXICON_SQL),
@@ -259,5 +269,6 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (4, _V4_SKILLS),
     (SIGNING_VERSION, SIG_STREAMS_SQL),
     (TITLES_VERSION, TITLES_SQL),
+    (HALFVEC_VERSION, HALFVEC_SQL),
 )
 """(version, SQL with ``{dim}`` and ``{schema}`` placeholders), applied in order on open."""
