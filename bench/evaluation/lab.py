@@ -56,6 +56,7 @@ class Variant:
     qtf_cap: int = 0  # a query word counts at most this many times (0: as often as repeated)
     stop: str = "always"  # drop stopwords "always" | only in "long" queries | "never"
     extra: tuple[str, ...] = ()  # the benchmark's extra ranked lists, RRF-fused beside lex + vec
+    extra_beside_window: bool = False  # extra lists fused beside the search-time windows, not instead
     window: bool = True  # as shipped: candidates also smoothed over same-session neighbours
     window_top: int = WINDOW_TOP
     window_sides: tuple[bool, bool] = (True, True)  # lexical, vector
@@ -211,6 +212,14 @@ class Lab:
             vec = self.vector(qvec, [self.repository], v.depth)
             fused = window_fuse(lex, vec, self.neighbours, v.rrf_k, v.window_top, v.window_sides)
             return self.to_ranking(titles.fuse_titles(fused, self.titled(text, v), v.rrf_k, self.task_of))
+        if v.extra and v.extra_beside_window:
+            # the shipped fusion (lexical, vector and their search-time windows), then the extra
+            # lists' reciprocal ranks added to it; no graph walk (no edges on these sets)
+            lex = self.lexical(self.match(text, v), v.weights or self.shipped_weights, v.depth)
+            vec = self.vector(qvec, [self.repository], v.depth)
+            fused = window_fuse(lex, vec, self.neighbours, v.rrf_k)
+            extra = [self.signals[name](text, qvec)[: v.depth] for name in v.extra]
+            return self.to_ranking(add_lists(fused, extra, v.rrf_k))
         if v.extra:
             # lexical, vector and the extra lists, RRF-fused with equal weights; no graph walk
             # (none of the sets with extra signals has edges: checked by the main run)
@@ -284,6 +293,18 @@ def fuse_lists(lists: Sequence[pipeline.Hits], k: float) -> list[retrieval.Score
                 s.lexical, s.lexical_rank = score, rank
             elif i == 1:
                 s.vector, s.vector_rank = score, rank
+            s.fused += 1.0 / (k + rank)
+    return sorted(by_row.values(), key=lambda s: (-s.fused, s.rowid))
+
+
+def add_lists(
+    ranked: Sequence[retrieval.Scored], lists: Sequence[pipeline.Hits], k: float
+) -> list[retrieval.Scored]:
+    """``ranked`` with the reciprocal ranks of further ``lists`` added to its fused scores."""
+    by_row = {s.rowid: s for s in ranked}
+    for items in lists:
+        for rank, (rowid, _) in enumerate(items, start=1):
+            s = by_row.setdefault(rowid, retrieval.Scored(rowid))
             s.fused += 1.0 / (k + rank)
     return sorted(by_row.values(), key=lambda s: (-s.fused, s.rowid))
 

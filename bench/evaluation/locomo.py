@@ -231,6 +231,29 @@ class LoCoMo(Benchmark):
             ]
             windows.append("\n".join(content_of(u) for u in near))
             dated.append(f"{t.date}. {content_of(t)}")
+        # causal windows: the turn with the one said just before it in its session (what can be
+        # written when the turn is recorded); turns opening a session have none. A window's hit
+        # ranks both of its turns (the later one first: the row it was written for)
+        pairs, later, earlier = [], [], []
+        for i, t in enumerate(self.turns):
+            if i and (self.turns[i - 1].conv, dia_pos(self.turns[i - 1].dia_id)[0]) == (
+                t.conv,
+                dia_pos(t.dia_id)[0],
+            ):
+                pairs.append(f"{content_of(self.turns[i - 1])}\n{content_of(t)}")
+                later.append(rows[i])
+                earlier.append(rows[i - 1])
+        before = dict(zip(later, earlier, strict=True))
+        causal_vec = cosine_signal(later, cached_embed(self.embedder, pairs))
+        causal_lex = text_signal(later, pairs, self.repository)
+
+        def both(hits: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
+            out: dict[int, float] = {}
+            for r, score in hits:
+                out.setdefault(r, score)
+                out.setdefault(before[r], score)
+            return list(out.items())
+
         window_vec = cosine_signal(rows, cached_embed(self.embedder, windows))
         dated_vec = cosine_signal(rows, cached_embed(self.embedder, dated))
         window_lex = text_signal(rows, windows, self.repository)
@@ -238,6 +261,12 @@ class LoCoMo(Benchmark):
             "window_vec": lambda _, qvec: window_vec(qvec, retrieval.CANDIDATES),
             "window_lex": lambda text, _: window_lex(retrieval.query_terms(text), retrieval.CANDIDATES),
             "dated_vec": lambda _, qvec: dated_vec(qvec, retrieval.CANDIDATES),
+            "causal_vec": lambda _, qvec: causal_vec(qvec, retrieval.CANDIDATES),
+            "causal_lex": lambda text, _: causal_lex(retrieval.query_terms(text), retrieval.CANDIDATES),
+            "causal_vec_both": lambda _, qvec: both(causal_vec(qvec, retrieval.CANDIDATES)),
+            "causal_lex_both": lambda text, _: both(
+                causal_lex(retrieval.query_terms(text), retrieval.CANDIDATES)
+            ),
         }
         return lab
 
@@ -297,7 +326,40 @@ class LoCoMo(Benchmark):
                 ),
                 ("+ turn with its session date, dense (no windows)", ("dated_vec",)),
             ]
-        )
+        ) + [
+            Variant(name, extra=signals, extra_beside_window=beside)
+            for name, signals, beside in (
+                (
+                    "causal windows (previous + turn), lexical, both turns, beside search-time",
+                    ("causal_lex_both",),
+                    True,
+                ),
+                ("causal windows, dense, both turns, beside search-time", ("causal_vec_both",), True),
+                (
+                    "causal windows, dense + lexical, both turns, beside search-time",
+                    ("causal_vec_both", "causal_lex_both"),
+                    True,
+                ),
+                ("causal windows, lexical, later turn only, beside search-time", ("causal_lex",), True),
+                (
+                    "causal windows, dense + lexical, later turn only, beside search-time",
+                    ("causal_vec", "causal_lex"),
+                    True,
+                ),
+                ("causal windows, lexical, both turns, instead of search-time", ("causal_lex_both",), False),
+                (
+                    "causal windows, dense + lexical, both turns, instead of search-time",
+                    ("causal_vec_both", "causal_lex_both"),
+                    False,
+                ),
+                (
+                    "centred index-time windows, dense + lexical, beside search-time",
+                    ("window_vec", "window_lex"),
+                    True,
+                ),
+                ("centred index-time windows, lexical, beside search-time", ("window_lex",), True),
+            )
+        ]
 
     def sweep(self) -> list[Variant]:
         return locomo_variant_grid()
