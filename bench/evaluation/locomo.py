@@ -327,37 +327,25 @@ class LoCoMo(Benchmark):
                 ("+ turn with its session date, dense (no windows)", ("dated_vec",)),
             ]
         ) + [
-            Variant(name, extra=signals, extra_beside_window=beside)
-            for name, signals, beside in (
+            Variant(name, extra=signals, extra_beside_window=beside, window_rows=rows)
+            for name, signals, beside, rows in (
+                # the shipped causal window rows (store) replaced by the lab's, crediting only the
+                # later turn of each window hit
+                ("causal windows: later turn only (not both)", ("causal_lex",), True, False),
+                # one more embedding per thought: the window's text embedded too
+                ("+ causal windows, dense (previous + turn embedded)", ("causal_vec_both",), True, True),
                 (
-                    "causal windows (previous + turn), lexical, both turns, beside search-time",
+                    "causal windows, lexical, instead of search-time",
                     ("causal_lex_both",),
-                    True,
-                ),
-                ("causal windows, dense, both turns, beside search-time", ("causal_vec_both",), True),
-                (
-                    "causal windows, dense + lexical, both turns, beside search-time",
-                    ("causal_vec_both", "causal_lex_both"),
-                    True,
-                ),
-                ("causal windows, lexical, later turn only, beside search-time", ("causal_lex",), True),
-                (
-                    "causal windows, dense + lexical, later turn only, beside search-time",
-                    ("causal_vec", "causal_lex"),
-                    True,
-                ),
-                ("causal windows, lexical, both turns, instead of search-time", ("causal_lex_both",), False),
-                (
-                    "causal windows, dense + lexical, both turns, instead of search-time",
-                    ("causal_vec_both", "causal_lex_both"),
+                    False,
                     False,
                 ),
                 (
-                    "centred index-time windows, dense + lexical, beside search-time",
-                    ("window_vec", "window_lex"),
-                    True,
+                    "causal windows, dense + lexical, instead of search-time",
+                    ("causal_vec_both", "causal_lex_both"),
+                    False,
+                    False,
                 ),
-                ("centred index-time windows, lexical, beside search-time", ("window_lex",), True),
             )
         ]
 

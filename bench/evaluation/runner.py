@@ -128,6 +128,8 @@ def run(bench: Benchmark, variants: bool, embedder: LocalEmbedder, sweep: bool =
         )
         # search's title-to-title signal too (attempts only: thoughts have no titles)
         titles = store.title_lexical if bench.kind == "attempt" else None
+        # and search_thoughts' causal window rows (thoughts only)
+        window_rows = store.window_lexical if bench.kind == "thought" else None
         task_of = lambda rows: {r: k[:2] for r, k in store.attempt_keys(rows).items()}  # noqa: E731
         for qid, text in bench.queries.items():
             searched.rankings[qid], ms = timed(bench.shipped, memory, caller, text)
@@ -144,6 +146,7 @@ def run(bench: Benchmark, variants: bool, embedder: LocalEmbedder, sweep: bool =
                         neighbours=windows if name == "fused" else None,
                         title_lexical=titles if name == "fused" else None,
                         task_of=task_of,
+                        window_lexical=window_rows if name == "fused" else None,
                     ),
                     text,
                     scope,

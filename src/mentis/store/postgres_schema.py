@@ -10,7 +10,8 @@ kept outside the ledger, which the recall role cannot read. Schema 4 adds the sk
 (``store/core_skills.py``); no ledger before it holds a skill, so they start empty. Schema 5 adds
 ``sig_streams``, each signing stream's last statement (derived from the ledger, rebuilt with it).
 Schema 6 adds ``title_terms`` (``postgres_lexicon``: each attempt's task title alone) and indexes
-the titles of the live attempts while migrating.
+the titles of the live attempts while migrating. Schema 7 adds ``window_terms`` (each thought of
+a session with the thought before it) and indexes the live thoughts' windows while migrating.
 
 ``recall`` SQL reads the schema ``mentis_recall``: five views (the documented ones) that parse
 every value out of a body checked against its entry's ``body_hash`` and keep only rows whose
@@ -22,7 +23,7 @@ and nothing else; recall statements run under it.
 from __future__ import annotations
 
 from mentis.records import status_sql
-from mentis.store.postgres_lexicon import LEXICON_SQL, TITLES_SQL
+from mentis.store.postgres_lexicon import LEXICON_SQL, TITLES_SQL, WINDOWS_SQL
 from mentis.store.tokens import POSTGRES_TOKEN_TABLE
 
 SIG_STREAMS_SQL = (
@@ -31,13 +32,15 @@ SIG_STREAMS_SQL = (
 )
 """Derived from the ledger (``store/core_agents.py``): each signing stream's last statement."""
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 SIGNING_VERSION = 5
 """The migration that adds ``sig_streams`` (signed writes; version 4 is the skill registry's)."""
 LEXICON_VERSION = 2
 """The migration that adds the lexical tables; the store indexes every live record after it."""
 TITLES_VERSION = 6
 """The migration that adds ``title_terms``; the store indexes every live attempt's title after it."""
+WINDOWS_VERSION = 7
+"""The migration that adds ``window_terms``; the store indexes every live thought's window after it."""
 RECALL_SCHEMA = "mentis_recall"
 RECALL_ROLE = "mentis_recall"
 VIEW_NAMES = frozenset({"attempts", "corrections", "tasks", "thoughts", "relations"})
@@ -64,6 +67,7 @@ DERIVED_TABLES = (
     "skill_terms",
     "skill_vectors",
     "title_terms",
+    "window_terms",
 )
 
 _V1 = """
@@ -259,5 +263,6 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (4, _V4_SKILLS),
     (SIGNING_VERSION, SIG_STREAMS_SQL),
     (TITLES_VERSION, TITLES_SQL),
+    (WINDOWS_VERSION, WINDOWS_SQL),
 )
 """(version, SQL with ``{dim}`` and ``{schema}`` placeholders), applied in order on open."""
