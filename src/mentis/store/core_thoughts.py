@@ -173,9 +173,13 @@ class ThoughtCore(AttemptReads):
         conn.execute(q("DELETE FROM rejections WHERE by_rowid=? OR (target_kind='thought' AND target_id=?)"),
                      (rowid, thought_id))  # fmt: skip
         self._unindex_terms(conn, "thought_terms", rowid)
-        # the windows holding its text: its own, and the next thought's (whose window starts here)
-        self._unindex_terms(conn, "window_terms", rowid)
-        self._unindex_terms(conn, "window_terms", rowid + 1)
+        # the windows holding its text: its own, and the next thought's (whose window starts here);
+        # every process drops them from its in-process index (the thought's own rows need not:
+        # a candidate that is no live thought is filtered out, a window names a live one)
+        for window in (rowid, rowid + 1):
+            if conn.execute(q("SELECT 1 FROM window_terms WHERE rowid=?"), (window,)).fetchone():
+                self._removing(conn, "window", window)
+                self._unindex_terms(conn, "window_terms", window)
         for table in ("thought_edge", "thought_label", "thought_vectors", "thought_idx"):
             column = "from_rowid" if table == "thought_edge" else "rowid"
             conn.execute(q(f"DELETE FROM {table} WHERE {column}=?"), (rowid,))

@@ -58,8 +58,8 @@ content with the content of the thought before it in its session, keyed by the l
 rowid (the causal windows of ``search_thoughts``, :mod:`mentis.retrieval.window`).
 A stem no document holds any more is deleted (forget erases index rows); ids are never reused.
 
-``removed_rows`` logs the rowids a forget removed (``kind`` attempt, thought or skill: a skill's
-rows also go when a newer version replaces them), so every
+``removed_rows`` logs the rowids a forget removed (``kind`` attempt, thought, window or skill: a
+skill's rows also go when a newer version replaces them), so every
 process's in-process indexes drop them in place on their next refresh instead of reloading."""
 REMOVED_KIND = {
     "vectors": "attempt",
@@ -69,7 +69,7 @@ REMOVED_KIND = {
     "skill_vectors": "skill",
     "skill_terms": "skill",
     "title_terms": "attempt",
-    "window_terms": "thought",  # a thought's forget renews the epoch: every index reloads
+    "window_terms": "window",
 }
 
 
