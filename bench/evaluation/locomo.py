@@ -285,8 +285,9 @@ class LoCoMo(Benchmark):
                 "repository": LOCOMO_REPO,
                 "stored": "one thought per turn, all conversations in one repository, via "
                 "Memory.append_thought(link_duplicates=False): type FactLearned, content "
-                "'{speaker}: {text}', no tags, session_id 'locomo-<conv>-S<session>' (not indexed; "
-                "search_thoughts reads it to find a turn's neighbours for its windows); "
+                "'{speaker}: {text}', no tags, session_id 'locomo-<conv>-S<session>' (not embedded; "
+                "the store writes each turn's causal window row with the turn before it, and "
+                "search_thoughts reads it to find a turn's neighbours for its search-time windows); "
                 "session date not stored",
                 "query": "the question text, Memory.search_thoughts(repository, limit 50; RRF then "
                 "graph.rerank, which has no edges here)",

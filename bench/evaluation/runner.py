@@ -331,9 +331,9 @@ def thought_notes(texts: str) -> dict[str, str]:
         "dense": f"cosine, all-MiniLM-L6-v2, same {texts}, brute force (incl. embedding)",
         "lexical": "store.thought_lexical(query_terms(q))",
         "vector": "store.thought_vector(embed(q))",
-        "fused": "pipeline.candidates without the graph walk (with the session windows for thoughts, "
-        "the title signal for attempts); no filters "
+        "fused": "pipeline.candidates without the graph walk (with the session windows and the causal "
+        "window rows for thoughts, the title signal for attempts); no filters "
         "or materialisation",
         "search_thoughts": "Memory.search_thoughts as shipped (bm25 + vector and their session windows, "
-        "RRF, graph.rerank)",
+        "bm25 over the causal window rows, RRF, graph.rerank)",
     }
