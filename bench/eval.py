@@ -35,9 +35,10 @@ MRR (0 when absent from the 50). Side by side, on the same data and queries:
 LoCoMo dev (3 conversations, 1,451 turns, 495 questions): every turn of every conversation is stored
 as one thought in ONE repository (``locomo/dev``) through the real ``Memory.append_thought`` with
 the real local embedder: type ``FactLearned``, content ``"{speaker}: {text}"``, no tags,
-``session_id = "locomo-<conversation>-S<session>"`` (stored in the body, not indexed or embedded;
-search_thoughts reads it to give each candidate turn its window, the turns just before and after it
-in its session). The session date is NOT stored, so the system, bm25s and dense see exactly the same
+``session_id = "locomo-<conversation>-S<session>"`` (stored in the body, not embedded; the store
+indexes each turn with the turn before it in its session as a causal window row, and search_thoughts
+reads it to give each candidate turn its search-time window, the turns just before and after it in
+its session). The session date is NOT stored, so the system, bm25s and dense see exactly the same
 text per turn. ``link_duplicates=False`` on every append, so near-duplicate supersession ("Thanks!"
 said twice) cannot hide a turn. Each question is asked with the real ``Memory.search_thoughts``
 (repository filter, limit 50 = MAX_SEARCH_LIMIT); the thought ids map back to (conversation,
@@ -45,11 +46,11 @@ dia_id). A strict hit is an evidence turn in the top k; a lenient hit is a turn 
 conversation and session within 2 turns of an evidence turn (dia_id "D<session>:<turn>"). R@5/10/20
 and MRR (over the 50 returned; 0 if absent), strict and lenient, overall and per category, beside
 ``bm25s`` and ``dense`` over the same turn texts and the ``lexical`` / ``vector`` / ``fused`` (RRF
-with the session windows, no graph) ablations. search_thoughts runs the graph walk too
-(``graph.rerank`` over refs, relations, tags, concepts); this fill stores none of them, so it must
-rank exactly as ``fused`` (checked and counted). An evidence field "D8:6; D9:17" is split into two
-ids. Categories are reported with the commonly used names (1 multi-hop, 2 temporal, 3 open-domain, 4
-single-hop, 5 adversarial); all five are scored.
+with the session windows and the causal window rows, no graph) ablations. search_thoughts runs the
+graph walk too (``graph.rerank`` over refs, relations, tags, concepts); this fill stores none of
+them, so it must rank exactly as ``fused`` (checked and counted). An evidence field "D8:6; D9:17" is
+split into two ids. Categories are reported with the commonly used names (1 multi-hop, 2 temporal, 3
+open-domain, 4 single-hop, 5 adversarial); all five are scored.
 
 Python FAQ (178 questions of the Python documentation's FAQ pages, from Debian's
 ``python3.11-doc``; fetched into ``bench/.cache/`` with ``apt-get download`` on first use, see

@@ -57,3 +57,26 @@ def test_only_the_neighbours_the_caller_gives_are_asked_for_the_best_rows() -> N
     vec = [(r, 1.0 - r / 100) for r in range(100, 180)]
     window_fuse(lex, vec, neighbours, top=50)
     assert sorted(asked) == list(range(1, 51)) + list(range(100, 150))
+
+
+def test_a_window_hit_ranks_both_of_its_turns_the_later_first_each_at_its_best_window() -> None:
+    from mentis.retrieval.window import pair_hits
+
+    # windows are keyed by their later turn: 8 holds 7 and 8; 9 holds 8 and 9
+    assert pair_hits([(8, 3.0), (9, 2.0)]) == [(8, 3.0), (7, 3.0), (9, 2.0)]
+
+
+def test_without_window_hits_the_pair_fusion_changes_nothing() -> None:
+    from mentis.retrieval.window import fuse_pairs
+
+    ranked = retrieval.fuse([(3, 9.0), (1, 7.5)], [(1, 0.8), (5, 0.7)])
+    assert [(s.rowid, s.fused) for s in fuse_pairs(ranked, [])] == [(s.rowid, s.fused) for s in ranked]
+
+
+def test_a_pair_that_answers_across_two_turns_rises_and_its_earlier_turn_enters() -> None:
+    from mentis.retrieval.window import fuse_pairs
+
+    ranked = retrieval.fuse([(9, 5.0), (2, 4.8)], [(9, 0.5), (2, 0.44)])
+    assert order(ranked) == [9, 2]
+    fused = fuse_pairs(ranked, [(2, 6.0)])  # the window of 1 and 2 matches the whole question
+    assert order(fused)[:1] == [2] and 1 in order(fused)

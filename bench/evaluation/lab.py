@@ -22,7 +22,7 @@ import orjson
 from mentis import records, retrieval
 from mentis.records import AttemptBody, ThoughtBody
 from mentis.retrieval import graph, lexical, pipeline, titles
-from mentis.retrieval.window import WINDOW_TOP, window_fuse
+from mentis.retrieval.window import WINDOW_TOP, fuse_pairs, window_fuse
 from mentis.store import sqlite_index
 from mentis.store.sqlite import SqliteStore
 
@@ -56,6 +56,8 @@ class Variant:
     qtf_cap: int = 0  # a query word counts at most this many times (0: as often as repeated)
     stop: str = "always"  # drop stopwords "always" | only in "long" queries | "never"
     extra: tuple[str, ...] = ()  # the benchmark's extra ranked lists, RRF-fused beside lex + vec
+    extra_beside_window: bool = False  # extra lists fused beside the search-time windows, not instead
+    window_rows: bool = True  # as shipped: thoughts' causal window rows (window_terms) fused too
     window: bool = True  # as shipped: candidates also smoothed over same-session neighbours
     window_top: int = WINDOW_TOP
     window_sides: tuple[bool, bool] = (True, True)  # lexical, vector
@@ -114,6 +116,7 @@ class Lab:
             self.fields = lambda body: ThoughtBody.from_json(body).index_fields.texts
             self.vector, self.edges = store.thought_vector, store.thought_edges_between
             self.title_lexical, self.task_of = None, None
+        self.window_lexical: pipeline.Lexical | None = store.window_lexical if kind == "thought" else None
         self.session_of = session_of or {}
         self.signals = signals or {}
         self.sessions: dict[Any, list[int]] = {}
@@ -210,7 +213,21 @@ class Lab:
             lex = self.lexical(self.match(text, v), v.weights or self.shipped_weights, v.depth)
             vec = self.vector(qvec, [self.repository], v.depth)
             fused = window_fuse(lex, vec, self.neighbours, v.rrf_k, v.window_top, v.window_sides)
+            if v.window_rows and self.window_lexical is not None:
+                windows = self.window_lexical(self.match(text, v), [self.repository], v.depth)
+                fused = fuse_pairs(fused, windows, v.rrf_k)
             return self.to_ranking(titles.fuse_titles(fused, self.titled(text, v), v.rrf_k, self.task_of))
+        if v.extra and v.extra_beside_window:
+            # the shipped fusion (lexical, vector and their search-time windows), then the extra
+            # lists' reciprocal ranks added to it; no graph walk (no edges on these sets)
+            lex = self.lexical(self.match(text, v), v.weights or self.shipped_weights, v.depth)
+            vec = self.vector(qvec, [self.repository], v.depth)
+            fused = window_fuse(lex, vec, self.neighbours, v.rrf_k)
+            extra = [self.signals[name](text, qvec)[: v.depth] for name in v.extra]
+            if v.window_rows and self.window_lexical is not None:
+                windows = self.window_lexical(self.match(text, v), [self.repository], v.depth)
+                fused = fuse_pairs(fused, windows, v.rrf_k)
+            return self.to_ranking(add_lists(fused, extra, v.rrf_k))
         if v.extra:
             # lexical, vector and the extra lists, RRF-fused with equal weights; no graph walk
             # (none of the sets with extra signals has edges: checked by the main run)
@@ -233,6 +250,7 @@ class Lab:
             neighbours=self.neighbours if v.window and self.session_of else None,
             title_lexical=self.title_lexical if v.titles else None,
             task_of=self.task_of,
+            window_lexical=self.window_lexical if v.window_rows else None,
         )
         return self.to_ranking(ranked)
 
@@ -288,6 +306,18 @@ def fuse_lists(lists: Sequence[pipeline.Hits], k: float) -> list[retrieval.Score
     return sorted(by_row.values(), key=lambda s: (-s.fused, s.rowid))
 
 
+def add_lists(
+    ranked: Sequence[retrieval.Scored], lists: Sequence[pipeline.Hits], k: float
+) -> list[retrieval.Scored]:
+    """``ranked`` with the reciprocal ranks of further ``lists`` added to its fused scores."""
+    by_row = {s.rowid: s for s in ranked}
+    for items in lists:
+        for rank, (rowid, _) in enumerate(items, start=1):
+            s = by_row.setdefault(rowid, retrieval.Scored(rowid))
+            s.fused += 1.0 / (k + rank)
+    return sorted(by_row.values(), key=lambda s: (-s.fused, s.rowid))
+
+
 def mechanism_grid(extra: Sequence[tuple[str, tuple[str, ...]]] = ()) -> list[Variant]:
     """Issue 16's mechanisms, the same rows on every benchmark (``extra``: the benchmark's own
     additional signals, named rows). Each row changes one thing from the shipped pipeline."""
@@ -301,7 +331,8 @@ def mechanism_grid(extra: Sequence[tuple[str, tuple[str, ...]]] = ()) -> list[Va
         Variant("fusion: agreement-weighted RRF", fusion="agree"),
         Variant("fusion: min-max scores, alpha 0.5", fusion="minmax", alpha=0.5),
         Variant("rrf k=60 (the usual constant)", rrf_k=60),
-        Variant("no session windows (shipped before issue 16)", window=False),
+        Variant("no session windows (shipped before issue 16)", window=False, window_rows=False),
+        Variant("no causal window rows (shipped before them)", window_rows=False),
         Variant("no title-to-title signal (shipped before it)", titles=False),
         Variant("windows: all 200 candidates widened", window_top=200),
         Variant("windows: lexical side only", window_sides=(True, False)),

@@ -231,6 +231,29 @@ class LoCoMo(Benchmark):
             ]
             windows.append("\n".join(content_of(u) for u in near))
             dated.append(f"{t.date}. {content_of(t)}")
+        # causal windows: the turn with the one said just before it in its session (what can be
+        # written when the turn is recorded); turns opening a session have none. A window's hit
+        # ranks both of its turns (the later one first: the row it was written for)
+        pairs, later, earlier = [], [], []
+        for i, t in enumerate(self.turns):
+            if i and (self.turns[i - 1].conv, dia_pos(self.turns[i - 1].dia_id)[0]) == (
+                t.conv,
+                dia_pos(t.dia_id)[0],
+            ):
+                pairs.append(f"{content_of(self.turns[i - 1])}\n{content_of(t)}")
+                later.append(rows[i])
+                earlier.append(rows[i - 1])
+        before = dict(zip(later, earlier, strict=True))
+        causal_vec = cosine_signal(later, cached_embed(self.embedder, pairs))
+        causal_lex = text_signal(later, pairs, self.repository)
+
+        def both(hits: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
+            out: dict[int, float] = {}
+            for r, score in hits:
+                out.setdefault(r, score)
+                out.setdefault(before[r], score)
+            return list(out.items())
+
         window_vec = cosine_signal(rows, cached_embed(self.embedder, windows))
         dated_vec = cosine_signal(rows, cached_embed(self.embedder, dated))
         window_lex = text_signal(rows, windows, self.repository)
@@ -238,6 +261,12 @@ class LoCoMo(Benchmark):
             "window_vec": lambda _, qvec: window_vec(qvec, retrieval.CANDIDATES),
             "window_lex": lambda text, _: window_lex(retrieval.query_terms(text), retrieval.CANDIDATES),
             "dated_vec": lambda _, qvec: dated_vec(qvec, retrieval.CANDIDATES),
+            "causal_vec": lambda _, qvec: causal_vec(qvec, retrieval.CANDIDATES),
+            "causal_lex": lambda text, _: causal_lex(retrieval.query_terms(text), retrieval.CANDIDATES),
+            "causal_vec_both": lambda _, qvec: both(causal_vec(qvec, retrieval.CANDIDATES)),
+            "causal_lex_both": lambda text, _: both(
+                causal_lex(retrieval.query_terms(text), retrieval.CANDIDATES)
+            ),
         }
         return lab
 
@@ -256,8 +285,9 @@ class LoCoMo(Benchmark):
                 "repository": LOCOMO_REPO,
                 "stored": "one thought per turn, all conversations in one repository, via "
                 "Memory.append_thought(link_duplicates=False): type FactLearned, content "
-                "'{speaker}: {text}', no tags, session_id 'locomo-<conv>-S<session>' (not indexed; "
-                "search_thoughts reads it to find a turn's neighbours for its windows); "
+                "'{speaker}: {text}', no tags, session_id 'locomo-<conv>-S<session>' (not embedded; "
+                "the store writes each turn's causal window row with the turn before it, and "
+                "search_thoughts reads it to find a turn's neighbours for its search-time windows); "
                 "session date not stored",
                 "query": "the question text, Memory.search_thoughts(repository, limit 50; RRF then "
                 "graph.rerank, which has no edges here)",
@@ -297,7 +327,28 @@ class LoCoMo(Benchmark):
                 ),
                 ("+ turn with its session date, dense (no windows)", ("dated_vec",)),
             ]
-        )
+        ) + [
+            Variant(name, extra=signals, extra_beside_window=beside, window_rows=rows)
+            for name, signals, beside, rows in (
+                # the shipped causal window rows (store) replaced by the lab's, crediting only the
+                # later turn of each window hit
+                ("causal windows: later turn only (not both)", ("causal_lex",), True, False),
+                # one more embedding per thought: the window's text embedded too
+                ("+ causal windows, dense (previous + turn embedded)", ("causal_vec_both",), True, True),
+                (
+                    "causal windows, lexical, instead of search-time",
+                    ("causal_lex_both",),
+                    False,
+                    False,
+                ),
+                (
+                    "causal windows, dense + lexical, instead of search-time",
+                    ("causal_vec_both", "causal_lex_both"),
+                    False,
+                    False,
+                ),
+            )
+        ]
 
     def sweep(self) -> list[Variant]:
         return locomo_variant_grid()

@@ -128,6 +128,8 @@ def run(bench: Benchmark, variants: bool, embedder: LocalEmbedder, sweep: bool =
         )
         # search's title-to-title signal too (attempts only: thoughts have no titles)
         titles = store.title_lexical if bench.kind == "attempt" else None
+        # and search_thoughts' causal window rows (thoughts only)
+        window_rows = store.window_lexical if bench.kind == "thought" else None
         task_of = lambda rows: {r: k[:2] for r, k in store.attempt_keys(rows).items()}  # noqa: E731
         for qid, text in bench.queries.items():
             searched.rankings[qid], ms = timed(bench.shipped, memory, caller, text)
@@ -144,6 +146,7 @@ def run(bench: Benchmark, variants: bool, embedder: LocalEmbedder, sweep: bool =
                         neighbours=windows if name == "fused" else None,
                         title_lexical=titles if name == "fused" else None,
                         task_of=task_of,
+                        window_lexical=window_rows if name == "fused" else None,
                     ),
                     text,
                     scope,
@@ -328,9 +331,9 @@ def thought_notes(texts: str) -> dict[str, str]:
         "dense": f"cosine, all-MiniLM-L6-v2, same {texts}, brute force (incl. embedding)",
         "lexical": "store.thought_lexical(query_terms(q))",
         "vector": "store.thought_vector(embed(q))",
-        "fused": "pipeline.candidates without the graph walk (with the session windows for thoughts, "
-        "the title signal for attempts); no filters "
+        "fused": "pipeline.candidates without the graph walk (with the session windows and the causal "
+        "window rows for thoughts, the title signal for attempts); no filters "
         "or materialisation",
         "search_thoughts": "Memory.search_thoughts as shipped (bm25 + vector and their session windows, "
-        "RRF, graph.rerank)",
+        "bm25 over the causal window rows, RRF, graph.rerank)",
     }

@@ -266,6 +266,7 @@ class ThoughtOps:
                 self.store.thought_edges_between,
                 pool=self.ctx.pool,
                 neighbours=lambda rows: self.session_neighbours(rows, scope),
+                window_lexical=self.store.window_lexical,
             )
             scored = {s.rowid: s for s in fused}
             candidates: list[int] | None = [s.rowid for s in fused]

@@ -109,12 +109,13 @@ def test_schema_7_rebuilds_an_older_stores_index_over_half_precision_and_search_
     with store._write() as conn:  # the store as schema 6 left it: a float32 index
         conn.execute("DROP INDEX vectors_hnsw")
         conn.execute("CREATE INDEX vectors_hnsw ON vectors USING hnsw (vec vector_cosine_ops)")
+        conn.execute("DROP TABLE window_terms")  # schema 8's table (no thoughts here: no rows)
         conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
     store.close()
 
     upgraded = PostgresStore(store.url, DIM)
     try:
-        assert upgraded.get_meta("schema_version") == "7"
+        assert upgraded.get_meta("schema_version") == "8"
         assert "halfvec_cosine_ops" in _index_def(upgraded)
         aid = next(iter(vectors))
         with upgraded._read() as conn:

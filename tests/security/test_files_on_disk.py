@@ -37,7 +37,8 @@ OBSERVATION = b"qwzx-observation-marker"
 REASON = b"qwzx-reason-marker"
 THOUGHT = b"qwzx-thought-marker"
 TAG = b"qwzx-tag-marker"
-MARKERS = (OBSERVATION, REASON, THOUGHT, TAG)
+WINDOW = b"qwzxwindowzq"  # one word: its stem is held by the thought's lexical row and two windows
+MARKERS = (OBSERVATION, REASON, THOUGHT, TAG, WINDOW)
 
 
 def mode(path: Path) -> int:
@@ -115,9 +116,15 @@ def test_forgotten_text_is_gone_from_the_files_the_export_and_later_reassertions
             "repository": REPO, "task_id": "T2", "action": "looked again", "observation": "same failure",
             "inference": "the flaky test is caused by the shared cache"}))  # fmt: skip
         assert REASON.decode() in later.reasserts[0].reason  # the reply names why it was rejected
-        thought = m.append_thought(CALLER, parse(AppendThoughtInput, {
-            "repository": REPO, "type": "Finding", "content": f"the token is {THOUGHT.decode()}",
-            "tags": [TAG.decode()]})).thought_id  # fmt: skip
+
+        def said(content: str, **more: object) -> str:
+            req = {"repository": REPO, "type": "Finding", "content": content, "session_id": "s-1", **more}
+            return m.append_thought(CALLER, parse(AppendThoughtInput, req)).thought_id
+
+        # in a session between two other turns: its text is in its own window and the next one's
+        said("what did the vault say")
+        thought = said(f"the token is {THOUGHT.decode()} {WINDOW.decode()}", tags=[TAG.decode()])
+        said("thanks, noted")
         before = on_disk(path)
         assert set().union(*before.values()) == set(MARKERS)  # the test can see them
         m.forget_attempt(CALLER, parse(ForgetInput, {"repository": REPO, "attempt_id": first}))

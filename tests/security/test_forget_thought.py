@@ -29,6 +29,7 @@ from mentis.model import (
     TraverseInput,
     parse,
 )
+from mentis.retrieval import query_terms
 from tests.security.stores import ADMIN, settings, state  # noqa: F401
 
 REPO, OTHER = "team-b/secret", "team-c/other"
@@ -87,6 +88,27 @@ def test_a_forgotten_thought_is_erased_from_every_read_and_the_chain_still_verif
     memory.rebuild()
     assert gone not in _search(memory, "zqxv marmalade deploy key")
     assert _search(memory, "cache warmed boot") == [kept]
+
+
+def test_a_forgotten_thoughts_words_no_longer_find_the_turns_said_around_it(
+    memory: Memory, open_memory: Callable[[], Memory]
+) -> None:
+    """Its session's conversational windows held its text (its own window and the next turn's):
+    after the forget, its words match no lexical row, in this process or another (the vector side
+    still returns the two turns left, as it returns any thought)."""
+    other = open_memory()
+    before = _append(memory, "where is the key kept", session_id="s-1")
+    gone = _append(memory, SECRET, session_id="s-1")
+    after = _append(memory, "thanks, noted", session_id="s-1")
+    words = query_terms("zqxv marmalade")
+    rowids = memory.store.thought_rowids([before, gone, after])
+    for m in (memory, other):
+        assert _search(m, "zqxv marmalade")[0] == gone
+        assert {r for r, _ in m.store.window_lexical(words, [REPO], 10)} == {rowids[gone], rowids[after]}
+    _forget(memory, gone)
+    for m in (memory, other, open_memory()):
+        assert m.store.window_lexical(words, [REPO], 10) == []
+        assert m.store.thought_lexical(words, [REPO], 10) == []
 
 
 def test_relations_to_a_forgotten_thought_are_reported_dangling(memory: Memory) -> None:

@@ -63,6 +63,7 @@ def candidates(
     neighbours: window.Neighbours | None = None,
     title_lexical: Lexical | None = None,
     task_of: titles.TaskOf | None = None,
+    window_lexical: Lexical | None = None,
 ) -> tuple[list[Scored], bool]:
     """The fused (and, with ``edges``, graph-walked) candidates of ``query``, best first, and
     whether the query had lexical terms (else the ranking is the vector's alone).
@@ -71,21 +72,24 @@ def candidates(
     With ``neighbours`` (rows said just before and after a row in its session), RRF also fuses
     the two lists smoothed over those windows (:func:`window.window_fuse`). With
     ``title_lexical`` (BM25 against titles alone), RRF also fuses the query's first line's title
-    hits, per task of ``task_of`` (:mod:`mentis.retrieval.titles`).
+    hits, per task of ``task_of`` (:mod:`mentis.retrieval.titles`). With ``window_lexical`` (BM25
+    against the causal window rows of thoughts), RRF also fuses the thoughts of the window hits
+    (:func:`window.fuse_pairs`).
     """
     words = (terms or retrieval.query_terms)(query)
     asked = (words, scope, params.depth) if words and scope != [] else None
     heading = titles.title_terms(query) if title_lexical is not None and scope != [] else []
 
-    def lexical_side() -> tuple[Hits, Hits]:
+    def lexical_side() -> tuple[Hits, Hits, Hits]:
         lex = lexical(*asked) if asked is not None else []
         by_title = title_lexical(heading, scope, params.depth) if title_lexical and heading else []
-        return lex, by_title
+        by_window = window_lexical(*asked) if window_lexical is not None and asked is not None else []
+        return lex, by_title, by_window
 
     pending = pool.submit(lexical_side) if pool is not None else None
     qvec = embed(query)
     vec = vector(qvec, scope, params.depth) if scope != [] else []
-    lex, by_title = pending.result() if pending is not None else lexical_side()
+    lex, by_title, by_window = pending.result() if pending is not None else lexical_side()
     if params.fusion == "minmax":
         ranked = minmax_fuse(lex, vec, params.alpha)
     elif neighbours is not None and params.fusion == "rrf" and params.w_lex == params.w_vec:
@@ -96,6 +100,7 @@ def candidates(
         ranked = retrieval.fuse(lex, vec, params.rrf_k, (params.w_lex, params.w_vec))
     if params.fusion == "rrf":
         ranked = titles.fuse_titles(ranked, by_title, params.rrf_k, task_of)
+        ranked = window.fuse_pairs(ranked, by_window, params.rrf_k)
     if edges is not None:
         ranked = graph.rerank(
             ranked,

@@ -13,6 +13,14 @@ no session links exist, and takes nothing away.
 
 Only the best ``WINDOW_TOP`` rows of each list (the most a search returns) are widened, so the
 neighbours asked for per query stay bounded.
+
+Beside them, a causal window row is written when a thought is recorded: its content with the
+content of the thought just before it in its session (``window_terms``, keyed by the later
+thought's rowid; the thought after it does not exist yet, so the window looks back only). BM25
+over those rows finds a pair whose two turns each match the question in part even when neither
+turn is among the plain candidates; :func:`fuse_pairs` ranks both turns of each window hit (the
+later first) and adds that list's reciprocal ranks to the fusion. Rows without a session have no
+window row, so where there are no sessions the list is empty and changes nothing.
 """
 
 from __future__ import annotations
@@ -78,4 +86,29 @@ def window_fuse(
     return sorted(by_row.values(), key=lambda s: (-s.fused, s.rowid))
 
 
-__all__ = ["WINDOW_TOP", "Neighbours", "window_fuse"]
+def pair_hits(hits: Hits) -> list[tuple[int, float]]:
+    """Window hits (each keyed by its later thought's rowid r, holding r − 1 and r) as the
+    thoughts they hold, best window first, the later thought of each before the earlier one;
+    each thought at its best window's rank."""
+    out: dict[int, float] = {}
+    for r, score in hits:
+        out.setdefault(r, score)
+        out.setdefault(r - 1, score)
+    return list(out.items())
+
+
+def fuse_pairs(ranked: Sequence[Scored], windows: Hits, k: float = retrieval.RRF_K) -> list[Scored]:
+    """``ranked`` with the reciprocal ranks of the thoughts of the ``windows`` hits added (see
+    :func:`pair_hits`); without window hits, ``ranked`` as it is."""
+    if not windows:
+        return list(ranked)
+    by_row = {s.rowid: s for s in ranked}
+    for rank, (r, _) in enumerate(pair_hits(windows), start=1):
+        s = by_row.get(r)
+        if s is None:
+            s = by_row[r] = Scored(r)
+        s.fused += 1.0 / (k + rank)
+    return sorted(by_row.values(), key=lambda s: (-s.fused, s.rowid))
+
+
+__all__ = ["WINDOW_TOP", "Neighbours", "fuse_pairs", "pair_hits", "window_fuse"]

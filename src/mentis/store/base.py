@@ -213,6 +213,9 @@ class Store(Protocol):
     def title_lexical(
         self, terms: Sequence[str], repositories: Sequence[str] | None, limit: int
     ) -> list[tuple[int, float]]: ...
+    def window_lexical(
+        self, terms: Sequence[str], repositories: Sequence[str] | None, limit: int
+    ) -> list[tuple[int, float]]: ...
     def thought_edges(
         self, ids: Sequence[str], direction: str, kinds: Sequence[str] | None
     ) -> list[tuple[str, str, str]]: ...

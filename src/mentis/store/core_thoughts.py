@@ -2,7 +2,10 @@
 rejection fingerprints, written once for both backends (see :mod:`mentis.store.core`).
 
 Like every derived table these are rebuilt from the ledger. ``thought_edge`` holds refs (kind
-``ref``) and relations with their validity window; ``rejections`` holds a fingerprint
+``ref``) and relations with their validity window; ``window_terms`` holds, for a thought of a
+session, its content with the content of the thought just before it (rowid − 1) when that one is a
+live thought of the same repository and session (the causal conversational window of
+:mod:`mentis.retrieval.window`; a forget of either erases it); ``rejections`` holds a fingerprint
 (normalised-text hash and vector) of every conclusion that was rejected — an attempt marked
 outdated, a thought Corrected or Invalidated.
 """
@@ -14,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from mentis.errors import Conflict, NotFound
-from mentis.ledger import Entry, canonical
+from mentis.errors import Conflict, IntegrityError, NotFound
+from mentis.ledger import Entry, canonical, sha256_hex
 from mentis.model import INVALIDATING_KINDS, REJECTING_KINDS
 from mentis.records import ThoughtBody, tombstone
 from mentis.store.base import RejectionRow, ThoughtQuery
@@ -73,6 +76,7 @@ class ThoughtCore(AttemptReads):
             edges,
         )
         self._index_record(conn, "thought_terms", rowid, thought)
+        self._index_window(conn, rowid, thought)
         conn.execute(
             q("INSERT INTO thought_vectors(rowid, repository, vec) VALUES(?,?,?)"),
             (rowid, repo, self.D.vector(vector)),
@@ -80,6 +84,48 @@ class ThoughtCore(AttemptReads):
         for r in body.get("relations", []):
             if r["kind"] in REJECTING_KINDS:
                 self._reject_thought(conn, rowid, tid, repo, at, r["target_id"])
+
+    def _index_window(self, conn: Any, rowid: int, thought: ThoughtBody) -> None:
+        """The thought's causal window row in ``window_terms``: the content of the thought just
+        before it (rowid − 1, its body checked against its ledger entry) and its own, when that
+        one is a live thought of the same repository and session (else no row)."""
+        if not thought.session_id:
+            return
+        row = conn.execute(
+            self.D.q(
+                "SELECT t.repository, b.body, e.body_hash FROM thought_idx t JOIN bodies b ON "
+                "b.rowid = t.rowid JOIN entries e ON e.rowid = t.rowid WHERE t.rowid=?"
+            ),
+            (rowid - 1,),
+        ).fetchone()
+        if row is None or row[0] != thought.repository:
+            return
+        raw = bytes(row[1])
+        if sha256_hex(raw) != row[2]:
+            raise IntegrityError(
+                f"the body of ledger entry rowid {rowid - 1} does not match its hash; run `mentis verify`"
+            )
+        before = ThoughtBody.parse(raw)
+        if before.session_id == thought.session_id:
+            fields = (before.content, thought.content)
+            self._index_terms(conn, "window_terms", rowid, thought.repository, fields, (1.0, 1.0))
+
+    def _index_windows(self, conn: Any) -> int:
+        """Index the window of every live thought that has none yet (the migration that adds
+        ``window_terms``); returns the number of window rows written."""
+        rows = conn.execute(
+            "SELECT t.rowid, b.body, e.body_hash FROM thought_idx t JOIN bodies b ON b.rowid = t.rowid "
+            "JOIN entries e ON e.rowid = t.rowid "
+            "WHERE NOT EXISTS (SELECT 1 FROM window_terms w WHERE w.rowid = t.rowid) ORDER BY t.rowid"
+        ).fetchall()
+        before = conn.execute("SELECT count(*) FROM window_terms").fetchone()[0]
+        for rowid, raw, body_hash in rows:
+            if sha256_hex(bytes(raw)) != body_hash:
+                raise IntegrityError(
+                    f"the body of ledger entry rowid {rowid} does not match its hash; run `mentis verify`"
+                )
+            self._index_window(conn, int(rowid), ThoughtBody.parse(bytes(raw)))
+        return int(conn.execute("SELECT count(*) FROM window_terms").fetchone()[0]) - int(before)
 
     def forget_thought(
         self, chain: str, tombstone_id: str, at: str, agent: str, thought_id: str, reason: str | None
@@ -127,6 +173,13 @@ class ThoughtCore(AttemptReads):
         conn.execute(q("DELETE FROM rejections WHERE by_rowid=? OR (target_kind='thought' AND target_id=?)"),
                      (rowid, thought_id))  # fmt: skip
         self._unindex_terms(conn, "thought_terms", rowid)
+        # the windows holding its text: its own, and the next thought's (whose window starts here);
+        # every process drops them from its in-process index (the thought's own rows need not:
+        # a candidate that is no live thought is filtered out, a window names a live one)
+        for window in (rowid, rowid + 1):
+            if conn.execute(q("SELECT 1 FROM window_terms WHERE rowid=?"), (window,)).fetchone():
+                self._removing(conn, "window", window)
+                self._unindex_terms(conn, "window_terms", window)
         for table in ("thought_edge", "thought_label", "thought_vectors", "thought_idx"):
             column = "from_rowid" if table == "thought_edge" else "rowid"
             conn.execute(q(f"DELETE FROM {table} WHERE {column}=?"), (rowid,))
@@ -187,6 +240,14 @@ class ThoughtCore(AttemptReads):
         """BM25 candidates among the thoughts of ``repositories`` (None: all) for ``terms``."""
         check_list(terms, "query terms")
         return self._lexical("thought_terms", terms, repositories, limit)
+
+    def window_lexical(
+        self, terms: Sequence[str], repositories: Sequence[str] | None, limit: int
+    ) -> list[tuple[int, float]]:
+        """BM25 candidates among the causal windows (a thought with the one before it in its
+        session, keyed by the later thought's rowid) of ``repositories`` (None: all)."""
+        check_list(terms, "query terms")
+        return self._lexical("window_terms", terms, repositories, limit)
 
     def thought_vector(
         self, query: np.ndarray, repositories: Sequence[str] | None, limit: int

@@ -39,6 +39,7 @@ from mentis.store.postgres_schema import (
     MIGRATIONS,
     SCHEMA_VERSION,
     TITLES_VERSION,
+    WINDOWS_VERSION,
 )
 from mentis.store.postgres_sql import RecallSql
 from mentis.store.postgres_vectors import hnsw_index, nearest
@@ -89,6 +90,9 @@ class PostgresStore(RecallSql, PgLexicon, ThoughtCore, SkillCore, BrowseReads):
                         new_lex_epoch(conn)
                     if version == TITLES_VERSION:
                         log.info("indexed the titles of %d attempts", self._index_titles(conn))
+                        new_lex_epoch(conn)
+                    if version == WINDOWS_VERSION:
+                        log.info("indexed %d conversational windows", self._index_windows(conn))
                         new_lex_epoch(conn)
                     conn.execute(
                         "INSERT INTO meta(key, value) VALUES('schema_version', %s), ('vector_dim', %s) "

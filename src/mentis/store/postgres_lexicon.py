@@ -51,6 +51,7 @@ TERM_TABLES = {
     "thought_terms": "thought",
     "skill_terms": "skill",
     "title_terms": "title",
+    "window_terms": "window",
 }
 """Each lexical table and the record kind its ``lex_removed`` entries name."""
 
@@ -84,6 +85,15 @@ CREATE INDEX IF NOT EXISTS title_terms_xid ON title_terms(xid);
 """
 """Schema 6: each attempt's task title alone (the title-to-title signal of ``search``); the
 store indexes the live attempts' titles after it, from bodies checked against their entries."""
+
+WINDOWS_SQL = """
+CREATE TABLE IF NOT EXISTS window_terms(
+    rowid bigint PRIMARY KEY, repository text NOT NULL, len integer NOT NULL, terms bytea NOT NULL,
+    xid xid8 NOT NULL DEFAULT pg_current_xact_id());
+CREATE INDEX IF NOT EXISTS window_terms_xid ON window_terms(xid);
+"""
+"""Schema 8: each thought of a session with the thought before it (the causal windows of
+``search_thoughts``); the store indexes the live thoughts' windows after it, from checked bodies."""
 
 _UNSEEN = "xid >= pg_snapshot_xmin(%s::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, %s::pg_snapshot)"
 """Rows written by transactions a remembered snapshot could not see (its ``xmin`` bounds the scan)."""
@@ -290,4 +300,4 @@ class PgLexicon(PgBase):
         self._lex_seen[table] = snapshot
 
 
-__all__ = ["LEXICON_SQL", "TERM_TABLES", "TITLES_SQL", "PgLexicon", "new_lex_epoch"]
+__all__ = ["LEXICON_SQL", "TERM_TABLES", "TITLES_SQL", "WINDOWS_SQL", "PgLexicon", "new_lex_epoch"]

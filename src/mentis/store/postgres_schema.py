@@ -12,7 +12,9 @@ kept outside the ledger, which the recall role cannot read. Schema 4 adds the sk
 Schema 6 adds ``title_terms`` (``postgres_lexicon``: each attempt's task title alone) and indexes
 the titles of the live attempts while migrating. Schema 7 rebuilds the attempts' HNSW index over
 ``vec::halfvec(dim)`` (``postgres_vectors``; the column keeps float32): the build reads every
-vector, so it takes as long as a fresh index on that many rows.
+vector, so it takes as long as a fresh index on that many rows. Schema 8 adds ``window_terms``
+(each thought of a session with the thought before it) and indexes the live thoughts' windows
+while migrating.
 
 ``recall`` SQL reads the schema ``mentis_recall``: five views (the documented ones) that parse
 every value out of a body checked against its entry's ``body_hash`` and keep only rows whose
@@ -24,7 +26,7 @@ and nothing else; recall statements run under it.
 from __future__ import annotations
 
 from mentis.records import status_sql
-from mentis.store.postgres_lexicon import LEXICON_SQL, TITLES_SQL
+from mentis.store.postgres_lexicon import LEXICON_SQL, TITLES_SQL, WINDOWS_SQL
 from mentis.store.tokens import POSTGRES_TOKEN_TABLE
 
 SIG_STREAMS_SQL = (
@@ -33,7 +35,7 @@ SIG_STREAMS_SQL = (
 )
 """Derived from the ledger (``store/core_agents.py``): each signing stream's last statement."""
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 SIGNING_VERSION = 5
 """The migration that adds ``sig_streams`` (signed writes; version 4 is the skill registry's)."""
 LEXICON_VERSION = 2
@@ -42,6 +44,8 @@ TITLES_VERSION = 6
 """The migration that adds ``title_terms``; the store indexes every live attempt's title after it."""
 HALFVEC_VERSION = 7
 """The migration that rebuilds ``vectors``' HNSW index over half-precision vectors."""
+WINDOWS_VERSION = 8
+"""The migration that adds ``window_terms``; the store indexes every live thought's window after it."""
 RECALL_SCHEMA = "mentis_recall"
 RECALL_ROLE = "mentis_recall"
 VIEW_NAMES = frozenset({"attempts", "corrections", "tasks", "thoughts", "relations"})
@@ -68,6 +72,7 @@ DERIVED_TABLES = (
     "skill_terms",
     "skill_vectors",
     "title_terms",
+    "window_terms",
 )
 
 _V1 = """
@@ -270,5 +275,6 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (SIGNING_VERSION, SIG_STREAMS_SQL),
     (TITLES_VERSION, TITLES_SQL),
     (HALFVEC_VERSION, HALFVEC_SQL),
+    (WINDOWS_VERSION, WINDOWS_SQL),
 )
 """(version, SQL with ``{dim}`` and ``{schema}`` placeholders), applied in order on open."""

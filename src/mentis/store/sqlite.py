@@ -23,7 +23,9 @@ migration, verification and the hooks the core calls.
 Schema 2 replaced schema 1's FTS5 tables (``attempt_fts``, ``thought_fts``) with the lexical
 index; opening a schema-1 file migrates it in one transaction. Schema 3 adds ``title_terms`` (each
 attempt's task title alone, for the title-to-title signal); opening an older file indexes the
-titles of its live attempts from their checked bodies in the same transaction.
+titles of its live attempts from their checked bodies in the same transaction. Schema 4 adds
+``window_terms`` (each thought of a session with the one before it, for the causal windows of
+``search_thoughts``); opening an older file indexes the windows of its live thoughts the same way.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from mentis.store.sqlite_verify import one_pass, parallel_verify
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
@@ -69,6 +71,8 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
                     self._migrate_lexicon(conn)
                 if found is not None and int(found[0]) < 3:
                     self._migrate_titles(conn)
+                if found is not None and int(found[0]) < 4:
+                    self._migrate_windows(conn)
                 conn.execute(
                     "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', ?)",
                     (str(SCHEMA_VERSION),),
@@ -95,6 +99,12 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
         """Schema 2 → 3: index every live attempt's task title in ``title_terms``."""
         log.info("migrating %s to schema 3 (title index)", self.path)
         self._index_titles(conn)
+        _new_epoch(conn)
+
+    def _migrate_windows(self, conn: sqlite3.Connection) -> None:
+        """Schema 3 → 4: index every live thought's causal window in ``window_terms``."""
+        log.info("migrating %s to schema 4 (conversational windows)", self.path)
+        self._index_windows(conn)
         _new_epoch(conn)
 
     # ------------------------------------------------------------ verification

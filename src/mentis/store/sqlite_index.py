@@ -33,7 +33,7 @@ up to a quarter of the documents' worth) cost 3.3 points of fused R@5, so there 
 LOAD_CHUNK = 8_192
 """Rows read at a time when loading an in-process index from the file."""
 VECTOR_TABLES = ("vectors", "thought_vectors", "skill_vectors")
-TERM_TABLES = ("attempt_terms", "thought_terms", "skill_terms", "title_terms")
+TERM_TABLES = ("attempt_terms", "thought_terms", "skill_terms", "title_terms", "window_terms")
 LEXICON_SCHEMA = """
 CREATE TABLE IF NOT EXISTS lex_vocab(
     id INTEGER PRIMARY KEY AUTOINCREMENT, term TEXT NOT NULL UNIQUE, df INTEGER NOT NULL);
@@ -45,17 +45,21 @@ CREATE TABLE IF NOT EXISTS skill_terms(
     rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, len INTEGER NOT NULL, terms BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS title_terms(
     rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, len INTEGER NOT NULL, terms BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS window_terms(
+    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, len INTEGER NOT NULL, terms BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS removed_rows(
     id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, row INTEGER NOT NULL);
 """
 """The lexical index's derived tables: the stem vocabulary with each stem's document count, and
 each document's packed ``(term id, weighted tf)`` pairs (see :mod:`mentis.retrieval.lexical`);
 ``title_terms`` holds an attempt's ``task_title`` alone, keyed by the attempt's rowid (the
-title-to-title signal of ``search``, :mod:`mentis.retrieval.titles`).
+title-to-title signal of ``search``, :mod:`mentis.retrieval.titles`); ``window_terms`` a thought's
+content with the content of the thought before it in its session, keyed by the later thought's
+rowid (the causal windows of ``search_thoughts``, :mod:`mentis.retrieval.window`).
 A stem no document holds any more is deleted (forget erases index rows); ids are never reused.
 
-``removed_rows`` logs the rowids a forget removed (``kind`` attempt, thought or skill: a skill's
-rows also go when a newer version replaces them), so every
+``removed_rows`` logs the rowids a forget removed (``kind`` attempt, thought, window or skill: a
+skill's rows also go when a newer version replaces them), so every
 process's in-process indexes drop them in place on their next refresh instead of reloading."""
 REMOVED_KIND = {
     "vectors": "attempt",
@@ -65,6 +69,7 @@ REMOVED_KIND = {
     "skill_vectors": "skill",
     "skill_terms": "skill",
     "title_terms": "attempt",
+    "window_terms": "window",
 }
 
 
