@@ -1,7 +1,9 @@
 # Two commands on a fresh machine with Python >= 3.11:
 #   make run    set up .venv and serve MCP + REST over HTTP on 127.0.0.1:9471 (token auth)
-#   make test   set up .venv with the dev tools and run the whole test suite
+#   make test   set up .venv with the dev tools and run the whole test suite in WORKERS pytest-xdist
+#               processes (`make test WORKERS=0` runs it in one process)
 PYTHON ?= python3
+WORKERS ?= 2
 VENV   := .venv
 BIN    := $(VENV)/bin
 
@@ -26,7 +28,7 @@ run: $(VENV)/.runtime
 	$(BIN)/mentis serve --http 127.0.0.1:9471
 
 test: $(VENV)/.dev
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(WORKERS) --dist loadscope
 
 # Reliability drills at full sizes (CI runs them at bounded sizes inside `make test`).
 drill: $(VENV)/.dev

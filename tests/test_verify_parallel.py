@@ -4,18 +4,23 @@ It must pass exactly what the one-pass reference verifier passes, with the same 
 everything else to the reference, so the error names the same first failing entry. The store here
 is small; the tests shrink the blocks to four rowids and drop the size threshold, so every block
 boundary falls between entries of the chains. Where it matters that a worker process scanned a
-block, this process is slowed down so the worker takes most blocks, and the test checks it did.
+block, this process takes the first block before the worker starts and no other until the worker
+has claimed all the others (the ``split`` fixture), however late the worker starts on a loaded
+machine, and the test checks that the worker scanned them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import itertools
 import shutil
 import sqlite3
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -130,35 +135,75 @@ def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sqlite_verify, "_cpus", lambda: 2)
 
 
+WAIT_FOR_WORKER_S = 60.0
+"""How long this process waits for the worker to claim the blocks it leaves to it (a started worker
+takes them in milliseconds; the wait only runs out when the worker failed)."""
+
+
 @dataclass
 class Spy:
     """The blocks this process scanned; the rest were scanned by the worker."""
 
     here: list[tuple[int, int]]
     blocks: list[tuple[int, int]]
+    first: list[tuple[int, int]]
+    """This pass's first block, taken before the worker started, until this process asks for one."""
+    worker: list[subprocess.Popen[bytes] | None]
+    """This pass's worker."""
 
     @property
     def by_worker(self) -> set[tuple[int, int]]:
         return set(self.blocks) - set(self.here)
 
 
+def _queued(queue: int) -> int:
+    """Bytes still in a queue (a pipe): the blocks no process has claimed yet."""
+    return int(struct.unpack("i", fcntl.ioctl(queue, termios.FIONREAD, b"\0\0\0\0"))[0])
+
+
 @pytest.fixture
-def slow_here(monkeypatch: pytest.MonkeyPatch) -> Spy:
-    """This process takes 80 ms per block, so the worker, once started, takes most of them."""
-    spy = Spy([], [])
+def split(monkeypatch: pytest.MonkeyPatch) -> Spy:
+    """In each parallel pass, this process takes the first block from the queue before the worker
+    starts, and asks for the next only once the worker has claimed every other block (or has
+    exited, or ``WAIT_FOR_WORKER_S`` passed): the worker scans all blocks but the first however
+    late it starts. A worker that fails leaves its blocks to this process, which the test sees."""
+    spy = Spy([], [], [], [])
     scan, ranges = ledger_scan.scan_block, sqlite_verify.block_ranges
+    start, take = sqlite_verify._start, ledger_scan.take_block
 
-    def slow(conn: sqlite3.Connection, lo: int, hi: int, **kw: Any) -> Any:
-        spy.here.append((lo, hi))
-        time.sleep(0.08)
-        return scan(conn, lo, hi, **kw)
-
-    def spied(lo: int, hi: int, procs: int) -> list[tuple[int, int]]:
+    def spied_ranges(lo: int, hi: int, procs: int) -> list[tuple[int, int]]:
         spy.blocks = ranges(lo, hi, procs)
+        spy.first.clear()
+        spy.worker.clear()
         return spy.blocks
 
-    monkeypatch.setattr(ledger_scan, "scan_block", slow)
-    monkeypatch.setattr(sqlite_verify, "block_ranges", spied)
+    def started(argv: list[str], queue: int) -> subprocess.Popen[bytes] | None:
+        assert not spy.worker, "one worker per pass (MAX_WORKERS is 1)"
+        if (block := take(queue)) is not None:
+            spy.first.append(block)
+        proc = start(argv, queue)
+        spy.worker.append(proc)
+        return proc
+
+    def taken(queue: int) -> tuple[int, int] | None:
+        if spy.first:
+            return spy.first.pop()
+        deadline = time.monotonic() + WAIT_FOR_WORKER_S
+        worker = spy.worker[0] if spy.worker else None
+        while _queued(queue) and worker is not None and worker.poll() is None:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.001)
+        return take(queue)
+
+    def scanned(conn: sqlite3.Connection, lo: int, hi: int, **kw: Any) -> Any:
+        spy.here.append((lo, hi))
+        return scan(conn, lo, hi, **kw)
+
+    monkeypatch.setattr(sqlite_verify, "block_ranges", spied_ranges)
+    monkeypatch.setattr(sqlite_verify, "_start", started)
+    monkeypatch.setattr(ledger_scan, "take_block", taken)
+    monkeypatch.setattr(ledger_scan, "scan_block", scanned)
     return spy
 
 
@@ -245,7 +290,7 @@ def flip_body(path: Path, row: int) -> None:
 # ---------------------------------------------------------------- untouched stores
 
 
-def test_the_untouched_store_verifies_with_the_reference_reports(store: Path, slow_here: Spy) -> None:
+def test_the_untouched_store_verifies_with_the_reference_reports(store: Path, split: Spy) -> None:
     reports = assert_agrees(store, passes=True)
     assert isinstance(reports, list)
     assert [(r.chain, r.entries, r.head_seq, r.bodies_erased) for r in reports] == [
@@ -253,25 +298,25 @@ def test_the_untouched_store_verifies_with_the_reference_reports(store: Path, sl
         (C, 5, 4, 0),
         (A, 12, 11, 2),
     ]
-    assert any(lo >= 17 for lo, _ in slow_here.by_worker), "the worker scanned no block of the upper half"
+    assert split.by_worker == set(split.blocks[1:]), "the worker scanned not every block but the first"
 
 
-def test_a_chain_whose_entries_are_all_in_the_upper_half_verifies(store: Path, slow_here: Spy) -> None:
+def test_a_chain_whose_entries_are_all_in_the_upper_half_verifies(store: Path, split: Spy) -> None:
     reports = parallel(store)
     assert reports is not None
     (c,) = [r for r in reports if r.chain == C]
     assert (c.entries, c.head_seq) == (5, 4)
-    assert any(lo >= 17 for lo, _ in slow_here.by_worker)
+    assert any(lo >= 17 for lo, _ in split.by_worker)
 
 
 def test_a_tombstone_in_the_upper_half_explains_bodies_erased_in_the_lower_half(
-    store: Path, slow_here: Spy
+    store: Path, split: Spy
 ) -> None:
     reports = parallel(store)
     assert reports is not None
     (a,) = [r for r in reports if r.chain == A]
     assert a.bodies_erased == 2 and a._missing == [1, 3] and a._erased == {1, 3}
-    assert slow_here.by_worker
+    assert split.by_worker
 
 
 def test_a_large_store_with_the_real_block_sizes_verifies_in_parallel(
@@ -307,13 +352,13 @@ def test_a_large_store_with_the_real_block_sizes_verifies_in_parallel(
 
 
 def test_a_store_path_with_odd_characters_reaches_the_worker(
-    template: Path, tmp_path: Path, slow_here: Spy
+    template: Path, tmp_path: Path, split: Spy
 ) -> None:
     path = tmp_path / "a b?c#d%20e é" / "mentis.db"
     path.parent.mkdir()
     shutil.copyfile(template, path)
     assert_agrees(path, passes=True)
-    assert slow_here.by_worker
+    assert split.by_worker
 
 
 @pytest.mark.parametrize("procs", [2, 3, 4])
@@ -335,7 +380,7 @@ def test_blocks_cover_the_rowids_shrink_and_fit_the_queue(
 
 
 @pytest.mark.parametrize("row", [22, 17, 16, 28], ids=["upper-half", "block-start", "block-end", "last"])
-def test_a_changed_body_is_refused_wherever_it_lies(store: Path, slow_here: Spy, row: int) -> None:
+def test_a_changed_body_is_refused_wherever_it_lies(store: Path, split: Spy, row: int) -> None:
     flip_body(store, row)
     message = assert_agrees(store, passes=False)
     assert "body does not match its body_hash" in str(message)
@@ -363,11 +408,11 @@ def test_a_value_of_the_wrong_type_is_refused(store: Path, statement: str, what:
     assert f"chain {C!r} seq 1: {what}" in str(assert_agrees(store, passes=False))
 
 
-def test_a_missing_body_in_the_upper_half_with_no_tombstone_is_refused(store: Path, slow_here: Spy) -> None:
+def test_a_missing_body_in_the_upper_half_with_no_tombstone_is_refused(store: Path, split: Spy) -> None:
     sql(store, "DELETE FROM bodies WHERE rowid=22")
     message = assert_agrees(store, passes=False)
     assert f"chain {C!r} seq 2: body is missing" in str(message)
-    assert any(lo <= 22 <= hi for lo, hi in slow_here.by_worker)
+    assert any(lo <= 22 <= hi for lo, hi in split.by_worker)
 
 
 def test_a_missing_body_that_a_later_tombstone_does_not_list_is_refused(store: Path) -> None:
@@ -751,7 +796,7 @@ def _before_workers(monkeypatch: pytest.MonkeyPatch, action: Callable[[], None])
 
 
 def test_entries_appended_after_the_snapshot_do_not_fail_the_parallel_pass(
-    store: Path, writer: Memory, monkeypatch: pytest.MonkeyPatch, slow_here: Spy
+    store: Path, writer: Memory, monkeypatch: pytest.MonkeyPatch, split: Spy
 ) -> None:
     before = one_pass(store)
     assert isinstance(before, list)
@@ -764,13 +809,13 @@ def test_entries_appended_after_the_snapshot_do_not_fail_the_parallel_pass(
     SqliteStore(store, DIM).close()
     assert results[0] == "ran"
     assert results[1] == before  # the snapshot's chains and heads, from the parallel pass
-    assert slow_here.by_worker
+    assert split.by_worker
     after = one_pass(store)
     assert isinstance(after, list) and len(after) == 4
 
 
 def test_a_forget_after_the_snapshot_does_not_fail_the_verification(
-    store: Path, writer: Memory, monkeypatch: pytest.MonkeyPatch, slow_here: Spy
+    store: Path, writer: Memory, monkeypatch: pytest.MonkeyPatch, split: Spy
 ) -> None:
     """The forget deletes a body that the worker's snapshot lacks and this one holds, and the
     tombstone that explains it lies above the snapshot's rowids: no false failure."""
@@ -788,8 +833,8 @@ def test_a_forget_after_the_snapshot_does_not_fail_the_verification(
     finally:
         s.close()
     assert results[0] == "ran"
-    if (21, 24) in slow_here.by_worker:
-        assert results[1] is None  # the worker saw B:9's body gone; the one pass decided
+    assert (21, 24) in split.by_worker
+    assert results[1] is None  # the worker saw B:9's body gone; the one pass decided
     after = one_pass(store)
     assert isinstance(after, list)
     assert [(r.chain, r.entries) for r in after] == [(r.chain, r.entries + (r.chain == B)) for r in before]
