@@ -220,6 +220,9 @@ def main() -> None:
     )
     ap.add_argument("--merge", help="an earlier run's JSON whose other sizes join this report (marked so)")
     args = ap.parse_args()
+    for name in ("repeats", "open_runs", "serve_runs"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be at least 1 (each is a median over its runs)")
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     Path(args.data).mkdir(parents=True, exist_ok=True, mode=0o700)
     started = time.perf_counter()
