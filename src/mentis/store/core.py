@@ -68,6 +68,16 @@ def derived_mismatch(rowid: int) -> IntegrityError:
     )
 
 
+def checked_body(rowid: int, raw: bytes, body_hash: str) -> bytes:
+    """``raw``, the body of ledger entry ``rowid``, if it still matches the hash its entry holds
+    (what a migration or a derived row reads a body through)."""
+    if sha256_hex(raw) != body_hash:
+        raise IntegrityError(
+            f"the body of ledger entry rowid {rowid} does not match its hash; run `mentis verify`"
+        )
+    return raw
+
+
 def check_list(values: Sequence[str], what: str) -> None:
     """Refuse one string where a list of strings belongs (a str is a Sequence[str] of its letters)."""
     if isinstance(values, str):
@@ -401,11 +411,8 @@ class RelationalCore(AgentCore):
         ).fetchall()
         with self._terms_batch(conn):
             for rowid, raw, body_hash in rows:
-                if sha256_hex(bytes(raw)) != body_hash:
-                    raise IntegrityError(
-                        f"the body of ledger entry rowid {rowid} does not match its hash; run `mentis verify`"
-                    )
-                self._index_title(conn, int(rowid), AttemptBody.parse(bytes(raw)))
+                body = checked_body(int(rowid), bytes(raw), body_hash)
+                self._index_title(conn, int(rowid), AttemptBody.parse(body))
         return len(rows)
 
     def _index_all(self, conn: Any) -> int:

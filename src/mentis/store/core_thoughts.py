@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from mentis.errors import Conflict, IntegrityError, NotFound
-from mentis.ledger import Entry, canonical, sha256_hex
+from mentis.errors import Conflict, NotFound
+from mentis.ledger import Entry, canonical
 from mentis.model import INVALIDATING_KINDS, REJECTING_KINDS
 from mentis.records import ThoughtBody, tombstone
 from mentis.store.base import RejectionRow, ThoughtQuery
-from mentis.store.core import check_list
+from mentis.store.core import check_list, checked_body
 from mentis.store.core_reads import AttemptReads
 from mentis.texts import fingerprint
 
@@ -100,12 +100,7 @@ class ThoughtCore(AttemptReads):
         ).fetchone()
         if row is None or row[0] != thought.repository:
             return
-        raw = bytes(row[1])
-        if sha256_hex(raw) != row[2]:
-            raise IntegrityError(
-                f"the body of ledger entry rowid {rowid - 1} does not match its hash; run `mentis verify`"
-            )
-        before = ThoughtBody.parse(raw)
+        before = ThoughtBody.parse(checked_body(rowid - 1, bytes(row[1]), row[2]))
         if before.session_id == thought.session_id:
             fields = (before.content, thought.content)
             self._index_terms(conn, "window_terms", rowid, thought.repository, fields, (1.0, 1.0))
@@ -119,12 +114,10 @@ class ThoughtCore(AttemptReads):
             "WHERE NOT EXISTS (SELECT 1 FROM window_terms w WHERE w.rowid = t.rowid) ORDER BY t.rowid"
         ).fetchall()
         before = conn.execute("SELECT count(*) FROM window_terms").fetchone()[0]
-        for rowid, raw, body_hash in rows:
-            if sha256_hex(bytes(raw)) != body_hash:
-                raise IntegrityError(
-                    f"the body of ledger entry rowid {rowid} does not match its hash; run `mentis verify`"
-                )
-            self._index_window(conn, int(rowid), ThoughtBody.parse(bytes(raw)))
+        with self._terms_batch(conn):
+            for rowid, raw, body_hash in rows:
+                body = checked_body(int(rowid), bytes(raw), body_hash)
+                self._index_window(conn, int(rowid), ThoughtBody.parse(body))
         return int(conn.execute("SELECT count(*) FROM window_terms").fetchone()[0]) - int(before)
 
     def forget_thought(
