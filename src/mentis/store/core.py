@@ -31,7 +31,8 @@ from mentis.ledger import Entry, canonical, entry_hash, seal, sha256_hex
 from mentis.records import AttemptBody, ThoughtBody, tombstone
 from mentis.store.base import AttemptRow, Embed, SqlResult, replay
 from mentis.store.core_agents import AgentCore
-from mentis.store.dialect import Dialect
+from mentis.store.derived_check import vector_check
+from mentis.store.dialect import Dialect, as_array
 from mentis.store.ledger_scan import RECORD_ID
 from mentis.store.recall_limits import RecallBounds
 from mentis.texts import fingerprint
@@ -371,10 +372,7 @@ class RelationalCore(AgentCore):
         )
         self._index_record(conn, "attempt_terms", rowid, attempt)
         self._index_title(conn, rowid, attempt)
-        conn.execute(
-            q("INSERT INTO vectors(rowid, repository, vec) VALUES(?,?,?)"),
-            (rowid, repo, self.D.vector(vector)),
-        )
+        self._insert_vector(conn, "vectors", rowid, repo, vector)
         labels = [(rowid, kind, label) for kind, label in attempt.labels]
         self.D.many(conn, "INSERT INTO attempt_label(rowid, kind, label) VALUES(?,?,?)", labels)
         conn.execute(
@@ -384,6 +382,14 @@ class RelationalCore(AgentCore):
                 "title_rowid = coalesce(excluded.title_rowid, task_idx.title_rowid)"
             ),
             (repo, task, rowid if body.get("task_title") else None),
+        )
+
+    def _insert_vector(self, conn: Any, table: str, rowid: int, repository: str, vector: np.ndarray) -> None:
+        """One record's vector row, with its checksum (``derived_check``)."""
+        array = as_array(vector)
+        conn.execute(
+            self.D.q(f"INSERT INTO {table}(rowid, repository, vec, chk) VALUES(?,?,?,?)"),
+            (rowid, repository, self.D.vector(array), vector_check(rowid, repository, array.tobytes())),
         )
 
     def _terms_batch(self, conn: Any) -> AbstractContextManager[None]:
