@@ -215,9 +215,9 @@ def test_user_and_project_files_add_patterns_and_a_project_cannot_redirect_the_s
         load(home, checkout)
 
 
-def test_the_readme_hook_examples_are_valid_settings(tmp_path: Path) -> None:
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    section = readme.split("## Hooks\n", 1)[1].split("\n## ", 1)[0]
+def test_the_documented_hook_examples_are_valid_settings(tmp_path: Path) -> None:
+    page = (Path(__file__).parents[2] / "docs" / "harnesses.md").read_text()
+    section = page.split("## Hooks\n", 1)[1].split("\n## ", 1)[0]
     settings = json.loads(section.split("```json\n", 1)[1].split("```", 1)[0])
     for event, groups in settings["hooks"].items():
         for group in groups:
