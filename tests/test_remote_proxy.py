@@ -26,6 +26,7 @@ from .remote_support import (
     error_text,
     http_server,
     http_server_process,
+    keygen,
     ledger_rows,
     make_token,
     ok,
@@ -300,15 +301,7 @@ def test_plain_http_to_another_host_is_refused_so_the_token_never_crosses_a_netw
 @pytest.fixture
 def alice_key(mentis_env: dict[str, str], tmp_path: Path) -> Ed25519PrivateKey:
     """AGENT registered with a real Ed25519 key on the server's store by `mentis agent keygen`."""
-    path = tmp_path / "alice.pem"
-    done = subprocess.run(
-        [*MENTIS, "agent", "keygen", "--agent", AGENT, "--out", str(path), "--json"],
-        env=mentis_env,
-        capture_output=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return signing.load_private_key(path)
+    return keygen(mentis_env, AGENT, tmp_path / "alice.pem")
 
 
 @pytest.mark.anyio

@@ -7,7 +7,8 @@ forwarded on that session and the remote result, or tool error, is returned unch
 connection fails, the calls that were on it fail with a clear error (their outcome is unknown) and
 the next call opens a new session; every wait is bounded, so a server that is down or hangs gives
 an error, never a hang. With ``MENTIS_SIGNING_KEY`` set, writes are signed on the way
-(:mod:`mentis.remote_signing`).
+(:mod:`mentis.remote_signing`), and which tools write is the proxy's own table's to say
+(:mod:`mentis.remote_writes`).
 
 The SDK's client must be entered and left in one task, and a transport failure tears down its
 task group, so one task (:meth:`Link.run`) owns the session and runs each call inside it; callers
@@ -376,11 +377,6 @@ def build_proxy(remote: Remote, forward: Forward) -> Server[Any]:
     )
 
 
-def is_write(tool: Tool) -> bool:
-    """A tool the remote marks as writing (its annotations say it is not read-only)."""
-    return tool.annotations is not None and tool.annotations.read_only_hint is False
-
-
 async def serve(
     config: RemoteConfig,
     *,
@@ -405,8 +401,8 @@ async def serve(
             forward: Forward = link.call
             if key is not None:
                 signer = RemoteSigner(link, key, agent_id)
-                writes = {t.name for t in remote.tools if is_write(t)}
-                forward = signer.forwarder(writes)
+                remote = Remote(signer.tools(remote.tools), remote.instructions)
+                forward = signer.forwarder()
             ready(remote)
             try:
                 await run_stdio(build_proxy(remote, forward))
