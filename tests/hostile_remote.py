@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import httpx2
 import uvicorn
 from starlette.requests import Request
@@ -47,7 +48,8 @@ class Tamper:
 @dataclass
 class Hostile:
     """The server's record: every tool call received (name, arguments as sent by the proxy) and the
-    bytes of each huge answer it managed to hand to the socket before the reader went away."""
+    bytes of each huge answer it handed on before the reader hung up (uvicorn waits while the
+    socket's buffers are full, so this is what the reader took, plus those buffers)."""
 
     url: str
     calls: list[tuple[str, Json]] = field(default_factory=list)
@@ -124,6 +126,7 @@ class _App:
             self.record.huge_sent.append(sent)
             yield head
             while sent < size:
+                await anyio.lowlevel.checkpoint()  # lets Starlette see the reader hang up and stop this
                 piece = chunk[: size - sent]
                 yield piece
                 sent += len(piece)
