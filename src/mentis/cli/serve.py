@@ -13,6 +13,7 @@ import typer
 from mentis.cli.common import DbOpt, err, errors, settings
 from mentis.config import Settings
 from mentis.memory import Memory
+from mentis.remote_http import MAX_RESPONSE_MB, MiB
 
 commands = typer.Typer()
 
@@ -65,6 +66,10 @@ def serve(
     timeout: Annotated[
         float, typer.Option(min=1, max=3600, help="With --remote: seconds one forwarded call may take.")
     ] = 120.0,
+    max_response_mb: Annotated[
+        int,
+        typer.Option(min=1, max=4096, help="With --remote: the most it reads of one answer, in MiB."),
+    ] = MAX_RESPONSE_MB,
     token: Annotated[str | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Run the MCP server over stdio (what coding-agent harnesses launch), or over HTTP with --http.
@@ -91,7 +96,7 @@ def serve(
         if http or bind or no_auth or tls_cert or tls_key or allow_host or db:
             err.print("error: --remote serves stdio; it takes no --http, HOST:PORT, --db or TLS options")
             raise typer.Exit(2)
-        _serve_remote(config, remote, token_file, ca_file, timeout)
+        _serve_remote(config, remote, token_file, ca_file, timeout, max_response_mb)
         return
     if token_file or ca_file:
         err.print("error: --token-file and --ca-file need --remote", highlight=False)
@@ -118,7 +123,7 @@ def serve(
 
 
 def _serve_remote(
-    config: Settings, url: str, token_file: Path | None, ca_file: Path | None, timeout: float
+    config: Settings, url: str, token_file: Path | None, ca_file: Path | None, timeout: float, max_mb: int
 ) -> None:
     import anyio
 
@@ -126,7 +131,10 @@ def _serve_remote(
 
     with errors():
         url = remote.check_url(url)
-        target = remote.RemoteConfig(url, remote.read_token(token_file), ca_file, call_timeout_s=timeout)
+        token = remote.read_token(token_file)
+        target = remote.RemoteConfig(
+            url, token, ca_file, call_timeout_s=timeout, max_response_bytes=max_mb * MiB
+        )
         key = config.signing_key
 
         def ready(found: remote.Remote) -> None:
