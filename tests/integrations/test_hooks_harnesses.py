@@ -4,7 +4,6 @@ check patterns: each fed to the real `mentis hook` command."""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 import pytest
 
 from mentis.errors import ConfigError
-from mentis.integrations.hooks.config import DEFAULT_CHECKS, HookConfig, load
+from mentis.integrations.hooks.config import HookConfig, default_checks, load
 from mentis.memory import Caller
 from mentis.model import RecallInput
 
@@ -166,7 +165,7 @@ def test_a_hook_whose_server_is_down_exits_0_and_logs_why(repo: Path, home: Path
 
 
 def default_config() -> HookConfig:
-    return HookConfig(checks=tuple(re.compile(p) for p in DEFAULT_CHECKS))
+    return HookConfig(checks=tuple(default_checks()))
 
 
 @pytest.mark.parametrize(

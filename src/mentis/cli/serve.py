@@ -6,7 +6,7 @@ import logging
 import sys
 from contextlib import ExitStack, closing
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 import typer
 
@@ -18,6 +18,13 @@ from mentis.remote_http import MAX_RESPONSE_MB, MiB
 commands = typer.Typer()
 
 INSTALL_HINT = "(`mentis install --help`; --dry-run prints the entry, --list names the harnesses)"
+
+
+class HttpLimits(NamedTuple):
+    """The connection limits given on the command line (None: HttpConfig's default)."""
+
+    header_timeout_s: float | None
+    max_connections: int | None
 
 
 @commands.command()
@@ -46,6 +53,24 @@ def serve(
         typer.Option(
             "--allow-host",
             help="Another NAME or NAME:PORT clients may reach the server by (repeatable; no port: this one).",
+        ),
+    ] = None,
+    header_timeout: Annotated[
+        float | None,
+        typer.Option(
+            min=0.1,
+            max=3600,
+            show_default="10",
+            help="With --http: seconds a connection has to send its request head; then it is closed.",
+        ),
+    ] = None,
+    max_connections: Annotated[
+        int | None,
+        typer.Option(
+            min=16,
+            show_default="1000",
+            help="With --http: open connections at most (kept below the open-files limit); beyond it "
+            "the connection longest waiting for its request head is closed.",
         ),
     ] = None,
     remote: Annotated[
@@ -93,7 +118,17 @@ def serve(
         )
         raise typer.Exit(2)
     if remote is not None:
-        if http or bind or no_auth or tls_cert or tls_key or allow_host or db:
+        if (
+            http
+            or bind
+            or no_auth
+            or tls_cert
+            or tls_key
+            or allow_host
+            or db
+            or header_timeout
+            or max_connections
+        ):
             err.print("error: --remote serves stdio; it takes no --http, HOST:PORT, --db or TLS options")
             raise typer.Exit(2)
         _serve_remote(config, remote, token_file, ca_file, timeout, max_response_mb)
@@ -102,11 +137,14 @@ def serve(
         err.print("error: --token-file and --ca-file need --remote", highlight=False)
         raise typer.Exit(2)
     if http:
-        _serve_http(config, bind or "", no_auth, tls_cert, tls_key, tuple(allow_host or ()))
+        limits = HttpLimits(header_timeout, max_connections)
+        _serve_http(config, bind or "", no_auth, tls_cert, tls_key, tuple(allow_host or ()), limits)
         return
-    if bind or no_auth or tls_cert or tls_key or allow_host:
+    if bind or no_auth or tls_cert or tls_key or allow_host or header_timeout or max_connections:
         err.print(
-            "error: HOST:PORT, --no-auth, --tls-cert, --tls-key and --allow-host need --http", highlight=False
+            "error: HOST:PORT, --no-auth, --tls-cert, --tls-key, --allow-host, --header-timeout and "
+            "--max-connections need --http",
+            highlight=False,
         )
         raise typer.Exit(2)
     with errors():
@@ -156,9 +194,11 @@ def _serve_http(
     tls_cert: Path | None,
     tls_key: Path | None,
     allow_hosts: tuple[str, ...],
+    limits: HttpLimits,
 ) -> None:
     from mentis.auth import ADMIN_TOKEN_FILE, TokenStore, bootstrap_admin
     from mentis.http import HttpConfig, build_app, listen, parse_bind, server
+    from mentis.http.connections import raise_fd_limit
 
     with ExitStack() as stack, errors():
         host, port = parse_bind(bind)
@@ -169,7 +209,9 @@ def _serve_http(
             allowed_hosts=allow_hosts,
             tls_cert=tls_cert,
             tls_key=tls_key,
+            **{k: v for k, v in limits._asdict().items() if v is not None},
         )
+        raise_fd_limit()  # before the store opens its files; the connection cap fits under it
         tokens = None if no_auth else stack.enter_context(closing(TokenStore.open(config)))
         admin_file = config.db_path.parent / ADMIN_TOKEN_FILE
         created = tokens is not None and bootstrap_admin(tokens, admin_file)
