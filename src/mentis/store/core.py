@@ -32,7 +32,7 @@ from mentis.records import AttemptBody, ThoughtBody, tombstone
 from mentis.store.base import AttemptRow, Embed, SqlResult, replay
 from mentis.store.core_agents import AgentCore
 from mentis.store.dialect import Dialect
-from mentis.store.ledger_scan import RECORD_ID
+from mentis.store.entry_ids import check_import_ids, claim_id, fill_entry_ids
 from mentis.store.recall_limits import RecallBounds
 from mentis.texts import fingerprint
 
@@ -174,6 +174,9 @@ class RelationalCore(AgentCore):
         return self._insert(conn, entry, body), entry
 
     def _insert(self, conn: Any, e: Entry, body: bytes | None) -> int:
+        """Write entry ``e`` (and its body), after claiming its id in ``entry_ids``: a Conflict,
+        and nothing written, when any entry of the ledger ever had that id (see ``claim_id``)."""
+        claim_id(self.D, conn, e)
         ((rowid,),) = conn.execute(
             self.D.q(
                 "INSERT INTO entries(v, chain, seq, kind, id, at, agent, prev, body_hash, key_id, sig, hash) "
@@ -528,19 +531,7 @@ class RelationalCore(AgentCore):
                 held = conn.execute(q(f"SELECT chain FROM heads WHERE {cond} LIMIT 1"), args).fetchone()
                 if held is not None:
                     raise Conflict(f"this store already holds chain {held[0]!r}; import into a fresh store")
-            for chunk in self.D.chunks([e.id for e, _ in items if e.kind in RECORD_ID]):
-                cond, args = self.D.in_("id", chunk)
-                taken = conn.execute(
-                    q(
-                        f"SELECT id, chain FROM entries WHERE {cond} "
-                        f"AND kind IN ({', '.join(repr(k) for k in sorted(RECORD_ID))}) LIMIT 1"
-                    ),
-                    args,
-                ).fetchone()
-                if taken is not None:
-                    raise Conflict(
-                        f"record {taken[0]} already exists in chain {taken[1]!r}; nothing was imported"
-                    )
+            check_import_ids(self.D, conn, items)
             placed = [(self._insert(conn, e, body), e, body) for e, body in items]
             self._replay(conn, placed, embed, None)
             self._rebuild_sig_streams(conn)
@@ -551,6 +542,7 @@ class RelationalCore(AgentCore):
         """Empty every derived table and regenerate it from the ledger, in one transaction."""
         with self._write() as conn:
             self._reset_derived(conn)
+            fill_entry_ids(conn)
             rows = conn.execute(
                 f"SELECT e.rowid, {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b "
                 "ON b.rowid = e.rowid ORDER BY e.rowid"

@@ -31,10 +31,12 @@ from mentis.store.browse import BrowseReads
 from mentis.store.core import ENTRY_COLS
 from mentis.store.core_skills import SkillCore
 from mentis.store.core_thoughts import ThoughtCore
+from mentis.store.entry_ids import fill_entry_ids
 from mentis.store.postgres_base import MIGRATION_LOCK, Conn
 from mentis.store.postgres_lexicon import PgLexicon, new_lex_epoch
 from mentis.store.postgres_schema import (
     DERIVED_TABLES,
+    ENTRY_IDS_VERSION,
     LEXICON_VERSION,
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -94,6 +96,8 @@ class PostgresStore(RecallSql, PgLexicon, ThoughtCore, SkillCore, BrowseReads):
                     if version == WINDOWS_VERSION:
                         log.info("indexed %d conversational windows", self._index_windows(conn))
                         new_lex_epoch(conn)
+                    if version == ENTRY_IDS_VERSION:
+                        log.info("noted the ids of %d ledger entries", fill_entry_ids(conn))
                     conn.execute(
                         "INSERT INTO meta(key, value) VALUES('schema_version', %s), ('vector_dim', %s) "
                         "ON CONFLICT(key) DO UPDATE SET value = excluded.value",

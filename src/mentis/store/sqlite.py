@@ -6,6 +6,8 @@ Tables (``schema.sql`` in prose):
 - ``bodies``   canonical JSON bytes of each entry's body, keyed by the entry's rowid; forgetting
   deletes a body, nothing else ever changes one.
 - ``heads``    each chain's last (seq, hash), so a truncated chain is caught on open.
+- ``entry_ids`` every entry's id, claimed by each append inside its transaction (its primary key
+  refuses an id any entry ever had, forgotten records included).
 - derived, rebuilt from the ledger by :meth:`SqliteStore.rebuild`: ``attempt_idx`` (keys only),
   ``correction_idx``, ``task_idx``, ``forgotten``, ``attempt_terms`` and ``lex_vocab`` (stem ids
   and weighted term frequencies: the lexical index, not the text) and ``vectors`` (float32
@@ -26,6 +28,9 @@ attempt's task title alone, for the title-to-title signal); opening an older fil
 titles of its live attempts from their checked bodies in the same transaction. Schema 4 adds
 ``window_terms`` (each thought of a session with the one before it, for the causal windows of
 ``search_thoughts``); opening an older file indexes the windows of its live thoughts the same way.
+Schema 5 adds ``entry_ids`` (every ledger entry's id with the entry that had it first: an append
+claims its id there, so no id is ever written twice); opening an older file fills it from the
+ledger in the same transaction.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from mentis.ledger import ChainReport
 from mentis.store.browse import BrowseReads
 from mentis.store.core_skills import SkillCore
 from mentis.store.core_thoughts import ThoughtCore
+from mentis.store.entry_ids import fill_entry_ids
 from mentis.store.sqlite_index import LEXICON_SCHEMA
 from mentis.store.sqlite_schema import _DERIVED_SCHEMA, _DERIVED_TABLES, _LEDGER_SCHEMA, _new_epoch
 from mentis.store.sqlite_sql import RecallSql
@@ -48,7 +54,7 @@ from mentis.store.sqlite_verify import one_pass, parallel_verify
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
@@ -73,6 +79,9 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
                     self._migrate_titles(conn)
                 if found is not None and int(found[0]) < 4:
                     self._migrate_windows(conn)
+                if found is not None and int(found[0]) < 5:
+                    log.info("migrating %s to schema 5 (entry ids)", self.path)
+                    fill_entry_ids(conn)
                 conn.execute(
                     "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', ?)",
                     (str(SCHEMA_VERSION),),
