@@ -75,8 +75,9 @@ def _entry_ids(m: Memory, kind: str) -> list[str]:
 
 
 def _reopens_whole(open_memory: Callable[[], Memory]) -> None:
-    """A new open verifies every chain."""
+    """A new open verifies every chain and leaves none damaged."""
     again = open_memory()
+    assert again.store.damaged == {}
     assert {r.chain for r in again.store.verify()} >= set(again.store.repositories())
 
 
@@ -292,7 +293,7 @@ def test_concurrent_writers_on_other_chains_cannot_both_take_one_id(settings: Se
     assert sorted(outcomes) == ["refused"] * (WRITERS - 1) + ["stored"]
     check = open_store(settings, dim)
     try:
-        assert len(check.verify()) == 1
+        assert check.damaged == {} and len(check.verify()) == 1
         assert [e.id for e, _ in check.iter_ledger()] == [the_id]
     finally:
         check.close()

@@ -89,9 +89,10 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
                 if conn.execute("SELECT 1 FROM meta WHERE key='derived_epoch'").fetchone() is None:
                     _new_epoch(conn)
             self._data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+        self.damaged = {}
         if verify:
             try:
-                self.verify()
+                self.verify_chains()
             except BaseException:
                 self.close()
                 raise
@@ -130,6 +131,14 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
                 return fast
             return one_pass(conn, heads, signatures=signatures)
 
+    def _verify_skipping(self, skip: frozenset[str], signatures: bool) -> list[ChainReport]:
+        """:meth:`verify`, leaving out the chains in ``skip`` (in one pass)."""
+        if not skip:
+            return self.verify(signatures)
+        with self._read() as conn:
+            heads = {c: (s, h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")}
+            return one_pass(conn, heads, signatures=signatures, skip=skip)
+
     # ------------------------------------------------------------ core hooks
 
     def _task_rows(
@@ -149,7 +158,8 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
         """Nothing to add: ``BEGIN IMMEDIATE`` already holds the whole file."""
 
     def _verify_within(self, conn: sqlite3.Connection) -> None:
-        one_pass(conn, {c: (s, h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")})
+        heads = {c: (s, h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")}
+        one_pass(conn, heads, skip=frozenset(self.damaged))
 
     def _reset_derived(self, conn: sqlite3.Connection) -> None:
         """Drop every derived table and create it again, empty, under a new epoch."""
