@@ -217,6 +217,9 @@ def test_export_refuses_the_damaged_chain_and_skip_damaged_exports_the_rest(
     assert refused.value.chain == B and "--skip-damaged" in refused.value.message
     with pytest.raises(IntegrityError):
         memory.export(ADMIN, io.BytesIO(), B, skip_damaged=True)  # asked for by name: refused
+    only_a = io.BytesIO()
+    memory.export(ADMIN, only_a, A)  # a selection without the damaged chain needs no flag
+    assert set(orjson.loads(only_a.getvalue().splitlines()[0])["heads"]) == {A}
     out = io.BytesIO()
     count = memory.export(ADMIN, out, skip_damaged=True)
     lines = out.getvalue().splitlines()
