@@ -154,13 +154,18 @@ class SignatureCheck:
         body_hash: str,
         key_id: str | None,
         sig: str | None,
+        *,
+        placed: bool = True,
     ) -> Failure | None:
+        """Check one entry as it comes; with ``placed`` False (an entry of a chain left out of
+        the verification) only its signing stream goes on: whether its agent may have written it
+        is not judged, and its signature is verified now or not at all."""
         if type(at) is not str:
             return chain, seq, f"at {at!r} is not a ledger time"
         in_registry = chain == signing.AGENTS_CHAIN
         if in_registry and (failed := self._registry_entry(chain, seq, agent, key_id, sig)):
             return failed
-        if not in_registry:
+        if not in_registry and placed:
             if self.registry.events and (failed := self._judge((at, chain, seq), agent, key_id, final=False)):
                 return failed  # the registry so far already decides it (keys are never taken back)
             self._note(chain, seq, at, agent, key_id)
@@ -192,6 +197,8 @@ class SignatureCheck:
             if key_id in self.registry.keys:
                 if not signing.verify(self._public(key_id), stmt, env.signature):
                     return chain, seq, f"the signature does not verify with key {key_id}"
+            elif not placed:
+                return chain, seq, f"signed with key {key_id!r}, which the agent registry does not hold here"
             else:  # the registry chain adds the key later in the walk: finish() decides
                 self._unchecked.append((key_id, stmt, env.signature, chain, seq))
         self.streams[env.stream] = _Stream(key_id, env.n, stmt.digest(), chain, seq, stmt, env.signature)

@@ -14,9 +14,10 @@ the titles of the live attempts while migrating. Schema 7 rebuilds the attempts'
 ``vec::halfvec(dim)`` (``postgres_vectors``; the column keeps float32): the build reads every
 vector, so it takes as long as a fresh index on that many rows. Schema 8 adds ``window_terms``
 (each thought of a session with the thought before it) and indexes the live thoughts' windows
-while migrating. Schema 9 adds ``chk``, a checksum, to every vector, lexical and vocabulary row
-(``derived_check``; the tables earlier migrations create carry it from the start) and computes it
-for the rows already there.
+while migrating. Schema 9 adds ``entry_ids`` (every ledger entry's id, claimed by each append inside
+its transaction, so no id is written twice) and fills it from the ledger while migrating. Schema 10
+adds ``chk``, a checksum, to every vector, lexical and vocabulary row (``derived_check``; the tables
+earlier migrations create carry it from the start) and computes it for the rows already there.
 
 ``recall`` SQL reads the schema ``mentis_recall``: five views (the documented ones) that parse
 every value out of a body checked against its entry's ``body_hash`` and keep only rows whose
@@ -42,7 +43,7 @@ SIG_STREAMS_SQL = (
 )
 """Derived from the ledger (``store/core_agents.py``): each signing stream's last statement."""
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 SIGNING_VERSION = 5
 """The migration that adds ``sig_streams`` (signed writes; version 4 is the skill registry's)."""
 LEXICON_VERSION = 2
@@ -53,7 +54,13 @@ HALFVEC_VERSION = 7
 """The migration that rebuilds ``vectors``' HNSW index over half-precision vectors."""
 WINDOWS_VERSION = 8
 """The migration that adds ``window_terms``; the store indexes every live thought's window after it."""
-CHECKS_VERSION = 9
+ENTRY_IDS_VERSION = 9
+"""The migration that adds ``entry_ids``; the store fills it from the ledger after it."""
+ENTRY_IDS_SQL = (
+    "CREATE TABLE IF NOT EXISTS entry_ids(id text PRIMARY KEY, chain text NOT NULL, seq bigint NOT NULL)"
+)
+"""Every ledger entry's id with the entry that had it first (``store/core.py``, ``_claim_id``)."""
+CHECKS_VERSION = 10
 """The migration that adds ``chk`` to the vector, lexical and vocabulary rows; the store computes
 every existing row's checksum after it (``derived_check``)."""
 RECALL_SCHEMA = "mentis_recall"
@@ -286,12 +293,12 @@ CHECKS_SQL = "".join(
     f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS chk bigint NOT NULL DEFAULT 0;\n"
     for table in (*VECTORS, *TERMS, "lex_vocab")
 )
-"""Schema 9: the checksum column of the derived index rows (tables created by earlier migrations
+"""Schema 10: the checksum column of the derived index rows (tables created by earlier migrations
 since this one have it already: the statements are no-ops there)."""
 
 
 def fill_checks(conn: Any) -> int:
-    """Schema 9's second half: the checksum of every vector, lexical and vocabulary row already
+    """Schema 10's second half: the checksum of every vector, lexical and vocabulary row already
     there, a batch at a time; returns the rows done."""
     jobs: list[tuple[str, str, str, Callable[[tuple[Any, ...]], int]]] = [
         *(
@@ -338,6 +345,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (TITLES_VERSION, TITLES_SQL),
     (HALFVEC_VERSION, HALFVEC_SQL),
     (WINDOWS_VERSION, WINDOWS_SQL),
+    (ENTRY_IDS_VERSION, ENTRY_IDS_SQL),
     (CHECKS_VERSION, CHECKS_SQL),
 )
 """(version, SQL with ``{dim}`` and ``{schema}`` placeholders), applied in order on open."""

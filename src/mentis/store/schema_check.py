@@ -6,7 +6,7 @@ the rowid, so a derived table reads back empty columns. Open therefore describes
 index, view and trigger and compares the description with the expected one; a difference is a
 :class:`~mentis.errors.StoreError` naming each object, what was found and what was expected, and
 how to recover: a derived table (or anything on one) is recreated by ``mentis rebuild``; the
-ledger's own tables (entries, bodies, heads, meta) are restored from a backup or an export, and
+ledger's own tables (entries, bodies, heads, entry_ids, meta) are restored from a backup or an export, and
 an object Mentis never creates is dropped.
 
 - **SQLite**: the expected schema is this code's own DDL, run in an in-memory database once per
@@ -30,7 +30,7 @@ from typing import Any
 
 from mentis.errors import StoreError
 
-LEDGER_TABLES = frozenset({"entries", "bodies", "heads", "meta"})
+LEDGER_TABLES = frozenset({"entries", "bodies", "heads", "meta", "entry_ids"})
 _SPACE = re.compile(r"\s+")
 
 

@@ -6,6 +6,8 @@ Tables (``schema.sql`` in prose):
 - ``bodies``   canonical JSON bytes of each entry's body, keyed by the entry's rowid; forgetting
   deletes a body, nothing else ever changes one.
 - ``heads``    each chain's last (seq, hash), so a truncated chain is caught on open.
+- ``entry_ids`` every entry's id, claimed by each append inside its transaction (its primary key
+  refuses an id any entry ever had, forgotten records included).
 - derived, rebuilt from the ledger by :meth:`SqliteStore.rebuild`: ``attempt_idx`` (keys only),
   ``correction_idx``, ``task_idx``, ``forgotten``, ``attempt_terms`` and ``lex_vocab`` (stem ids
   and weighted term frequencies: the lexical index, not the text) and ``vectors`` (float32
@@ -26,7 +28,10 @@ attempt's task title alone, for the title-to-title signal); opening an older fil
 titles of its live attempts from their checked bodies in the same transaction. Schema 4 adds
 ``window_terms`` (each thought of a session with the one before it, for the causal windows of
 ``search_thoughts``); opening an older file indexes the windows of its live thoughts the same way.
-Schema 5 adds ``chk`` to every vector, lexical and vocabulary row (``derived_check``: a checksum,
+Schema 5 adds ``entry_ids`` (every ledger entry's id with the entry that had it first: an append
+claims its id there, so no id is ever written twice); opening an older file fills it from the
+ledger in the same transaction.
+Schema 6 adds ``chk`` to every vector, lexical and vocabulary row (``derived_check``: a checksum,
 checked when the in-process indexes load the rows); opening an older file computes them.
 
 Every open compares the file's tables, indexes, views and triggers with this schema
@@ -46,6 +51,7 @@ from mentis.store.browse import BrowseReads
 from mentis.store.core_skills import SkillCore
 from mentis.store.core_thoughts import ThoughtCore
 from mentis.store.derived_check import TERMS, VECTORS, terms_check, vector_check, vocab_check
+from mentis.store.entry_ids import fill_entry_ids
 from mentis.store.schema_check import REBUILD, schema_error, sqlite_differences
 from mentis.store.sqlite_index import LEXICON_SCHEMA
 from mentis.store.sqlite_schema import _DERIVED_SCHEMA, _DERIVED_TABLES, _LEDGER_SCHEMA, _new_epoch
@@ -56,7 +62,7 @@ from mentis.store.tokens import SQLITE_TOKEN_TABLE
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 SCHEMA = _LEDGER_SCHEMA + _DERIVED_SCHEMA + THOUGHT_SCHEMA + LEXICON_SCHEMA
 """Every table and index of the file, as ``;``-separated statements (run on each open)."""
 DERIVED_OBJECTS = frozenset({*_DERIVED_TABLES, "sig_streams", "entries_agent"})
@@ -86,7 +92,7 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
                         f"{self.path} has schema version {found[0]}, newer than this Mentis "
                         f"({SCHEMA_VERSION}); upgrade Mentis"
                     )
-                if found is not None and int(found[0]) < 5:
+                if found is not None and int(found[0]) < 6:
                     self._add_checks(conn)
                 if found is not None and int(found[0]) == 1:
                     self._migrate_lexicon(conn)
@@ -95,6 +101,9 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
                 if found is not None and int(found[0]) < 4:
                     self._migrate_windows(conn)
                 if found is not None and int(found[0]) < 5:
+                    log.info("migrating %s to schema 5 (entry ids)", self.path)
+                    fill_entry_ids(conn)
+                if found is not None and int(found[0]) < 6:
                     self._fill_checks(conn)
                 conn.execute(
                     "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', ?)",
@@ -110,9 +119,10 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
                 if conn.execute("SELECT 1 FROM meta WHERE key='derived_epoch'").fetchone() is None:
                     _new_epoch(conn)
             self._data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+        self.damaged = {}
         if verify:
             try:
-                self.verify()
+                self.verify_chains()
             except BaseException:
                 self.close()
                 raise
@@ -139,7 +149,7 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
 
     @staticmethod
     def _add_checks(conn: sqlite3.Connection) -> None:
-        """Schema 4 → 5, first half (before the older migrations, which write these tables): the
+        """Schema 5 → 6, first half (before the older migrations, which write these tables): the
         ``chk`` column of each vector, lexical and vocabulary row (``derived_check``)."""
         for table in (*VECTORS, *TERMS, "lex_vocab"):
             columns = {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")}
@@ -147,8 +157,8 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
                 conn.execute(f"ALTER TABLE {table} ADD COLUMN chk INTEGER NOT NULL DEFAULT 0")
 
     def _fill_checks(self, conn: sqlite3.Connection) -> None:
-        """Schema 4 → 5, second half: the checksum of every row already there, a chunk at a time."""
-        log.info("migrating %s to schema 5 (checksums of the derived index rows)", self.path)
+        """Schema 5 → 6, second half: the checksum of every row already there, a chunk at a time."""
+        log.info("migrating %s to schema 6 (checksums of the derived index rows)", self.path)
         jobs: list[tuple[str, str, str, Callable[..., int]]] = [
             *((t, "rowid", "rowid, repository, vec", vector_check) for t in VECTORS),
             *((t, "rowid", "rowid, repository, len, terms", terms_check) for t in TERMS),
@@ -178,6 +188,14 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
                 return fast
             return one_pass(conn, heads, signatures=signatures)
 
+    def _verify_skipping(self, skip: frozenset[str], signatures: bool) -> list[ChainReport]:
+        """:meth:`verify`, leaving out the chains in ``skip`` (in one pass)."""
+        if not skip:
+            return self.verify(signatures)
+        with self._read() as conn:
+            heads = {c: (s, h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")}
+            return one_pass(conn, heads, signatures=signatures, skip=skip)
+
     # ------------------------------------------------------------ core hooks
 
     def _task_rows(
@@ -197,7 +215,8 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
         """Nothing to add: ``BEGIN IMMEDIATE`` already holds the whole file."""
 
     def _verify_within(self, conn: sqlite3.Connection) -> None:
-        one_pass(conn, {c: (s, h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")})
+        heads = {c: (s, h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")}
+        one_pass(conn, heads, skip=frozenset(self.damaged))
 
     def _reset_derived(self, conn: sqlite3.Connection) -> None:
         """Drop every derived table (and ``sig_streams``, refilled by the rebuild, and the derived
