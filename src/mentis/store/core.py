@@ -32,7 +32,7 @@ from mentis.ledger import ChainReport, Entry, canonical, chain_refused, entry_ha
 from mentis.records import AttemptBody, ThoughtBody, tombstone
 from mentis.store.base import AttemptRow, Embed, SqlResult, replay
 from mentis.store.core_agents import AgentCore
-from mentis.store.derived_check import vector_check
+from mentis.store.derived_check import pg_vector_check, vector_check
 from mentis.store.dialect import Dialect, as_array
 from mentis.store.entry_ids import check_import_ids, claim_id, fill_entry_ids
 from mentis.store.recall_limits import RecallBounds
@@ -409,9 +409,13 @@ class RelationalCore(AgentCore):
     def _insert_vector(self, conn: Any, table: str, rowid: int, repository: str, vector: np.ndarray) -> None:
         """One record's vector row, with its checksum (``derived_check``)."""
         array = as_array(vector)
+        if self.D.postgres:
+            chk = pg_vector_check(rowid, repository, array)
+        else:
+            chk = vector_check(rowid, repository, array.tobytes())
         conn.execute(
             self.D.q(f"INSERT INTO {table}(rowid, repository, vec, chk) VALUES(?,?,?,?)"),
-            (rowid, repository, self.D.vector(array), vector_check(rowid, repository, array.tobytes())),
+            (rowid, repository, self.D.vector(array), chk),
         )
 
     def _terms_batch(self, conn: Any) -> AbstractContextManager[None]:

@@ -11,7 +11,8 @@ rowid (or vocabulary id) it belongs to, written with the row and checked whereve
 - SQLite: every vector, term row and stem, when the in-process indexes load them (the first
   search, then each refresh), and the vectors re-scored after an int8 scan;
 - PostgreSQL: every term row when the in-process lexical index loads it, the stems a query maps
-  to, and the vectors of each search's candidates (the server's HNSW index holds the rest).
+  to, and the vectors of each search's candidates, whose checksum the server computes
+  (:data:`PG_VECTOR_CHECK`, an MD5 prefix, so no vector is sent; the HNSW index holds the rest).
 
 A row that fails is an :class:`~mentis.errors.IntegrityError` naming the table and the row, and
 ``mentis rebuild`` regenerates it. What this catches: corruption and edits that do not also
@@ -21,9 +22,13 @@ catch: someone who recomputes it (it is a checksum, not a signature; nothing unk
 
 from __future__ import annotations
 
+import hashlib
+import struct
 import zlib
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from mentis.errors import IntegrityError
 
@@ -35,6 +40,23 @@ TERMS = ("attempt_terms", "thought_terms", "skill_terms", "title_terms", "window
 def vector_check(rowid: int, repository: str, vec: bytes) -> int:
     """``chk`` of a vector row: its repository and float32 bytes, bound to its ledger rowid."""
     return zlib.crc32(vec, zlib.crc32(b"v%d\x00%s\x00" % (rowid, repository.encode())))
+
+
+def pg_vector_check(rowid: int, repository: str, vec: np.ndarray) -> int:
+    """``chk`` of a PostgreSQL vector row, which the server computes as :data:`PG_VECTOR_CHECK`
+    over its candidates (so they need not be sent): the first 60 bits of the MD5 of the vector's
+    binary form (``vector_send``: dimension, zero, big-endian float32s), its rowid and repository."""
+    array = np.ascontiguousarray(vec, dtype=np.float32)
+    sent = struct.pack(">HH", len(array), 0) + array.astype(">f4").tobytes()
+    digest = hashlib.md5(b"%s\x00%d\x00%s" % (sent, rowid, repository.encode()), usedforsecurity=False)
+    return int(digest.hexdigest()[:15], 16)
+
+
+PG_VECTOR_CHECK = (
+    "('x' || substr(md5(vector_send(vec) || '\\x00'::bytea || convert_to(rowid::text, 'UTF8') "
+    "|| '\\x00'::bytea || convert_to(repository, 'UTF8')), 1, 15))::bit(60)::bigint"
+)
+""":func:`pg_vector_check` in SQL, over a row's ``vec``, ``rowid`` and ``repository``."""
 
 
 def terms_check(rowid: int, repository: str, length: int, terms: bytes) -> int:
@@ -65,10 +87,12 @@ def derived_row_error(table: str, rowid: int) -> IntegrityError:
 
 
 __all__ = [
+    "PG_VECTOR_CHECK",
     "TERMS",
     "VECTORS",
     "derived_row_error",
     "holds",
+    "pg_vector_check",
     "terms_check",
     "vector_check",
     "vocab_check",

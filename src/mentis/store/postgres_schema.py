@@ -32,8 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mentis.records import status_sql
-from mentis.store.derived_check import TERMS, VECTORS, terms_check, vector_check, vocab_check
-from mentis.store.dialect import as_array
+from mentis.store.derived_check import PG_VECTOR_CHECK, TERMS, VECTORS, terms_check, vocab_check
 from mentis.store.postgres_lexicon import LEXICON_SQL, TITLES_SQL, WINDOWS_SQL
 from mentis.store.tokens import POSTGRES_TOKEN_TABLE
 
@@ -292,24 +291,16 @@ CREATE INDEX vectors_hnsw ON vectors USING hnsw ((vec::halfvec({dim})) halfvec_c
 CHECKS_SQL = "".join(
     f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS chk bigint NOT NULL DEFAULT 0;\n"
     for table in (*VECTORS, *TERMS, "lex_vocab")
-)
+) + "".join(f"UPDATE {table} SET chk = {PG_VECTOR_CHECK};\n" for table in VECTORS)
 """Schema 10: the checksum column of the derived index rows (tables created by earlier migrations
-since this one have it already: the statements are no-ops there)."""
+since this one have it already: the statements are no-ops there), and the vectors' checksums,
+computed by the server; :func:`fill_checks` computes the lexical rows' and stems'."""
 
 
 def fill_checks(conn: Any) -> int:
-    """Schema 10's second half: the checksum of every vector, lexical and vocabulary row already
-    there, a batch at a time; returns the rows done."""
+    """Schema 10's second half: the checksum of every lexical and vocabulary row already there,
+    a batch at a time; returns the rows done."""
     jobs: list[tuple[str, str, str, Callable[[tuple[Any, ...]], int]]] = [
-        *(
-            (
-                t,
-                "rowid",
-                "rowid, repository, vec::real[]",
-                lambda r: vector_check(r[0], r[1], as_array(r[2]).tobytes()),
-            )
-            for t in VECTORS
-        ),
         *(
             (
                 t,
