@@ -12,7 +12,7 @@ rowid (or vocabulary id) it belongs to, written with the row and checked whereve
   search, then each refresh), and the vectors re-scored after an int8 scan;
 - PostgreSQL: every term row when the in-process lexical index loads it, the stems a query maps
   to, and the vectors of each search's candidates, whose checksum the server computes
-  (:data:`PG_VECTOR_CHECK`, an MD5 prefix, so no vector is sent; the HNSW index holds the rest).
+  (:data:`PG_VECTOR_CHECK`, a SHA-256 prefix, so no vector is sent; the HNSW index holds the rest).
 
 A row that fails is an :class:`~mentis.errors.IntegrityError` naming the table and the row, and
 ``mentis rebuild`` regenerates it. What this catches: corruption and edits that do not also
@@ -44,17 +44,18 @@ def vector_check(rowid: int, repository: str, vec: bytes) -> int:
 
 def pg_vector_check(rowid: int, repository: str, vec: np.ndarray) -> int:
     """``chk`` of a PostgreSQL vector row, which the server computes as :data:`PG_VECTOR_CHECK`
-    over its candidates (so they need not be sent): the first 60 bits of the MD5 of the vector's
-    binary form (``vector_send``: dimension, zero, big-endian float32s), its rowid and repository."""
+    over its candidates (so they need not be sent): the first 8 bytes of the SHA-256 of the
+    vector's binary form (``vector_send``: dimension, zero, big-endian float32s), its rowid and
+    repository (SHA-256, not MD5: a FIPS-mode server refuses ``md5()``)."""
     array = np.ascontiguousarray(vec, dtype=np.float32)
     sent = struct.pack(">HH", len(array), 0) + array.astype(">f4").tobytes()
-    digest = hashlib.md5(b"%s\x00%d\x00%s" % (sent, rowid, repository.encode()), usedforsecurity=False)
-    return int(digest.hexdigest()[:15], 16)
+    digest = hashlib.sha256(b"%s\x00%d\x00%s" % (sent, rowid, repository.encode())).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 PG_VECTOR_CHECK = (
-    "('x' || substr(md5(vector_send(vec) || '\\x00'::bytea || convert_to(rowid::text, 'UTF8') "
-    "|| '\\x00'::bytea || convert_to(repository, 'UTF8')), 1, 15))::bit(60)::bigint"
+    "('x' || encode(substr(sha256(vector_send(vec) || '\\x00'::bytea || convert_to(rowid::text, 'UTF8') "
+    "|| '\\x00'::bytea || convert_to(repository, 'UTF8')), 1, 8), 'hex'))::bit(64)::bigint"
 )
 """:func:`pg_vector_check` in SQL, over a row's ``vec``, ``rowid`` and ``repository``."""
 
