@@ -19,7 +19,6 @@ Rules, written once here:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,8 +57,8 @@ from mentis.records import SkillStatusBody, SkillVersionBody
 from mentis.retrieval import pipeline
 from mentis.service import Caller, ServiceContext, may_read, may_write, secret_warnings
 from mentis.signing import write_at, write_id
+from mentis.skill_files import read_skill_files, write_skill_files
 from mentis.skill_text import (
-    MAX_SKILL_BYTES,
     SKILL_FILE,
     SkillTextError,
     apply_diff,
@@ -459,36 +458,21 @@ class SkillOps:
                 )
                 continue
             plan[doc.name] = newest.text if doc.format == "markdown" else render_markdown(doc)
-        paths = {name: target / name / SKILL_FILE for name in plan}
-        for path in paths.values():
-            if path.exists() or path.is_symlink():
-                raise InvalidInput(f"to: {path} already exists; export into an empty directory", field="to")
-        for name, path in paths.items():
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-                with os.fdopen(os.open(path, flags, 0o644), "w", encoding="utf-8", newline="") as f:
-                    f.write(plan[name])
-            except OSError as exc:
-                raise InvalidInput(f"to: cannot write {path}: {exc.strerror or exc}", field="to") from None
-        return SkillsExportResult(written=[str(p) for p in paths.values()], skipped=skipped)
+        written = write_skill_files(target, plan)
+        return SkillsExportResult(written=[str(p) for p in written], skipped=skipped)
 
     def import_skills(self, caller: Caller, repository: str, source: Path) -> SkillsImportResult:
         """Upload every ``<name>/SKILL.md`` under ``source`` (and ``source/SKILL.md``) in one
         transaction: one bad file rejects the whole import and nothing is written."""
         may_write(caller, repository)
-        files = sorted(source.glob(f"*/{SKILL_FILE}"))
-        if (source / SKILL_FILE).is_file():
-            files.insert(0, source / SKILL_FILE)
+        files = read_skill_files(source)
         if not files:
             raise InvalidInput(f"source: no {SKILL_FILE} in {source} or its folders", field="source")
         prepared: list[Prepared] = []
         seen: set[str] = set()
-        for path in files:
+        for path, raw in files:
             try:
-                if path.stat().st_size > MAX_SKILL_BYTES * 4:
-                    raise InvalidInput(f"content is over {MAX_SKILL_BYTES:,} bytes", field="content")
-                text = path.read_bytes().decode("utf-8")
+                text = raw.decode("utf-8")
                 doc = parse_skill(text)
                 if doc.name != path.parent.name:
                     raise InvalidInput(
@@ -502,8 +486,6 @@ class SkillOps:
                 prepared.append(self.prepare(caller, repository, None, text))
             except UnicodeDecodeError as exc:
                 raise InvalidInput(f"{path}: content is not UTF-8 ({exc.reason})", field="content") from None
-            except OSError as exc:
-                raise InvalidInput(f"{path}: cannot read it: {exc.strerror or exc}", field="source") from None
             except SkillTextError as exc:
                 raise _invalid(exc, f"{path}: ") from None
             except MentisError as exc:
