@@ -27,12 +27,21 @@ from mentis.memory import Memory
 
 
 class LiveServer:
-    def __init__(self, db_path: Path, *, embedder: Embedder | None = None, **config: Any) -> None:
+    def __init__(
+        self,
+        db_path: Path,
+        *,
+        embedder: Embedder | None = None,
+        settings: Settings | None = None,
+        **config: Any,
+    ) -> None:
+        """A server on the SQLite file ``db_path``, or on the store ``settings`` name (either backend)."""
         self.db_path = db_path
         self.embedder = embedder or HashEmbedder()
         self.config = HttpConfig(host="127.0.0.1", port=0, **config)
-        self.tokens = TokenStore(db_path)
-        self.memory = Memory.open(Settings(home=db_path.parent, db_path=db_path), self.embedder)
+        settings = settings or Settings(home=db_path.parent, db_path=db_path)
+        self.tokens = TokenStore.open(settings)
+        self.memory = Memory.open(settings, self.embedder)
         self._sock = listen(self.config)
         self.port = int(self._sock.getsockname()[1])
         app = build_app(self.memory, self.tokens if self.config.auth else None, self.config)

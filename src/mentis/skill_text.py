@@ -9,6 +9,12 @@ no hyphen at either end and no ``--``; the folder is named after it) and ``descr
 at most 1,024 characters), then Markdown instructions. Mentis also reads ``tags``, ``triggers`` and
 ``warnings`` (lists of strings); other keys (``allowed-tools``, ``license``...) stay in the text.
 
+Front matter is read with bounds set before YAML builds anything, since a skill is text from any
+writer and PyYAML's pure-Python parser spent ~8 s of CPU on 0.84 MB of it (security issue 24): at
+most :data:`MAX_FRONT_MATTER_BYTES` of UTF-8, then a scan of the parser's events refuses aliases
+and nesting deeper than :data:`MAX_FRONT_MATTER_DEPTH` (the loader recurses once per level), then
+libyaml's ``CSafeLoader`` builds it (PyYAML's ``SafeLoader`` where libyaml is missing).
+
 Diffs are GNU-style unified diffs over ``\\n``-terminated lines (``difflib.unified_diff``), with
 ``\\ No newline at end of file`` after a last line that has no newline, so they apply byte for
 byte. Nothing here touches the store; errors are :class:`SkillTextError` (a ValueError) and the
@@ -28,6 +34,12 @@ import yaml
 
 MAX_SKILL_BYTES = 1 << 20
 """A skill's text (and a diff uploaded for one): 1 MiB of UTF-8."""
+MAX_FRONT_MATTER_BYTES = 16 * 1024
+"""The front matter's UTF-8 bytes (the lines between the ``---`` lines, joined): a skill's front
+matter is a few lines (name, a description of at most 1,024 characters, short lists)."""
+MAX_FRONT_MATTER_DEPTH = 16
+"""Levels of mappings and lists (the top-level mapping is one); Agent Skills front matter uses two
+or three."""
 MAX_NAME_CHARS = 64
 MAX_DESCRIPTION_CHARS = 1_024
 MAX_LIST_ITEMS = 64
@@ -40,6 +52,9 @@ _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 JSON_KEYS = frozenset({"name", "description", "tags", "triggers", "warnings", "body"})
 
 Format = Literal["markdown", "json"]
+_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_OPEN = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
+_CLOSE = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
 
 
 class SkillTextError(ValueError):
@@ -110,7 +125,7 @@ def _parse_markdown(text: str) -> SkillDoc:
     if end is None:
         raise SkillTextError("content: the front matter has no closing '---' line")
     try:
-        meta = yaml.safe_load("\n".join(lines[1:end]))
+        meta = _front_matter("\n".join(lines[1:end]))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 2}: " if mark is not None else ""
@@ -119,6 +134,32 @@ def _parse_markdown(text: str) -> SkillDoc:
     if not isinstance(meta, dict):
         raise SkillTextError("content: the front matter must be a YAML mapping (name: ..., description: ...)")
     return _doc(meta, "markdown", "\n".join(lines[end + 1 :]))
+
+
+def _front_matter(source: str) -> Any:
+    """The YAML ``source``, once it is within the size, depth and alias bounds."""
+    size = len(source.encode("utf-8", "surrogatepass"))
+    if size > MAX_FRONT_MATTER_BYTES:
+        raise SkillTextError(
+            f"content: the front matter is {size:,} bytes; the limit is {MAX_FRONT_MATTER_BYTES:,} "
+            "(keep it to name, description and short lists; instructions go below the closing '---')"
+        )
+    depth = 0
+    for event in yaml.parse(source, Loader=_LOADER):
+        if isinstance(event, yaml.AliasEvent):
+            raise SkillTextError(
+                "content: the front matter may not use YAML aliases (*name); write the value out"
+            )
+        if isinstance(event, _OPEN):
+            depth += 1
+            if depth > MAX_FRONT_MATTER_DEPTH:
+                raise SkillTextError(
+                    f"content: the front matter nests more than {MAX_FRONT_MATTER_DEPTH} levels of "
+                    "mappings and lists"
+                )
+        elif isinstance(event, _CLOSE):
+            depth -= 1
+    return yaml.load(source, Loader=_LOADER)  # a safe loader: plain data only
 
 
 def _parse_json(text: str) -> SkillDoc:
@@ -270,6 +311,8 @@ def apply_diff(old: str, diff: str) -> str:
 
 
 __all__ = [
+    "MAX_FRONT_MATTER_BYTES",
+    "MAX_FRONT_MATTER_DEPTH",
     "MAX_SKILL_BYTES",
     "SKILL_FILE",
     "SkillDoc",
