@@ -26,6 +26,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -47,6 +48,7 @@ MAX_ITEM_CHARS = 1_000
 NO_NEWLINE = "\\ No newline at end of file\n"
 SKILL_FILE = "SKILL.md"
 
+_WHITESPACE = re.compile(r"\s+")
 _NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 JSON_KEYS = frozenset({"name", "description", "tags", "triggers", "warnings", "body"})
@@ -106,6 +108,37 @@ def check_size(text: str, what: str = "content") -> None:
 # ---------------------------------------------------------------- reading a skill
 
 
+def skill_body(text: str) -> str:
+    """A stored skill's instructions: the Markdown below its front matter, or a JSON skill's
+    ``body`` ("" when it has none). Reads no YAML (what derivation and rebuild use)."""
+    if text.lstrip().startswith("{"):
+        try:
+            data = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return ""
+        body = data.get("body", "") if isinstance(data, dict) else ""
+        return body if isinstance(body, str) else ""
+    lines = text.split("\n")
+    end = _closing_line(lines)
+    return "" if end is None else "\n".join(lines[end + 1 :])
+
+
+def instructions_hash(body: str) -> str | None:
+    """sha256 hex of a skill's instructions (its body; see :func:`skill_body`) in NFC with every
+    run of whitespace made one space and none at either end, so a renamed copy or one with other
+    line breaks hashes alike; None for a blank body, which instructs nothing. What revocations are
+    keyed on besides the whole text's hash: changing this form changes which copies they catch."""
+    norm = _WHITESPACE.sub(" ", unicodedata.normalize("NFC", body)).strip()
+    return hashlib.sha256(norm.encode("utf-8", "surrogatepass")).hexdigest() if norm else None
+
+
+def _closing_line(lines: list[str]) -> int | None:
+    """The index of the line that closes the front matter opened by line 0, or None."""
+    if lines[0].rstrip("\r") != "---":
+        return None
+    return next((i for i in range(1, len(lines)) if lines[i].rstrip("\r") == "---"), None)
+
+
 def parse_skill(text: str) -> SkillDoc:
     """Read a skill: JSON when the text starts with ``{``, else Markdown with YAML front matter."""
     check_size(text)
@@ -121,7 +154,7 @@ def _parse_markdown(text: str) -> SkillDoc:
             "content: a skill in Markdown starts with YAML front matter between '---' lines "
             "(name, description, and optionally tags, triggers, warnings)"
         )
-    end = next((i for i in range(1, len(lines)) if lines[i].rstrip("\r") == "---"), None)
+    end = _closing_line(lines)
     if end is None:
         raise SkillTextError("content: the front matter has no closing '---' line")
     try:
@@ -320,7 +353,9 @@ __all__ = [
     "apply_diff",
     "check_name",
     "content_hash",
+    "instructions_hash",
     "make_diff",
     "parse_skill",
     "render_markdown",
+    "skill_body",
 ]

@@ -9,7 +9,11 @@ Rules, written once here:
   content hash (a mismatch is an IntegrityError naming the skill and version).
 - Uploading the newest version's text again writes nothing. A later upload re-activates a
   deprecated skill. A revoked skill stays revoked: later uploads under its id are stored but stay
-  revoked, and the same text uploaded under another id carries a warning naming the revocation.
+  revoked. A revocation also follows its instructions (the body without front matter,
+  whitespace-normalised: ``skill_text.instructions_hash``): in its repository a skill whose newest
+  version has them is revoked too, whether it was uploaded before or after, renamed or
+  reformatted; in another repository such a copy is stored active, with a warning to every caller
+  who may read the revoking repository (on upload and on read).
 - Deleting a skill erases every version's text from the live store; the ledger keeps a tombstone
   and its status entries (so a revocation outlives the deletion).
 - Every read says who wrote each version and whether its signature verifies against the key the
@@ -64,9 +68,11 @@ from mentis.skill_text import (
     apply_diff,
     check_size,
     content_hash,
+    instructions_hash,
     make_diff,
     parse_skill,
     render_markdown,
+    skill_body,
 )
 from mentis.store.base import SkillRow, SkillVersionRow
 
@@ -109,6 +115,12 @@ def signature_state(entry: Entry, public_key: Ed25519PublicKey | None) -> Signat
         return "unknown_key"
     fields = signing.Unsigned(entry.chain, entry.kind, entry.id, entry.at, entry.agent, entry.body_hash)
     return "verified" if signing.verify_envelope(fields, entry.key_id, entry.sig, public_key) else "invalid"
+
+
+def _instructions_of(history: Sequence[Version]) -> list[str]:
+    """The distinct instruction hashes of ``history``'s versions, oldest first (blank bodies have none)."""
+    found = (instructions_hash(skill_body(v.text)) for v in history)
+    return list(dict.fromkeys(h for h in found if h is not None))
 
 
 class SkillOps:
@@ -203,13 +215,32 @@ class SkillOps:
             raise NotFound(f"no skill {skill_id} in repository {repository}; list_skills shows them")
         return row, self.history(repository, skill_id)
 
-    def revocation_note(self, repository: str, skill_id: str) -> str | None:
-        found = self.store.skill_revocation(repository, skill_id)
+    def revocation_note(self, repository: str, skill_id: str, instructions: str | None = None) -> str | None:
+        """What revoked ``skill_id``: its own revocation, else one in its repository of a skill
+        with the same ``instructions`` (hash); None when neither applies."""
+        found = self.store.skill_revocation(repository, skill_id, instructions)
         if found is None:
             return None
         entry, raw = found
         reason = raw.get("reason") or "no reason given"
+        if raw["skill_id"] != skill_id:
+            return (
+                f"its instructions are those of skill {raw['skill_id']} in {repository}, revoked at "
+                f"{entry.at} by {entry.agent}: {reason}"
+            )
         return f"skill {skill_id} in {repository} was revoked at {entry.at} by {entry.agent}: {reason}"
+
+    def copy_warnings(
+        self, caller: Caller, repository: str, digest: str, instructions: str | None
+    ) -> list[str]:
+        """A warning for each skill of another repository the caller may read that was revoked
+        with this text or these instructions."""
+        out = []
+        for repo, other in self.store.revoked_copies(digest, instructions):
+            if repo != repository and caller.sees(repo):
+                note = self.revocation_note(repo, other)
+                out.append(f"its instructions are those of a revoked skill in another repository: {note}")
+        return out
 
     # ------------------------------------------------------------ upload
 
@@ -252,12 +283,10 @@ class SkillOps:
         history = self.history(repository, skill_id) if self.store.skill_row(repository, skill_id) else []
         newest = history[-1] if history else None
         digest = content_hash(content)
-        revoked = self.revocation_note(repository, skill_id)
+        instructions = instructions_hash(doc.body)
+        revoked = self.revocation_note(repository, skill_id, instructions)
         warnings = [] if revoked is None else [f"{revoked}; this version is stored and stays revoked"]
-        for repo, other in self.store.revoked_content(digest):
-            if (repo, other) != (repository, skill_id) and caller.sees(repo):
-                note = self.revocation_note(repo, other)
-                warnings.append(f"this text is a revoked version of another skill: {note}")
+        warnings += self.copy_warnings(caller, repository, digest, instructions)
         status = REVOKED if revoked is not None else ACTIVE
         if newest is not None and newest.text == content:
             live = self.store.skill_row(repository, skill_id)
@@ -320,11 +349,13 @@ class SkillOps:
             )
         version = found[0]
         warnings = list(version.body.warnings)
-        revoked = self.revocation_note(req.repository, req.skill_id)
+        instructions = instructions_hash(skill_body(newest.text))
+        revoked = self.revocation_note(req.repository, req.skill_id, instructions)
         if revoked is not None:
             warnings.append(f"REVOKED: {revoked}; do not follow it")
         elif row.status == DEPRECATED:
             warnings.append(f"skill {req.skill_id} is deprecated; prefer another skill")
+        warnings += self.copy_warnings(caller, req.repository, newest.body.content_hash, instructions)
         return ReadSkillResult(
             skill=self.summary(row, newest.entry, newest.body),
             version=version.body.version,
@@ -410,6 +441,7 @@ class SkillOps:
             agent_id=caller.agent_id,
             at=at,
             reason=reason,
+            instructions_hashes=_instructions_of(history) if op == "revoke" else None,
         )
         entry = self.store.append_skill_status(repository, write_id(), at, caller.agent_id, body.to_json())
         return SkillStatusResult(

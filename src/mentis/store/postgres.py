@@ -35,6 +35,7 @@ from mentis.store.postgres_base import MIGRATION_LOCK, Conn
 from mentis.store.postgres_lexicon import PgLexicon, new_lex_epoch
 from mentis.store.postgres_schema import (
     DERIVED_TABLES,
+    INSTRUCTIONS_VERSION,
     LEXICON_VERSION,
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -94,6 +95,10 @@ class PostgresStore(RecallSql, PgLexicon, ThoughtCore, SkillCore, BrowseReads):
                     if version == WINDOWS_VERSION:
                         log.info("indexed %d conversational windows", self._index_windows(conn))
                         new_lex_epoch(conn)
+                    if version == INSTRUCTIONS_VERSION:
+                        log.info(
+                            "keyed %d skill versions on their instructions", self._index_instructions(conn)
+                        )
                     conn.execute(
                         "INSERT INTO meta(key, value) VALUES('schema_version', %s), ('vector_dim', %s) "
                         "ON CONFLICT(key) DO UPDATE SET value = excluded.value",

@@ -26,6 +26,10 @@ attempt's task title alone, for the title-to-title signal); opening an older fil
 titles of its live attempts from their checked bodies in the same transaction. Schema 4 adds
 ``window_terms`` (each thought of a session with the one before it, for the causal windows of
 ``search_thoughts``); opening an older file indexes the windows of its live thoughts the same way.
+Schema 6 adds ``skill_instructions`` and ``skill_revoked_instructions`` (revocations keyed on a
+skill's instructions, ``store/core_skills``); opening an older file fills them from the checked
+skill bodies and revokes the copies they catch, as a rebuild would. (Schema 5 is left to another
+change of the same time; a file at 4 or 5 gets this migration.)
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from mentis.store.sqlite_verify import one_pass, parallel_verify
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 6
 
 
 class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
@@ -73,6 +77,8 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
                     self._migrate_titles(conn)
                 if found is not None and int(found[0]) < 4:
                     self._migrate_windows(conn)
+                if found is not None and int(found[0]) < 6:
+                    self._migrate_instructions(conn)
                 conn.execute(
                     "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', ?)",
                     (str(SCHEMA_VERSION),),
@@ -106,6 +112,12 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
         log.info("migrating %s to schema 4 (conversational windows)", self.path)
         self._index_windows(conn)
         _new_epoch(conn)
+
+    def _migrate_instructions(self, conn: sqlite3.Connection) -> None:
+        """Schema 4 or 5 → 6: key revocations on instructions (``skill_instructions``,
+        ``skill_revoked_instructions``) for the skills already stored."""
+        log.info("migrating %s to schema 6 (skill revocations keyed on instructions)", self.path)
+        self._index_instructions(conn)
 
     # ------------------------------------------------------------ verification
 
