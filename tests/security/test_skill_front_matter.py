@@ -202,21 +202,20 @@ async def test_one_tokens_flood_takes_at_most_its_share_of_worker_threads_and_ot
             body = {"query": "release", "repository": OTHER}
             answers.append(await http.post("/v1/search", json=body, headers=bearer(reader)))
 
-        async with anyio.create_task_group() as tg:
-            async with every_worker_thread_held() as pool:
-                for n in range(flood):
-                    tg.start_soon(upload, n)
-                tg.start_soon(search)
-                with anyio.fail_after(20):  # every request authenticated and queued where it waits
-                    await until(
-                        lambda: (
-                            limits.waiting(writer_info.id) == flood - 4
-                            and pool.statistics().tasks_waiting == 4 + 1
-                        )
+        # leaving the block frees the pool first, then the task group waits for every request
+        async with anyio.create_task_group() as tg, every_worker_thread_held() as pool:
+            for n in range(flood):
+                tg.start_soon(upload, n)
+            tg.start_soon(search)
+            with anyio.fail_after(20):  # every request authenticated and queued where it waits
+                await until(
+                    lambda: (
+                        limits.waiting(writer_info.id) == flood - 4
+                        and pool.statistics().tasks_waiting == 4 + 1
                     )
-                assert (limits.running(writer_info.id), limits.running(reader_info.id)) == (4, 1)
-                assert pool.statistics().tasks_waiting == 5  # four of the flood and the other team's search
-            # the pool is free again: every request completes
+                )
+            assert (limits.running(writer_info.id), limits.running(reader_info.id)) == (4, 1)
+            assert pool.statistics().tasks_waiting == 5  # four of the flood and the other team's search
     assert sorted(a.status_code for a in answers) == [200] * (flood + 1)
     assert limits.running(writer_info.id) == limits.waiting(writer_info.id) == 0
 
