@@ -24,15 +24,15 @@ import anyio.to_thread
 import httpx2
 import pytest
 
+from mentis import skill_text
 from mentis.auth import TokenStore
 from mentis.config import Settings
 from mentis.errors import InvalidInput
-from mentis.http import HttpConfig, build_app
-from mentis.http.middleware import CallerLimits
+from mentis.http import HttpConfig, build_app, middleware
 from mentis.memory import Memory
 from mentis.model import parse
 from mentis.model_skills import UploadSkillInput
-from mentis.skill_text import MAX_FRONT_MATTER_BYTES, MAX_FRONT_MATTER_DEPTH, parse_skill
+from mentis.skill_text import parse_skill
 from tests.http_support import LiveServer
 from tests.security.stores import ADMIN, settings, state  # noqa: F401
 
@@ -76,7 +76,7 @@ def test_front_matter_over_its_byte_limit_is_refused_before_yaml_reads_it(
 ) -> None:
     assert len(EXPENSIVE.encode()) > 800_000
     error = upload_error(open_memory(), EXPENSIVE)
-    assert "front matter" in error.message and f"{MAX_FRONT_MATTER_BYTES:,}" in error.message
+    assert "front matter" in error.message and f"{skill_text.MAX_FRONT_MATTER_BYTES:,}" in error.message
 
 
 def test_front_matter_nested_50000_deep_is_invalid_input_not_a_recursion_error(
@@ -85,10 +85,10 @@ def test_front_matter_nested_50000_deep_is_invalid_input_not_a_recursion_error(
     memory = open_memory()
     upload_error(memory, DEEP_50K)  # over the byte limit as well
     within_size = nested(5_000)
-    assert len(within_size.encode()) < MAX_FRONT_MATTER_BYTES
+    assert len(within_size.encode()) < skill_text.MAX_FRONT_MATTER_BYTES
     assert "nest" in upload_error(memory, within_size).message  # libyaml's own bound, or ours
-    error = upload_error(memory, nested(MAX_FRONT_MATTER_DEPTH + 1))
-    assert f"nests more than {MAX_FRONT_MATTER_DEPTH} levels" in error.message
+    error = upload_error(memory, nested(skill_text.MAX_FRONT_MATTER_DEPTH + 1))
+    assert f"nests more than {skill_text.MAX_FRONT_MATTER_DEPTH} levels" in error.message
 
 
 def test_front_matter_with_yaml_aliases_is_refused(open_memory: Callable[[], Memory]) -> None:
@@ -100,11 +100,11 @@ def test_front_matter_with_yaml_aliases_is_refused(open_memory: Callable[[], Mem
 
 
 def test_front_matter_at_the_bounds_still_reads() -> None:
-    deepest = parse_skill(nested(MAX_FRONT_MATTER_DEPTH))
+    deepest = parse_skill(nested(skill_text.MAX_FRONT_MATTER_DEPTH))
     assert deepest.name == "run-tests"
     with pytest.raises(ValueError, match="nests more than"):
-        parse_skill(nested(MAX_FRONT_MATTER_DEPTH + 1))
-    filler = "#" * (MAX_FRONT_MATTER_BYTES - len("name: run-tests\ndescription: d\n"))
+        parse_skill(nested(skill_text.MAX_FRONT_MATTER_DEPTH + 1))
+    filler = "#" * (skill_text.MAX_FRONT_MATTER_BYTES - len("name: run-tests\ndescription: d\n"))
     largest = f"---\nname: run-tests\ndescription: d\n{filler}\n---\nbody\n"
     assert parse_skill(largest).description == "d"
     with pytest.raises(ValueError, match="front matter is 16,385 bytes"):
@@ -123,14 +123,14 @@ def test_front_matter_at_the_bounds_still_reads() -> None:
 
 @asynccontextmanager
 async def in_process(
-    settings: Settings, limits: CallerLimits | None = None
+    settings: Settings, limits: middleware.CallerLimits | None = None
 ) -> AsyncIterator[tuple[Memory, TokenStore, httpx2.AsyncClient]]:
     """The real HTTP app on the test's store, served in this event loop (so the worker-thread pool
     it uses is this loop's, which the test can hold)."""
     memory = Memory.open(settings)
     tokens = TokenStore.open(settings)
     try:
-        app = build_app(memory, tokens, HttpConfig(), limits=limits)
+        app = build_app(memory, tokens, HttpConfig(), **({} if limits is None else {"limits": limits}))
         transport = httpx2.ASGITransport(app=app)
         async with httpx2.AsyncClient(
             transport=transport, base_url="http://127.0.0.1:9471", timeout=60
@@ -187,7 +187,7 @@ async def test_token_lookups_do_not_wait_for_the_worker_threads_requests_use(set
 async def test_one_tokens_flood_takes_at_most_its_share_of_worker_threads_and_others_still_get_one(
     settings: Settings,
 ) -> None:
-    limits = CallerLimits(per_caller=4)
+    limits = middleware.CallerLimits(per_caller=4)
     flood, answers = 40, []
     async with in_process(settings, limits) as (_, tokens, http):
         writer, writer_info = tokens.create(scope="write", repositories=(REPO,))

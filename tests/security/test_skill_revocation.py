@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 import pytest
 
+from mentis import skill_text
 from mentis.config import Settings
 from mentis.memory import Caller, Memory
 from mentis.model import parse
@@ -31,7 +32,6 @@ from mentis.model_skills import (
     SearchSkillsInput,
     UploadSkillInput,
 )
-from mentis.skill_text import instructions_hash
 from tests.conformance.conftest import run_sql
 from tests.security.stores import ADMIN, settings  # noqa: F401
 
@@ -131,7 +131,7 @@ def test_a_new_version_with_other_instructions_is_active_again(memory: Memory) -
 def test_other_instructions_and_blank_bodies_are_not_caught(memory: Memory) -> None:
     upload(memory, skill_md("describe-only", ""))
     revoke(memory, "describe-only")
-    assert instructions_hash("  \n\t") is None
+    assert skill_text.instructions_hash("  \n\t") is None
     other_blank = upload(memory, skill_md("also-blank", "\n\n", description="Something else entirely"))
     case_differs = upload(memory, skill_md("shouting", BODY.upper()))  # commands are case-sensitive
     assert (other_blank.status, case_differs.status) == ("active", "active")
