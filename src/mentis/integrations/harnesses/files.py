@@ -21,7 +21,6 @@ import tomlkit.exceptions
 from tomlkit.items import InlineTable
 
 from mentis.errors import ConfigError
-from mentis.integrations.harnesses.jsonc import MAX_DEPTH
 from mentis.integrations.harnesses.jsonc import Document as JsonDocument
 
 
@@ -46,7 +45,8 @@ class TomlDocument:
         self.doc = self._parse(text)
 
     def _parse(self, text: str) -> tomlkit.TOMLDocument:
-        _check_depth(text, self.name)
+        """The parsed document; ConfigError for malformed TOML, and (tomlkit >= 0.15.1) for values
+        or keys nested more than 100 levels, which older tomlkit parsed into a RecursionError."""
         try:
             return tomlkit.parse(text)
         except tomlkit.exceptions.ParseError as exc:
@@ -125,60 +125,6 @@ class TomlDocument:
     def _commit(self, text: str) -> None:
         self.text = text
         self.doc = self._parse(text)
-
-
-_QUOTES = ('"""', "'''", '"', "'")
-
-
-def _check_depth(text: str, name: str) -> None:
-    """ConfigError when arrays and inline tables nest more than MAX_DEPTH levels (tomlkit parses
-    them recursively). Brackets inside strings and comments do not count; a malformed string is
-    left for tomlkit to report."""
-    depth, pos, end = 0, 0, len(text)
-    while pos < end:
-        ch = text[pos]
-        if ch == "#":
-            newline = text.find("\n", pos)
-            pos = end if newline < 0 else newline
-            continue
-        quote = next((q for q in _QUOTES if text.startswith(q, pos)), None) if ch in "\"'" else None
-        if quote is not None:
-            pos = _string_end(text, pos + len(quote), quote)
-            continue
-        if ch in "[{":
-            if depth >= MAX_DEPTH:
-                line = text.count("\n", 0, pos) + 1
-                column = pos - (text.rfind("\n", 0, pos) + 1) + 1
-                raise ConfigError(
-                    f"{name}: line {line} column {column}: nested more than {MAX_DEPTH} levels of "
-                    "arrays and tables; the file was not changed (fix it or move it aside, then run "
-                    "the command again)"
-                )
-            depth += 1
-        elif ch in "]}":
-            depth = max(depth - 1, 0)
-        pos += 1
-
-
-def _string_end(text: str, pos: int, quote: str) -> int:
-    """The offset just after the string whose body starts at ``pos`` (basic strings take
-    backslash escapes; a single-line string also ends at a newline; a multi-line one may end
-    with up to two extra quotes of its own)."""
-    escapes = quote[0] == '"'
-    while pos < len(text):
-        if escapes and text[pos] == "\\":
-            pos += 2
-            continue
-        if len(quote) == 1 and text[pos] == "\n":
-            return pos
-        if text.startswith(quote, pos):
-            pos += len(quote)
-            extra = 0
-            while len(quote) == 3 and extra < 2 and text.startswith(quote[0], pos):
-                pos, extra = pos + 1, extra + 1
-            return pos
-        pos += 1
-    return pos
 
 
 def _walk(node: Any, path: tuple[str | int, ...]) -> Any:

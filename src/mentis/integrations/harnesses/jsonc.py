@@ -22,8 +22,8 @@ from typing import Any
 from mentis.errors import ConfigError
 
 MAX_DEPTH = 64
-"""Levels of objects and arrays (the top-level object is one) a config may nest; the TOML path
-(``files.TomlDocument``) applies the same bound to arrays and tables."""
+"""Levels of objects and arrays (the top-level object is one) a config may nest (TOML configs are
+bounded by tomlkit itself, at 100 levels)."""
 
 _WS = " \t\r\n\ufeff"  # a UTF-8 byte-order mark at the start counts as blank
 _BLANKS = re.compile(r"(?:[ \t\r\n\ufeff]+|//[^\n]*|/\*.*?\*/)*", re.DOTALL)
