@@ -33,7 +33,7 @@ from mentis.ledger import Entry, canonical
 from mentis.records import SkillVersionBody, tombstone
 from mentis.skill_text import SkillTextError, apply_diff, instructions_hash, skill_body
 from mentis.store.base import SkillRow, SkillVersionRow
-from mentis.store.core import RelationalCore, check_list, checked_body
+from mentis.store.core import RelationalCore, check_list, checked_body, derived_mismatch
 
 SKILL_COLS = "s.repository, s.skill_id, s.rowid, s.status, s.version, s.content_hash"
 
@@ -286,6 +286,8 @@ class SkillCore(RelationalCore):
             loaded = self._load(conn, rowids, "skill")
             text = ""
             for rowid in rowids:
+                if rowid not in loaded:  # a live version without its body
+                    raise derived_mismatch(rowid)
                 body = loaded[rowid][1]
                 try:
                     text = body["content"] if "content" in body else apply_diff(text, body["diff"])
