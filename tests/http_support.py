@@ -35,7 +35,7 @@ class LiveServer:
         settings: Settings | None = None,
         **config: Any,
     ) -> None:
-        """A server on the SQLite file ``db_path``, or on the store ``settings`` name (either backend)."""
+        """A server on the SQLite file ``db_path``, or on the store of ``settings`` (PostgreSQL too)."""
         self.db_path = db_path
         self.embedder = embedder or HashEmbedder()
         self.config = HttpConfig(host="127.0.0.1", port=0, **config)

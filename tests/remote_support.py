@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import signal
 import sqlite3
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,10 +16,12 @@ from typing import Any
 import anyio
 import anyio.abc
 import httpx2
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
+from mentis import signing
 from mentis.auth import TokenStore
 
 MENTIS = [sys.executable, "-m", "mentis"]
@@ -32,6 +35,19 @@ def make_token(db_path: Path, agent: str, scope: str = "write") -> str:
     finally:
         tokens.close()
     return token
+
+
+def keygen(env: dict[str, str], agent: str, path: Path) -> Ed25519PrivateKey:
+    """``agent`` registered with a new Ed25519 key on the store of ``env`` by `mentis agent keygen`,
+    its private key written to ``path``."""
+    done = subprocess.run(
+        [*MENTIS, "agent", "keygen", "--agent", agent, "--out", str(path), "--json"],
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return signing.load_private_key(path)
 
 
 @asynccontextmanager

@@ -82,7 +82,7 @@ def test_a_healthy_store_reports_each_chain_and_exits_zero(
     assert by_check(checks, "model")[0]["status"] == "warn"  # the hash embedder of the tests
 
 
-def test_a_store_that_does_not_verify_is_a_fail_naming_the_chain_not_a_crash(
+def test_a_chain_that_does_not_verify_is_a_fail_naming_it_and_how_to_recover_not_a_crash(
     memory: Memory, caller: Caller, env: dict[str, str], free_address: str, settings: Settings
 ) -> None:
     _fill(memory, caller)
@@ -97,7 +97,7 @@ def test_a_store_that_does_not_verify_is_a_fail_naming_the_chain_not_a_crash(
     (ledger,) = by_check(checks, "ledger")
     assert ledger["status"] == "fail"
     assert REPO in ledger["detail"] and "seq 1" in ledger["detail"]
-    assert "mentis verify-integrity" in ledger["fix"]
+    assert "mentis export --skip-damaged" in ledger["fix"]
     assert by_check(checks, "hook errors"), "the checks after the failing one still ran"
 
 

@@ -142,7 +142,8 @@ def test_analyzer_splits_like_unicode61_and_stems_like_porter() -> None:
 
 def test_analyzer_matches_fts5_on_the_project_docs() -> None:
     root = Path(__file__).resolve().parents[1]
-    text = "\n".join(p.read_text() for p in [root / "README.md", *sorted((root / "src").rglob("*.py"))])
+    docs = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    text = "\n".join(p.read_text() for p in [*docs, *sorted((root / "src").rglob("*.py"))])
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='porter unicode61 remove_diacritics 2')")
     conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")

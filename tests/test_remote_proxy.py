@@ -26,6 +26,7 @@ from .remote_support import (
     error_text,
     http_server,
     http_server_process,
+    keygen,
     ledger_rows,
     make_token,
     ok,
@@ -300,15 +301,7 @@ def test_plain_http_to_another_host_is_refused_so_the_token_never_crosses_a_netw
 @pytest.fixture
 def alice_key(mentis_env: dict[str, str], tmp_path: Path) -> Ed25519PrivateKey:
     """AGENT registered with a real Ed25519 key on the server's store by `mentis agent keygen`."""
-    path = tmp_path / "alice.pem"
-    done = subprocess.run(
-        [*MENTIS, "agent", "keygen", "--agent", AGENT, "--out", str(path), "--json"],
-        env=mentis_env,
-        capture_output=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return signing.load_private_key(path)
+    return keygen(mentis_env, AGENT, tmp_path / "alice.pem")
 
 
 @pytest.mark.anyio
@@ -464,3 +457,66 @@ async def test_a_proxy_signing_with_an_unregistered_or_revoked_key_is_refused_an
         [*MENTIS, "verify-integrity", "--signatures"], env=mentis_env, capture_output=True, timeout=120
     )
     assert verified.returncode == 0, verified.stderr  # the signature made before the revocation stays valid
+
+
+# --------------------------------------------------------------------------- the response cap
+
+
+def _peak_rss(pid: int) -> int:
+    """The peak resident memory of process ``pid`` so far, in bytes (Linux's VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM in /proc/PID/status")
+
+
+@pytest.mark.anyio
+async def test_an_answer_over_the_cap_is_a_clear_tool_error_and_the_proxy_reads_and_holds_no_more(
+    mentis_env: dict[str, str], proxy_env: dict[str, str], tmp_path: Path
+) -> None:
+    from .hostile_remote import Tamper, hostile_server
+    from .test_stdout_is_jsonrpc import RawSession, assert_all_jsonrpc
+
+    mib, huge = 1 << 20, 128 << 20
+    with anyio.fail_after(120), (tmp_path / "proxy-stderr.log").open("wb") as stderr:
+        async with (
+            http_server(mentis_env) as url,
+            hostile_server(url, Tamper(huge={"search": huge})) as hostile,
+        ):
+            command = [*MENTIS, "serve", "--remote", hostile.url, "--max-response-mb", "8"]
+            process = await anyio.open_process(command, env=proxy_env, stderr=stderr)
+            async with process:
+                s = RawSession(process)
+                init = await s.request(
+                    "initialize",
+                    {
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {},
+                        "clientInfo": {"name": "t", "version": "0"},
+                    },
+                )
+                assert "result" in init, init
+                await s.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+                assert (await s.call("stats", {}))["isError"] is False
+                before = _peak_rss(process.pid)
+                refused = await s.call("search", {"query": "cart total"})
+                after = _peak_rss(process.pid)
+                still = await s.call("stats", {})
+                assert process.stdin is not None
+                await process.stdin.aclose()
+                await s.drain()
+    assert refused["isError"] is True
+    assert refused["content"][0]["text"].startswith(
+        "Error executing tool search: [too_large] the remote Mentis at "
+    ), refused
+    assert (
+        "its answer is larger than 8 MiB; this proxy reads at most 8 MiB of one answer (--max-response-mb)"
+        in refused["content"][0]["text"]
+    )
+    assert still["isError"] is False, still  # only that call failed; the session goes on
+    (sent,) = hostile.huge_sent
+    assert sent < 40 * mib, (
+        f"the server handed on {sent / mib:.0f} MiB of {huge / mib:.0f}: the reader did not stop"
+    )
+    assert after - before < 48 * mib, f"the proxy's peak memory grew by {(after - before) / mib:.0f} MiB"
+    assert_all_jsonrpc(bytes(s.raw))

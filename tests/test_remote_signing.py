@@ -1,18 +1,25 @@
 """The proxy signs only what the caller asked for: a prepared entry (made by a real Memory's
-prepare_write) passes the check, and every way a server could change it is refused before signing."""
+prepare_write) passes the check, and every way a server could change it is refused before signing.
+(tests/test_remote_hostile.py runs the same attacks end to end, through a hostile server.)"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from typing import Any
 
 import pytest
 from mcp_types import CallToolResult, TextContent
 
 from mentis.errors import InvalidInput
+from mentis.ledger import canonical
 from mentis.memory import Caller, Memory
-from mentis.remote_signing import as_tool, check_prepared, error_code, same
+from mentis.model import MarkOutdatedInput, RecordAttemptInput
+from mentis.operations import BY_NAME, OPERATIONS
+from mentis.remote_signing import as_tool, check, error_code
+from mentis.remote_writes import READS, UNSIGNABLE, WRITES, StatementRefused, known, unsignable
+from mentis.signed_writes import PHASES
 
 from .conftest import REPO
 from .signing_support import prepare
@@ -25,25 +32,45 @@ THOUGHT = {
     "tags": ["pricing"],
     "relations": [],
 }
+ATTEMPT = {
+    "repository": REPO,
+    "task_id": "cart",
+    "action": "Rounded once",
+    "files": ["shop/cart.py"],
+    "observation": "The total matches",
+}
+ALICE = Caller(agent_id="alice")
 
 
 @pytest.fixture
 def prepared(memory: Memory) -> dict[str, Any]:
-    return prepare(memory, Caller(agent_id="alice"), "append_thought", THOUGHT).model_dump()
+    return prepare(memory, ALICE, "append_thought", THOUGHT).model_dump()
+
+
+DROP = object()
 
 
 def _with_body(prepared: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """The prepared entry with these body fields changed (DROP removes one), still canonical and
+    with its body_hash recomputed, so only the content differs."""
     body = {**json.loads(prepared["body"]), **changes}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    text = canonical({k: v for k, v in body.items() if v is not DROP}).decode()
     return {**prepared, "body": text, "body_hash": hashlib.sha256(text.encode()).hexdigest()}
+
+
+def test_the_table_names_every_operation_the_server_publishes_as_a_read_a_phase_or_a_write() -> None:
+    names = {op.name for op in OPERATIONS}
+    assert READS | PHASES | set(WRITES) | set(UNSIGNABLE) == names
+    assert {n for n in names if BY_NAME[n].writes} - PHASES == set(WRITES) | set(UNSIGNABLE)
+    assert not READS & set(WRITES) and not known("record_attempt_fast")
 
 
 def test_the_servers_own_entry_for_the_call_passes_and_gives_the_fields_to_sign(
     prepared: dict[str, Any],
 ) -> None:
-    fields, body_hash = check_prepared("append_thought", THOUGHT, prepared)
+    fields = check("append_thought", THOUGHT, prepared)
     assert (fields.chain, fields.kind, fields.agent, fields.id) == (REPO, "thought", "alice", prepared["id"])
-    assert body_hash == prepared["body_hash"] == fields.body_hash
+    assert fields.body_hash == prepared["body_hash"]
 
 
 @pytest.mark.parametrize(
@@ -51,43 +78,134 @@ def test_the_servers_own_entry_for_the_call_passes_and_gives_the_fields_to_sign(
     [
         ({"content": "Keep prices in floats"}, "content"),
         ({"importance": "0.1"}, "importance"),
-        ({"tags": ["billing"]}, "tags"),
-        ({"agent_id": "mallory"}, "agent"),
+        ({"tags": "pricing"}, "tags"),
+        ({"tags": ["pricing", "billing"]}, "tags"),
+        ({"tags": DROP}, "tags"),
+        ({"agent_id": "mallory"}, "agent_id"),
+        ({"session_id": "s-1"}, "session_id"),
+        ({"confidence": "1"}, "confidence"),
+        (
+            {
+                "relations": [
+                    {"kind": "Supersedes", "target_id": "x", "valid_at": "2026-01-01T00:00:00.000000Z"}
+                ]
+            },
+            "relations",
+        ),
+        ({"relations": [{"kind": "Invalidates", "target_id": "x"}]}, "relations"),
+        ({"reasserts": [{"rejected_id": "x"}]}, "reasserts"),
+        ({"pinned": True}, "pinned"),
     ],
 )
-def test_content_the_server_changed_is_refused_naming_the_field(
+def test_content_the_server_changed_or_added_is_refused_naming_the_field(
     prepared: dict[str, Any], change: dict[str, Any], field: str
 ) -> None:
-    with pytest.raises(InvalidInput, match="not signing") as refused:
-        check_prepared("append_thought", THOUGHT, _with_body(prepared, **change))
+    with pytest.raises(StatementRefused, match="Nothing was signed") as refused:
+        check("append_thought", THOUGHT, _with_body(prepared, **change))
     assert refused.value.field == field
 
 
-def test_a_body_that_does_not_hash_to_its_body_hash_is_refused(prepared: dict[str, Any]) -> None:
-    with pytest.raises(InvalidInput, match="does not hash to its body_hash"):
-        check_prepared("append_thought", THOUGHT, {**prepared, "body_hash": "0" * 64})
+def test_supersedes_links_to_near_duplicates_are_the_servers_to_add_once_each(
+    prepared: dict[str, Any],
+) -> None:
+    link = {"kind": "Supersedes", "target_id": str(uuid.uuid4())}
+    check("append_thought", THOUGHT, _with_body(prepared, relations=[link]))
+    with pytest.raises(StatementRefused, match="relations holds"):
+        check("append_thought", THOUGHT, _with_body(prepared, relations=[link, link]))
+    itself = {"kind": "Supersedes", "target_id": prepared["id"]}
+    with pytest.raises(StatementRefused, match="the id of a record the write names"):
+        check("append_thought", THOUGHT, _with_body(prepared, relations=[itself]))
 
 
-def test_another_chain_tool_or_an_old_time_is_refused(prepared: dict[str, Any]) -> None:
-    with pytest.raises(InvalidInput, match="would write to chain"):
-        check_prepared("append_thought", THOUGHT, {**prepared, "chain": "github.com/evil/repo"})
-    with pytest.raises(InvalidInput, match="prepared 'append_thought', not 'record_attempt'"):
-        check_prepared("record_attempt", THOUGHT, prepared)
-    with pytest.raises(InvalidInput, match="from the server's clock"):
-        check_prepared("append_thought", THOUGHT, {**prepared, "at": "2020-01-01T00:00:00.000000Z"})
-    with pytest.raises(InvalidInput, match="lacks body"):
-        check_prepared("append_thought", THOUGHT, {k: v for k, v in prepared.items() if k != "body"})
+def test_a_body_that_is_not_its_hash_or_not_canonical_is_refused(prepared: dict[str, Any]) -> None:
+    with pytest.raises(StatementRefused, match="does not hash to its body_hash"):
+        check("append_thought", THOUGHT, {**prepared, "body_hash": "0" * 64})
+
+    twice = prepared["body"][:-1] + ',"content":"Keep prices in floats"}'  # a repeated key: last wins here
+    doctored = {**prepared, "body": twice, "body_hash": hashlib.sha256(twice.encode()).hexdigest()}
+    with pytest.raises(StatementRefused, match="not one object in canonical JSON"):
+        check("append_thought", THOUGHT, doctored)
 
 
-def test_values_the_server_normalises_or_derives_still_count_as_what_was_sent() -> None:
-    assert same(0.75, "0.75") and same(1, "1.0") and not same(0.75, "0.7")
-    assert same([{"kind": "Supports", "target_id": "a"}], [{"kind": "Supports", "target_id": "a"}, {"x": 1}])
-    assert not same(["a", "b"], ["b", "a"]) and not same(["a"], [])
-    assert same("9B2C6A4E-0F7E-4A53-9D55-3D1B4C0F2A11", "9b2c6a4e-0f7e-4a53-9d55-3d1b4c0f2a11")
-    assert same("2026-01-02T03:04:05Z", "2026-01-02T03:04:05.000000Z")
-    assert not same("2026-01-02T03:04:05Z", "2026-01-02T03:04:06.000000Z")
-    assert same(None, "session-1") and same([], None) and not same("x", None)
-    assert not same(True, 1) and same({"a": 1}, {"a": "1", "b": 2}) and not same({"a": 1}, [1])
+def test_another_chain_kind_tool_id_or_time_is_refused(prepared: dict[str, Any]) -> None:
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"chain": "github.com/evil/repo"}, "would write to chain"),
+        ({"kind": "attempt"}, "its kind is 'attempt', and append_thought appends 'thought'"),
+        ({"tool": "record_attempt"}, 'it prepared "record_attempt", not append_thought'),
+        ({"at": "2020-01-01T00:00:00.000000Z"}, "within 300 s of this clock"),
+        ({"id": prepared["id"].upper()}, "not a UUID in canonical form"),
+        ({"agent": 7}, "lacks agent"),
+    ]
+    for change, message in cases:
+        with pytest.raises(StatementRefused, match=message):
+            check("append_thought", THOUGHT, {**prepared, **change})
+    with pytest.raises(StatementRefused, match="lacks body"):
+        check("append_thought", THOUGHT, {k: v for k, v in prepared.items() if k != "body"})
+
+
+def test_an_id_this_proxy_signed_before_or_one_the_call_names_is_refused(memory: Memory) -> None:
+    attempt = memory.record_attempt(ALICE, RecordAttemptInput.model_validate(ATTEMPT)).attempt_id
+    call = {"repository": REPO, "attempt_id": attempt, "reason": "stale"}
+    fresh = prepare(memory, ALICE, "mark_conclusion_outdated", call).model_dump()
+    check("mark_conclusion_outdated", call, fresh)
+    with pytest.raises(StatementRefused, match="one this proxy signed before"):
+        check("mark_conclusion_outdated", call, fresh, {fresh["id"]})
+    with pytest.raises(StatementRefused, match="the id of a record the write names"):
+        check("mark_conclusion_outdated", call, {**fresh, "id": attempt})
+    chosen = {**THOUGHT, "thought_id": str(uuid.uuid4())}
+    mine = prepare(memory, ALICE, "append_thought", chosen).model_dump()
+    check("append_thought", chosen, mine)
+    with pytest.raises(StatementRefused, match=r"not the .* the call chose"):
+        check("append_thought", {**chosen, "thought_id": str(uuid.uuid4())}, mine)
+
+
+def test_a_forget_of_another_record_is_refused_though_kind_and_chain_match(memory: Memory) -> None:
+    first = memory.record_attempt(ALICE, RecordAttemptInput.model_validate(ATTEMPT)).attempt_id
+    other = memory.record_attempt(ALICE, RecordAttemptInput.model_validate(ATTEMPT)).attempt_id
+    forget = prepare(memory, ALICE, "forget_attempt", {"repository": REPO, "attempt_id": other}).model_dump()
+    with pytest.raises(StatementRefused, match="attempt_id holds") as refused:
+        check("forget_attempt", {"repository": REPO, "attempt_id": first}, forget)
+    assert refused.value.field == "attempt_id"
+    for erased in ([], [-1], [0, 0], "0"):
+        with pytest.raises(StatementRefused, match="erased holds"):
+            check(
+                "forget_attempt", {"repository": REPO, "attempt_id": other}, _with_body(forget, erased=erased)
+            )
+    thought = memory.append_thought(ALICE, _thought_input()).thought_id
+    with pytest.raises(StatementRefused, match="attempt_id, task_id, which the call does not give"):
+        check(
+            "forget_thought",
+            {"repository": REPO, "thought_id": thought},
+            {**forget, "tool": "forget_thought"},
+        )
+
+
+def _thought_input() -> Any:
+    from mentis.model import AppendThoughtInput
+
+    return AppendThoughtInput.model_validate(THOUGHT)
+
+
+def test_a_call_the_proxy_cannot_check_is_named_before_anything_is_sent() -> None:
+    assert unsignable("import_memory_md", {}) == UNSIGNABLE["import_memory_md"]
+    diff = {"repository": REPO, "skill_id": "run-tests", "diff": "--- a\n+++ b\n"}
+    assert (unsignable("upload_skill", diff) or "").startswith("diff: the signing proxy signs only")
+    assert (
+        unsignable("upload_skill", {"repository": REPO, "content": "---\nname: x\ndescription: y\n---\nz\n"})
+        is None
+    )
+    with pytest.raises(InvalidInput, match="colour: is not a known field"):
+        unsignable("record_attempt", {**ATTEMPT, "colour": "blue"})
+
+
+def test_a_correction_keeps_the_commit_as_the_server_normalises_it(memory: Memory) -> None:
+    attempt = memory.record_attempt(ALICE, RecordAttemptInput.model_validate(ATTEMPT)).attempt_id
+    call = {"repository": REPO, "attempt_id": attempt, "reason": "stale", "latest_commit": "ABCDEF12"}
+    p = prepare(memory, ALICE, "mark_conclusion_outdated", call).model_dump()
+    assert json.loads(p["body"])["latest_commit"] == MarkOutdatedInput.model_validate(call).latest_commit
+    check("mark_conclusion_outdated", call, p)
+    with pytest.raises(StatementRefused, match="latest_commit holds"):
+        check("mark_conclusion_outdated", call, _with_body(p, latest_commit="ABCDEF12"))
 
 
 def test_the_error_code_is_read_from_a_mentis_tool_error_only() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import random
 import string
 import uuid
@@ -20,6 +21,7 @@ _RNG = random.Random(20240611)
 ALNUM = string.ascii_letters + string.digits
 UPPER_DIGITS = string.ascii_uppercase + string.digits
 B64URL = ALNUM + "-_"
+HEX = "0123456789abcdef"
 
 
 def rand(n: int, alphabet: str = ALNUM) -> str:
@@ -69,6 +71,27 @@ SECRETS = [
     ("bearer_token", rand(30, B64URL + "."), "curl -H 'Authorization: Bearer {}' https://api"),
     ("bearer_token", rand(30, B64URL), '"Authorization": "Token {}"'),
     ("bearer_token", rand(40, B64URL), "sent header: bearer {}"),
+    # the second review's misses (kinds added after gitleaks v8.30.1 and detect-secrets v1.5.0)
+    ("mentis_token", f"mentis_{rand(12, HEX)}_{rand(43, B64URL)}", "E   401 for token {} on /v1/search"),
+    ("env_secret", rand(9, ALNUM + "!#%"), "DB_PASS={}"),
+    ("env_secret", "hunter2", "  env: DB_HOST=db DB_PASS={} DB_NAME=shop"),
+    ("env_secret", rand(12) + " " + rand(6), "export MYSQL_ROOT_PASSWORD='{}'"),
+    ("env_secret", rand(20, string.ascii_lowercase), "+API_TOKEN={}"),
+    (
+        "azure_storage_key",
+        rand(86, ALNUM + "+/") + "==",
+        "DefaultEndpointsProtocol=https;AccountName=shop;AccountKey={};EndpointSuffix=core.windows.net",
+    ),
+    ("netrc_password", rand(12), "machine api.example.com login deploy password {}"),
+    ("netrc_password", rand(14), "$ cat ~/.netrc\nmachine github.com\n  login octocat\n  password {}\n"),
+    ("mysql_password", rand(10), "$ mysql -h db -u root -p{} shop < dump.sql"),
+    ("mysql_password", rand(10) + " x", "mysqldump -uroot -p'{}' shop > shop.sql"),
+    ("curl_user_password", rand(12), "+ curl -sS -u deploy:{} https://ci.example.com/api/json"),
+    ("curl_user_password", rand(12), 'curl --user "admin:{}" http://localhost:8080/'),
+    ("cli_secret_flag", rand(12), "pg-wrapper --host db --password {} --dbname shop"),
+    ("cli_secret_flag", rand(12), "docker login --username ci --password={} registry.example.com"),
+    ("cli_secret_flag", rand(12).lower(), "vault login --token '{}'"),
+    ("sendgrid_key", f"SG.{rand(22, B64URL)}.{rand(43, B64URL)}", "SENDGRID_API_KEY={}"),
 ]
 
 
@@ -140,6 +163,55 @@ def test_finding_and_summary_never_hold_the_secret() -> None:
     assert describe(findings) == "1 possible secret (github_token)"
 
 
+def b64(value: str) -> str:
+    return base64.b64encode(value.encode()).decode()
+
+
+def test_every_value_of_a_kubernetes_secret_is_redacted_in_yaml_in_either_key_order() -> None:
+    user, password, cert = b64("admin"), b64(rand(16)), b64(rand(60))
+    applied = f"""apiVersion: v1
+kind: Secret
+metadata:
+  name: db-creds
+type: Opaque
+data:
+  username: {user}
+  password: {password}
+  tls.crt: |
+    {cert}
+stringData:
+  note: {rand(12)}
+"""
+    fetched = f"""$ kubectl get secret db-creds -o yaml
+apiVersion: v1
+data:
+  password: {password}
+kind: Secret
+metadata:
+  name: db-creds
+"""
+    scrubbed = scrub(applied)[0]
+    assert not any(value in scrubbed for value in (user, password, cert))
+    assert scrubbed.count("[REDACTED:kubernetes_secret]") == 4
+    assert "  name: db-creds\ntype: Opaque\ndata:\n  username: [REDACTED:kubernetes_secret]\n" in scrubbed
+    assert "  tls.crt: |\n    [REDACTED:kubernetes_secret]\n" in scrubbed
+    assert scrub(fetched)[0] == fetched.replace(password, "[REDACTED:kubernetes_secret]")
+
+
+def test_the_values_of_a_kubernetes_secret_in_json_are_redacted_and_a_config_map_is_kept() -> None:
+    password = b64(rand(16))
+    as_json = json.dumps(
+        {"apiVersion": "v1", "data": {"password": password, "user": "YWRtaW4="}, "kind": "Secret"}, indent=4
+    )
+    assert scrub(as_json)[0] == as_json.replace(password, "[REDACTED:kubernetes_secret]").replace(
+        "YWRtaW4=", "[REDACTED:kubernetes_secret]"
+    )
+    config_map = (
+        f"apiVersion: v1\nkind: ConfigMap\ndata:\n  settings: {b64('debug=true')}\n---\nkind: Secret\n"
+    )
+    assert find_secrets(config_map) == []
+
+
 REALISTIC_CODING_TEXT = f"""
 Traceback (most recent call last):
   File "/home/dev/src/shop/app/payments/stripe_client.py", line 88, in charge
@@ -180,6 +252,122 @@ def test_realistic_coding_text_has_no_findings() -> None:
     assert find_secrets(REALISTIC_CODING_TEXT) == []
 
 
+ORDINARY_OUTPUT = {
+    "pytest": """============================= test session starts ==============================
+platform linux -- Python 3.11.9, pytest-8.3.2, pluggy-1.5.0 -- /home/dev/shop/.venv/bin/python
+rootdir: /home/dev/shop
+configfile: pyproject.toml
+plugins: anyio-4.4.0, xdist-3.6.1, timeout-2.3.1
+collected 214 items
+
+tests/test_auth.py::test_login_with_valid_password PASSED                [  1%]
+tests/test_auth.py::test_token_refresh FAILED                            [  2%]
+tests/test_auth.py::test_login[password=wrong-401] PASSED                [  3%]
+
+=================================== FAILURES ===================================
+______________________________ test_token_refresh ______________________________
+
+    def test_token_refresh(client):
+        token = client.login("alice", password=PASSWORD)
+>       assert token.expires_in == 3600
+E       AssertionError: assert 1800 == 3600
+E        +  where 1800 = Token(access='<hidden>', expires_in=1800).expires_in
+
+tests/test_auth.py:42: AssertionError
+------------------------------ Captured log call -------------------------------
+INFO     shop.auth:auth.py:88 issued token id=5f0c2a1e for user=alice
+=========================== short test summary info ============================
+FAILED tests/test_auth.py::test_token_refresh - AssertionError: assert 1800 == 3600
+=================== 1 failed, 213 passed, 3 skipped in 12.34s ==================
+""",
+    "cargo": """   Compiling shop v0.1.0 (/home/dev/shop)
+    Finished `test` profile [unoptimized + debuginfo] target(s) in 4.21s
+     Running unittests src/lib.rs (target/debug/deps/shop-9f8e7d6c5b4a3f21)
+
+running 3 tests
+test auth::tests::token_roundtrip ... ok
+test auth::tests::password_hash_verifies ... FAILED
+
+---- auth::tests::password_hash_verifies stdout ----
+thread 'auth::tests::password_hash_verifies' panicked at src/auth.rs:57:9:
+assertion `left == right` failed
+  left: "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHQ$RdescudvJCsgt3ub+b+dWRWJTmaaJObG"
+ right: "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHQ$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace
+
+test result: FAILED. 2 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.08s
+error: test failed, to rerun pass `--lib`
+""",
+    "go": """=== RUN   TestTokenRefresh
+    auth_test.go:42: expected expiry 3600, got 1800 (token=&{ID:42 Kind:refresh})
+--- FAIL: TestTokenRefresh (0.00s)
+=== RUN   TestPasswordHash
+--- PASS: TestPasswordHash (0.08s)
+PASS=12 FAIL=1 SKIP=0
+FAIL
+FAIL	github.com/acme/shop/auth	0.123s
+ok  	github.com/acme/shop/cart	0.045s	coverage: 81.2% of statements
+""",
+    "jest": """ FAIL  src/auth/token.test.ts
+  ● token › refreshes before expiry
+
+    expect(received).toBe(expected) // Object.is equality
+
+    Expected: 3600
+    Received: 1800
+
+      40 |   const token = await login("alice", { password: process.env.TEST_PASSWORD });
+    > 41 |   expect(token.expiresIn).toBe(3600);
+         |                           ^
+      at Object.<anonymous> (src/auth/token.test.ts:41:27)
+
+Tests:       1 failed, 47 passed, 48 total
+Snapshots:   0 total
+Time:        2.314 s
+""",
+    "traceback": """Traceback (most recent call last):
+  File "/home/dev/shop/app/db.py", line 31, in connect
+    return psycopg.connect(host=host, user=user, password=password, dbname="shop")
+  File "/usr/lib/python3.11/site-packages/psycopg/connection.py", line 119, in connect
+    raise last_ex.with_traceback(None)
+psycopg.OperationalError: connection failed: FATAL:  password authentication failed for user "app"
+""",
+    "git diff": """diff --git a/.github/workflows/ci.yml b/.github/workflows/ci.yml
+index 3f1c2ab..9e8d7f6 100644
+--- a/.github/workflows/ci.yml
++++ b/.github/workflows/ci.yml
+@@ -12,7 +12,7 @@ jobs:
+-      - run: DB_PASSWORD=${{ secrets.DB_PASSWORD }} make test
++      - run: DB_PASSWORD=$DB_PASSWORD API_TOKEN="${API_TOKEN}" make test
+-      - run: curl -u "$CI_USER:$CI_TOKEN" https://ci.example.com/hook
++      - run: curl -u "${CI_USER}:${CI_TOKEN}" --password-stdin https://ci.example.com/hook
+""",
+    "shell and help text": """$ echo $PWD
+PWD=/home/dev/shop OLDPWD=/home/dev
+$ mysql -u root -p shop
+Enter password:
+Usage: deploy [OPTIONS]
+  --password TEXT    The database password.
+  --token TOKEN      An API token (or set DEPLOY_TOKEN).
+  --api-key [KEY]    ...
+  --token-file PATH  Read the token from PATH.
+DB_PASSWORD=******** DB_TOKEN=<your-token> SECRET_NAME=db-creds TOKEN=xxxxxxxx
+machine example.com login anonymous password $NETRC_PASSWORD
+""",
+    "identifiers": f"""request_id={uuid.uuid4()} trace={uuid.uuid4().hex}
+sha256:{hashlib.sha256(b"build").hexdigest()}
+{hashlib.sha256(b"a").hexdigest()}  dist/shop-1.2.0.tar.gz
+base64 of a greeting: {b64("hello, world! this is not a secret at all")}
+data: {b64('{"page": 2, "per_page": 50}')}
+""",
+}
+
+
+@pytest.mark.parametrize("text", list(ORDINARY_OUTPUT.values()), ids=list(ORDINARY_OUTPUT))
+def test_ordinary_check_output_is_not_mangled(text: str) -> None:
+    assert scrub(text) == (text, [])
+
+
 @pytest.mark.parametrize(
     "value",
     [
@@ -215,6 +403,13 @@ ADVERSARIAL = {
     "assignments": "password=" * 7282,
     "bearer words": "Bearer " * 9362,
     "aws names": "aws_secret_key=" * 4369,
+    "curl words": "curl -u " * 8192,
+    "mysql words": "mysql -x " * 7282,
+    "netrc words": "machine a login b " * 3641,
+    "flag words": "--password " * 5958,
+    "env names": "A_" * 32600 + "PASS",
+    "kubernetes documents": "kind: Secret\ndata:\n" * 3641,
+    "kubernetes nesting": "kind: Secret\n" + "".join(" " * i + "data:\n" for i in range(360)),
     "random printable": "".join(_RNG.choice(string.printable) for _ in range(65536)),
 }
 

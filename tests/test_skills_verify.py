@@ -116,5 +116,10 @@ def test_a_status_pointed_at_another_skills_version_is_refused_by_both_passes(st
     fast, reference = reports(store)
     assert fast is None
     assert isinstance(reference, str) and "not version 4 of skill 'run-tests'" in reference
-    with pytest.raises(IntegrityError):
-        SqliteStore(store, 384)
+    opened = SqliteStore(store, 384)  # open refuses that chain, naming the entry
+    try:
+        assert "not version 4 of skill 'run-tests'" in str(opened.damaged[chain])
+        with pytest.raises(IntegrityError):
+            opened.verify()
+    finally:
+        opened.close()

@@ -2,8 +2,10 @@
 
 Every place the store keeps an entry, a body or returned content is edited by one byte with
 plain ``sqlite3`` while Mentis is closed; opening the store (``SqliteStore``, ``Memory.open``)
-must raise ``IntegrityError`` naming the chain and seq, and ``mentis verify-integrity`` must exit 6.
-Edits made while a ``Memory`` is open must be caught when the content is read.
+must refuse the edited chain, naming it and the seq (``IntegrityError``), while the other
+repository is served, or refuse the whole store when the edit belongs to no one chain; and
+``mentis verify-integrity`` must exit 6. Edits made while a ``Memory`` is open must be caught when
+the content is read.
 """
 
 from __future__ import annotations
@@ -223,25 +225,51 @@ def check_names(err: IntegrityError, chain: str | None, seqs: set[int] | None) -
 
 
 def assert_refused(path: Path, chain: str | None, seqs: set[int] | None) -> None:
-    """Opening the store (both ways) raises IntegrityError and `mentis verify-integrity` exits 6."""
+    """Opening the store refuses ``chain`` (named, with the seq) and serves the other repository; a
+    defect of no one chain (``chain`` None) refuses the whole store. `mentis verify-integrity`
+    exits 6 naming it."""
     proc = start_verify(path)  # runs while the in-process checks do
     try:
-        with pytest.raises(IntegrityError) as by_store:
-            SqliteStore(path, DIM)
-        check_names(by_store.value, chain, seqs)
-
-        with pytest.raises(IntegrityError) as by_memory:
-            Memory.open(settings_for(path), HashEmbedder())
-        check_names(by_memory.value, chain, seqs)
-        assert str(by_memory.value) == str(by_store.value)
+        failure = _refused_whole(path) if chain is None else _refused_chain(path, chain, seqs)
     finally:
         code, out, err = finish(proc)
     assert code == IntegrityError.exit_code == 6, err
     assert out == ""
     if chain is not None:
-        assert f"chain {chain!r} seq {by_store.value.seq}" in err
+        assert f"chain {chain!r} seq {failure.seq}" in err
     else:
         assert "does not verify" in err
+
+
+def _refused_whole(path: Path) -> IntegrityError:
+    with pytest.raises(IntegrityError) as by_store:
+        SqliteStore(path, DIM)
+    with pytest.raises(IntegrityError) as by_memory:
+        Memory.open(settings_for(path), HashEmbedder())
+    assert str(by_memory.value) == str(by_store.value)
+    return by_store.value
+
+
+def _refused_chain(path: Path, chain: str, seqs: set[int] | None) -> IntegrityError:
+    store = SqliteStore(path, DIM)
+    try:
+        failure = store.damaged[chain]
+    finally:
+        store.close()
+    check_names(failure, chain, seqs)
+    m = Memory.open(settings_for(path), HashEmbedder())
+    try:
+        assert set(m.store.damaged) >= {chain}
+        with pytest.raises(IntegrityError) as refused:
+            m.verify_integrity(CALLER, chain)
+        check_names(refused.value, chain, {failure.seq})
+        assert "mentis doctor" in str(refused.value)
+        for other in {A, B} - set(m.store.damaged):  # the other repository is served
+            assert m.verify_integrity(CALLER, other).chains[0].chain == other
+            m.search(CALLER, SearchInput(query="login checkout pagination", repository=other))
+    finally:
+        m.close()
+    return failure
 
 
 # ---------------------------------------------------------------- the untampered store

@@ -224,6 +224,9 @@ def fill(path: Path, bodies: dict[int, bytes] | None = None, ids: dict[int, str]
         for n in range(40):
             chain = CHAIN_A if n % 2 == 0 else CHAIN_B
             id_ = (ids or {}).get(n, f"attempt-{n}")
+            conn.execute(
+                "DELETE FROM entry_ids WHERE id=?", (id_,)
+            )  # a reused id: as before ids were claimed
             body = canonical({"repository": chain, "attempt_id": id_, "observation": f"note {n}"})
             s._append(conn, chain, "attempt", id_, AT, "codex", (bodies or {}).get(n, body))
     s.close()

@@ -236,20 +236,24 @@ def parallel(path: Path) -> list[ChainReport] | None:
 
 
 def opened(path: Path) -> list[ChainReport] | str:
-    """What opening the store says (both passes as they run in production)."""
+    """What opening and verifying the store says (both passes as they run in production): open
+    refuses the store, or the failing chain alone (``damaged``), which ``verify`` then names."""
     try:
         store = SqliteStore(path, DIM)
     except IntegrityError as exc:
         return str(exc)
     try:
         return store.verify()
+    except IntegrityError as exc:
+        assert exc.chain in store.damaged, (str(exc), store.damaged)
+        return str(exc)
     finally:
         store.close()
 
 
 def assert_agrees(path: Path, *, passes: bool) -> list[ChainReport] | str:
     """The parallel pass passes exactly when the reference does, with its reports; when it does
-    not, opening the store raises the reference's error."""
+    not, opening and verifying the store raises the reference's error."""
     reference = one_pass(path)
     assert isinstance(reference, list) == passes, reference
     fast = parallel(path)

@@ -14,7 +14,7 @@ from mentis.errors import Forbidden, InvalidInput, NotFound
 from mentis.ledger import Entry
 from mentis.model import MAX_ID_CHARS
 from mentis.records import AttemptBody, TombstoneBody
-from mentis.service import Caller, ServiceContext
+from mentis.service import Caller, ServiceContext, may_read
 from mentis.store.base import StoredAttempt
 from mentis.store.browse import TASK_STATUSES, RepositoryRow, TaskRow
 
@@ -88,8 +88,9 @@ class BrowseOps:
 
     def _readable(self, caller: Caller, repository: str) -> str:
         _checked_id(repository, "repository")
-        if not caller.sees(repository):
+        if not caller.covers(repository):
             raise Forbidden("this caller may not read that repository")
+        may_read(caller, repository)  # a damaged repository: its refusal
         return repository
 
     def repository_overview(self, caller: Caller) -> list[RepositoryRow]:

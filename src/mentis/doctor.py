@@ -25,7 +25,7 @@ import httpx
 import orjson
 
 from mentis.config import Settings
-from mentis.errors import EmbeddingError, MentisError
+from mentis.errors import EmbeddingError, IntegrityError, MentisError
 from mentis.store.base import Store
 
 Status = Literal["ok", "warn", "fail"]
@@ -79,6 +79,7 @@ def run(
 def _fix_for(exc: MentisError) -> str:
     if exc.code == "integrity":
         return (
+            "the agent registry or the ledger as a whole does not verify, so the store refuses to open; "
             "run `mentis verify-integrity`; restore your last `mentis export` with `mentis import` "
             "into a new store"
         )
@@ -156,16 +157,48 @@ def _ledger(ctx: _Context) -> Iterator[Finding]:
     with closing(_open_unverified(ctx)) as store:
         if ctx.settings.uses_postgres:
             ctx.embed_model = store.get_meta("embed_model")
-        reports = store.verify()
+        reports = store.verify_chains()
+        damaged = dict(store.damaged)
     took = time.perf_counter() - started
     entries = sum(r.entries for r in reports)
-    yield Finding(
-        "ledger", "ok", f"{len(reports)} chain(s), {entries} entries verified in {took * 1000:.0f} ms"
-    )
+    detail = f"{len(reports)} chain(s), {entries} entries verified in {took * 1000:.0f} ms"
+    if not damaged:
+        yield Finding("ledger", "ok", detail)
+    else:
+        named = ", ".join(f"{c} (seq {cause.seq})" for c, cause in sorted(damaged.items()))
+        yield Finding("ledger", "fail", f"{detail}; {len(damaged)} chain(s) do not verify: {named}", RECOVER)
+    for chain, cause in sorted(damaged.items()):
+        yield Finding(
+            f"chain {chain}",
+            "fail",
+            f"does not verify at seq {cause.seq}: {cause.what}; its repository is refused (reads and "
+            "writes), every other repository is served",
+            _damaged_fix(chain, cause),
+        )
     for r in reports[:CHAINS_SHOWN]:
         yield Finding(f"chain {r.chain}", "ok", f"head seq {r.head_seq}, hash {r.head_hash[:16]}…")
     if len(reports) > CHAINS_SHOWN:
         yield Finding("ledger", "ok", f"… and {len(reports) - CHAINS_SHOWN} more chain(s), all verified")
+
+
+RECOVER = (
+    "the other repositories keep working in this store as they are. To go on without the damaged "
+    "ones: `mentis export --skip-damaged healthy.jsonl`, then `mentis import healthy.jsonl` into a "
+    "new store (a new MENTIS_HOME, or an empty MENTIS_DATABASE_URL database) and point Mentis at it"
+)
+
+
+def _damaged_fix(chain: str, cause: IntegrityError) -> str:
+    """How to recover ``chain``, which failed verification with ``cause``."""
+    restore = f"restore {chain} from a backup or an export made before seq {cause.seq}"
+    if (cause.what or "").startswith("record id"):
+        return (
+            f"seq {cause.seq} reuses an id an earlier entry holds: Mentis before ids were checked on write "
+            "let a write token do that (append_thought with a forgotten record's thought_id, or "
+            f"signed_write with a chosen id); nothing else in the chain changed. {RECOVER}; the new "
+            f"store checks every id on write. To keep {chain} too, {restore}"
+        )
+    return f"{RECOVER}; {restore}"
 
 
 def _open_unverified(ctx: _Context) -> Store:

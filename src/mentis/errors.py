@@ -63,15 +63,19 @@ class Forbidden(MentisError):
 
 
 class IntegrityError(MentisError):
-    """The ledger failed verification."""
+    """The ledger failed verification; ``chain``, ``seq`` and ``what`` (what failed, in a few
+    words) when the failure is one entry's."""
 
     exit_code = 6
     code = "integrity"
 
-    def __init__(self, message: str, chain: str | None = None, seq: int | None = None) -> None:
+    def __init__(
+        self, message: str, chain: str | None = None, seq: int | None = None, what: str | None = None
+    ) -> None:
         super().__init__(message)
         self.chain = chain
         self.seq = seq
+        self.what = what
 
 
 class StoreError(MentisError):

@@ -16,7 +16,7 @@ hypothesis-generated corpus.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,7 @@ import rfc8785
 
 from mentis.errors import IntegrityError, InvalidInput
 from mentis.sigcheck import SignatureCheck
+from mentis.signing import RESERVED_PREFIX
 from mentis.store.ledger_scan import RECORD_ID, body_links, link_error, record_kind
 
 VERSION = 1
@@ -236,11 +237,51 @@ def _fail(chain: str, seq: int, what: str) -> IntegrityError:
         "The store was changed outside Mentis; restore it from a backup or an export.",
         chain=chain,
         seq=seq,
+        what=what,
     )
 
 
+def chain_refused(cause: IntegrityError) -> IntegrityError:
+    """The error every read and write of a chain that did not verify gets (``cause`` is its
+    verification failure, naming the chain): it names the chain, the seq and what failed."""
+    return IntegrityError(
+        f"repository {cause.chain!r} is refused: ledger chain {cause.chain!r} seq {cause.seq} does not "
+        f"verify ({cause.what}); the other repositories are served. Run `mentis doctor` to recover it",
+        chain=cause.chain,
+        seq=cause.seq,
+        what=cause.what,
+    )
+
+
+def isolate(
+    verify: Callable[[frozenset[str]], list[ChainReport]],
+) -> tuple[list[ChainReport], dict[str, IntegrityError]]:
+    """Verify chain by chain: the reports of the chains that verify, and each damaged chain's
+    failure (its first).
+
+    ``verify(skip)`` verifies the ledger leaving out the chains in ``skip`` and raises at the first
+    failure, as :func:`verify_rows` does. A failure that names a repository's chain adds that chain
+    to ``skip`` and the ledger is verified again without it, until the rest verifies. A failure of
+    the whole store (no chain named: an orphan body) or of a system chain (the agent registry, which
+    every signature is checked against) raises: such a store still refuses to open.
+    """
+    damaged: dict[str, IntegrityError] = {}
+    while True:
+        try:
+            return verify(frozenset(damaged)), damaged
+        except IntegrityError as exc:
+            if exc.chain is None or exc.chain.startswith(RESERVED_PREFIX) or exc.chain in damaged:
+                raise
+            # a copy without the traceback, whose frames would keep the verifier's cursor open
+            damaged[exc.chain] = IntegrityError(exc.message, exc.chain, exc.seq, exc.what)
+
+
 def verify_rows(
-    rows: Iterable[Row], heads: dict[str, tuple[int, str]] | None = None, *, signatures: bool = False
+    rows: Iterable[Row],
+    heads: dict[str, tuple[int, str]] | None = None,
+    *,
+    signatures: bool = False,
+    skip: frozenset[str] = frozenset(),
 ) -> list[ChainReport]:
     """Verify ledger rows; raise IntegrityError at the first mismatch.
 
@@ -254,14 +295,27 @@ def verify_rows(
     Each body must also stand in its own chain (:func:`mentis.store.ledger_scan.body_links`): it
     names the entry's chain and, for an attempt or thought, the entry's id, and it targets only
     earlier records of that chain. No two attempts or thoughts share an id.
+
+    The chains in ``skip`` (found damaged before: :func:`isolate`) are left out: no report, no
+    check of theirs, their records not noted. Only their entries whose hash holds still go to the
+    signature check, so the signing streams they share with other chains stay whole; and then
+    every signature is verified, as with ``signatures``.
     """
     reports: dict[str, ChainReport] = {}
     records: dict[str, tuple[str, str, int]] = {}  # attempt or thought id → (chain, kind, seq)
     stray: dict[str, int] = {}
     sha256 = hashlib.sha256
     dumps = orjson.dumps
-    signed = SignatureCheck(every=signatures)
+    # Leaving chains out, every signature is checked as it comes: a stream's last statement may lie
+    # in a left-out chain, and then it cannot vouch for the stream's statements before it.
+    signed = SignatureCheck(every=signatures or bool(skip))
     for v, chain, seq, kind, id_, at, agent, prev, body_hash, key_id, sig, hash_, body in rows:
+        if skip and chain in skip:
+            if (sig is not None or key_id is not None or signed.registry.events) and _hash_holds(
+                v, chain, seq, kind, id_, at, agent, prev, body_hash, key_id, hash_
+            ):
+                signed.entry(chain, seq, kind, id_, at, agent, body_hash, key_id, sig)
+            continue
         report = reports.get(chain)
         if report is None:
             if heads is not None and chain not in heads:
@@ -327,6 +381,8 @@ def verify_rows(
         raise _fail(*failed)
     if heads is not None:
         for chain, (seq, hash_) in heads.items():
+            if chain in skip:
+                continue
             r = reports.get(chain)
             if r is None:
                 raise _fail(chain, seq, "the chain head is recorded but the chain has no entries")
@@ -340,6 +396,15 @@ def verify_rows(
         for chain, seq in stray.items():
             raise _fail(chain, seq, "the entry names a chain that has no recorded head")
     return sorted(reports.values(), key=lambda r: r.chain)
+
+
+def _hash_holds(*columns: Any) -> bool:
+    """Whether an entry's columns (``v`` to ``key_id`` in :func:`_document` order, then ``hash``)
+    hash to its ``hash``; values of a wrong type do not."""
+    try:
+        return bool(entry_hash(_document(*columns[:10])) == columns[10])
+    except TypeError:
+        return False
 
 
 def erased_seqs(chain: str, seq: int, body: bytes) -> list[int]:

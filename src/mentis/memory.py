@@ -8,11 +8,10 @@ the :class:`Caller` (who is asking, and what they may touch) and a validated inp
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable
 from dataclasses import replace
-from typing import IO, Any
+from typing import Any
 
-import numpy as np
 import orjson
 
 from mentis import retrieval
@@ -21,7 +20,7 @@ from mentis.browse import BrowseOps
 from mentis.config import Settings
 from mentis.embed import Embedder, load_embedder
 from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
-from mentis.ledger import Entry, canonical, entry_rows, verify_rows
+from mentis.ledger import Entry
 from mentis.local_signing import LocalSigning
 from mentis.model import (
     AttemptPreview,
@@ -42,26 +41,33 @@ from mentis.model import (
     SearchResult,
     TaskResult,
     VerifyResult,
-    now_iso,
 )
 from mentis.records import AttemptBody, CheckBody, CodeContextBody, CorrectionBody
 from mentis.records import attempt_text as attempt_text
 from mentis.retrieval import pipeline, titles
 from mentis.retrieval.rerank import Reranker, RerankFailed, RerankItem, apply_rerank, load_reranker
-from mentis.service import Caller, ServiceContext, may_admin, may_read, may_write, open_store, secret_warnings
-from mentis.signing import AGENTS_CHAIN, write_at, write_id
+from mentis.service import (
+    Caller,
+    ServiceContext,
+    left_out_note,
+    may_read,
+    may_write,
+    open_store,
+    secret_warnings,
+)
+from mentis.signing import write_at, write_id
 from mentis.skills import SkillOps
 from mentis.staleness import StaleInput, StaleResult, stale_attempts
 from mentis.stats import StatsInput, StatsResult, collect_stats
 from mentis.store.base import Store, StoredAttempt
 from mentis.thoughts import ThoughtOps, rejection_out, stored_reasserts
+from mentis.transfer import TransferOps, read_export
 
 log = logging.getLogger(__name__)
 
 RECALL_MAX_ROWS = 100
 RECALL_MAX_BYTES = 512_000
 RECALL_TIMEOUT_S = 5.0
-EXPORT_FORMAT = "mentis-ledger"
 
 
 class AttemptOps:
@@ -148,7 +154,7 @@ class AttemptOps:
             task_of=lambda rows: {r: k[:2] for r, k in known.update_from(rows).items()},
         )
         keys = known.update_from([s.rowid for s in ranked])
-        if caller.repositories is not None:  # a repository created since the scope was listed
+        if caller.limited:  # a repository created since the scope was listed
             keys = {r: k for r, k in keys.items() if caller.sees(k[0])}
         hits = retrieval.group_tasks(ranked, {r: (k[0], k[1]) for r, k in keys.items()}, req.limit)
         previews = self.store.load_attempts([h.attempts[0].rowid for h in hits])
@@ -184,7 +190,7 @@ class AttemptOps:
                     attempt_count=count,
                 )
             )
-        return SearchResult(tasks=tasks, ranking=ranking)
+        return SearchResult(tasks=tasks, ranking=ranking + left_out_note(caller))
 
     def _rerank(
         self,
@@ -355,20 +361,34 @@ class AttemptOps:
     def verify_integrity(
         self, caller: Caller, repository: str | None = None, signatures: bool = False
     ) -> VerifyResult:
-        """Verify the ledger (with ``signatures``, every signature rather than each stream's last)."""
+        """Verify the ledger chain by chain (with ``signatures``, every signature rather than each
+        stream's last); IntegrityError naming each chain the caller may read that does not verify
+        (from then on its repository is refused, as at open)."""
         may_read(caller, repository)
         try:
-            verified = self.store.verify(signatures=signatures)
+            verified = self.store.verify_chains(signatures=signatures)
         except IntegrityError as exc:
-            if exc.chain is None or caller.sees(exc.chain):
+            if exc.chain is None or caller.covers(exc.chain):
                 raise
             raise IntegrityError(
                 "the store does not verify (in a repository this caller may not read); "
                 "ask its administrator to run `mentis verify-integrity`"
             ) from None
+        caller = self.ctx.narrow(caller)
+        damaged = caller.left_out(repository)
         reports = [
             r for r in verified if caller.sees(r.chain) and (repository is None or r.chain == repository)
         ]
+        if damaged:
+            causes = [caller.refused[c] for c in damaged]
+            found = "; ".join(f"chain {c.chain!r} seq {c.seq}: {c.what}" for c in causes)
+            raise IntegrityError(
+                f"{len(causes)} chain(s) do not verify: {found}. Their repositories are refused; the other "
+                f"{len(reports)} chain(s) verify and are served. Run `mentis doctor` for how to recover",
+                chain=causes[0].chain,
+                seq=causes[0].seq,
+                what=causes[0].what,
+            )
         if repository is not None and not reports:
             raise NotFound(f"no chain for repository {repository!r}")
         return VerifyResult(ok=True, chains=[ChainResult(**r.to_json()) for r in reports])
@@ -376,74 +396,6 @@ class AttemptOps:
     def stats(self, caller: Caller, req: StatsInput) -> StatsResult:
         """What the memory holds, counted over the caller's repositories (``mentis.stats``)."""
         return collect_stats(self.store, caller, req)
-
-    def export(
-        self,
-        caller: Caller,
-        out: IO[bytes],
-        repository: str | None = None,
-        progress: Callable[[int], None] | None = None,
-    ) -> int:
-        """Write the ledger and bodies as JSONL; returns the number of entries written.
-
-        The agent registry goes with every export, so its signatures verify offline; a signing
-        stream verifies only whole, so an export that would split one is refused."""
-        may_read(caller, repository)
-        items, left = [], set()
-        for e, body in self.store.iter_ledger():
-            if e.chain == AGENTS_CHAIN or (
-                caller.sees(e.chain) and (repository is None or e.chain == repository)
-            ):
-                items.append((e, body))
-            elif e.sig is not None:
-                left.add(e.sig[3:35])  # the envelope's stream
-        split = left & {e.sig[3:35] for e, _ in items if e.sig is not None}
-        if split:
-            raise InvalidInput(
-                "a signing stream in this export also signed entries of repositories left out of it, "
-                "and a stream verifies only whole; export every repository the agents wrote to",
-                field="repository",
-            )
-        heads: dict[str, list[Any]] = {}
-        for e, _ in items:
-            heads[e.chain] = [e.seq, e.hash]
-        header = {
-            "format": EXPORT_FORMAT,
-            "version": 1,
-            "exported_at": now_iso(),
-            "heads": heads,
-            "embed_model": self.ctx.embedder.model_id,
-        }
-        out.write(orjson.dumps(header) + b"\n")
-        for n, (e, body) in enumerate(items, start=1):
-            line = {"entry": e.to_json(), "body": None if body is None else orjson.loads(body)}
-            out.write(orjson.dumps(line) + b"\n")
-            if progress is not None and (n % 256 == 0 or n == len(items)):
-                progress(256 if n % 256 == 0 else n % 256)
-        return len(items)
-
-    def import_(
-        self, caller: Caller, lines: Iterable[bytes], progress: Callable[[int], None] | None = None
-    ) -> int:
-        """Verify an export completely, then append its chains to this store in one transaction
-        that commits only if the store's whole ledger verifies with them; otherwise nothing is written.
-
-        ``progress`` is told how many attempts and thoughts each embedding batch held."""
-        items, heads = read_export(lines)
-        for chain in heads:
-            if chain == AGENTS_CHAIN:
-                may_admin(caller)
-            else:
-                may_write(caller, chain)
-        verify_rows(entry_rows(items), heads)  # in the export's order: the ledger's
-
-        def embed(texts: Sequence[str]) -> np.ndarray:
-            vectors = self.ctx.embed(texts)
-            if progress is not None:
-                progress(len(texts))
-            return vectors
-
-        return self.store.import_ledger(items, embed)
 
     def rebuild(self, progress: Callable[[int], None] | None = None) -> int:
         return self.store.rebuild(self.ctx.embed, progress)
@@ -454,37 +406,6 @@ class AttemptOps:
         self.store.set_meta("embed_model", self.ctx.embedder.model_id)
         self.store.set_meta("embed_dim", str(self.ctx.embedder.dim))
         return count
-
-
-def read_export(
-    lines: Iterable[bytes],
-) -> tuple[list[tuple[Entry, bytes | None]], dict[str, tuple[int, str]]]:
-    """Parse an export (header line, then one entry per line) without trusting it."""
-    it: Iterator[bytes] = iter(lines)
-    try:
-        header = orjson.loads(next(it))
-    except StopIteration:
-        raise InvalidInput("the export is empty") from None
-    except orjson.JSONDecodeError as exc:
-        raise InvalidInput(f"line 1 of the export is not JSON: {exc}") from None
-    if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
-        raise InvalidInput(f"line 1 is not a {EXPORT_FORMAT} header; was this file made by `mentis export`?")
-    try:
-        heads = {str(c): (int(h[0]), str(h[1])) for c, h in header["heads"].items()}
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError):
-        raise InvalidInput("the export header has no valid chain heads") from None
-    items: list[tuple[Entry, bytes | None]] = []
-    for number, raw in enumerate(it, start=2):
-        if not raw.strip():
-            continue
-        try:
-            line = orjson.loads(raw)
-            entry = Entry.from_json(line["entry"])
-            body = None if line["body"] is None else canonical(line["body"])
-        except (orjson.JSONDecodeError, KeyError, TypeError, InvalidInput) as exc:
-            raise IntegrityError(f"export line {number} is malformed: {exc}") from None
-        items.append((entry, body))
-    return items, heads
 
 
 def _ref(entry: Entry) -> LedgerRef:
@@ -535,34 +456,35 @@ class Memory:
         self.attempts = AttemptOps(self.ctx, self.thoughts)
         self.browse = BrowseOps(self.ctx)
         self.skills = s = SkillOps(self.ctx)
-        self.upload_skill, self.read_skill, self.search_skills = s.upload_skill, s.read_skill, s.search_skills
-        self.list_skills, self.skill_versions, self.delete_skill = (
-            s.list_skills,
-            s.skill_versions,
-            s.delete_skill,
-        )
-        self.deprecate_skill, self.revoke_skill = s.deprecate_skill, s.revoke_skill
-        self.export_skills, self.import_skills = s.export_skills, s.import_skills
+        self.agents = g = AgentOps(self.ctx)
         a, t, b = self.attempts, self.thoughts, self.browse
-        self.record_attempt, self.search, self.recall = a.record_attempt, a.search, a.recall
-        self.stale_attempts, self.stats = a.stale_attempts, a.stats
-        self.mark_conclusion_outdated, self.forget_attempt = a.mark_conclusion_outdated, a.forget_attempt
-        self.verify_integrity, self.export, self.import_ = a.verify_integrity, a.export, a.import_
+        # Every operation that takes a caller is called with the store's damaged chains refused.
+        guard = self.ctx.guarded
+        self.upload_skill, self.read_skill = guard(s.upload_skill), guard(s.read_skill)
+        self.search_skills, self.list_skills = guard(s.search_skills), guard(s.list_skills)
+        self.skill_versions, self.delete_skill = guard(s.skill_versions), guard(s.delete_skill)
+        self.deprecate_skill, self.revoke_skill = guard(s.deprecate_skill), guard(s.revoke_skill)
+        self.export_skills, self.import_skills = guard(s.export_skills), guard(s.import_skills)
+        self.record_attempt, self.search = guard(a.record_attempt), guard(a.search)
+        self.recall = guard(a.recall)
+        self.stale_attempts, self.stats = guard(a.stale_attempts), guard(a.stats)
+        self.mark_conclusion_outdated = guard(a.mark_conclusion_outdated)
+        self.forget_attempt = guard(a.forget_attempt)
+        self.transfer = x = TransferOps(self.ctx)
+        self.verify_integrity = guard(a.verify_integrity)
+        self.export, self.import_ = guard(x.export), guard(x.import_)
         self.rebuild, self.reindex = a.rebuild, a.reindex
-        self.append_thought, self.forget_thought = t.append_thought, t.forget_thought
-        self.search_thoughts, self.get_thought = t.search_thoughts, t.get_thought
-        self.traverse_thoughts, self.context_bundle = t.traverse_thoughts, t.context_bundle
-        self.recent_context = t.recent_context
-        self.export_memory_md, self.import_memory_md = t.export_memory_md, t.import_memory_md
-        self.repository_overview, self.task_page = b.repository_overview, b.task_page
-        self.task_timeline = b.task_timeline
+        self.append_thought, self.forget_thought = guard(t.append_thought), guard(t.forget_thought)
+        self.search_thoughts, self.get_thought = guard(t.search_thoughts), guard(t.get_thought)
+        self.traverse_thoughts, self.context_bundle = guard(t.traverse_thoughts), guard(t.context_bundle)
+        self.recent_context = guard(t.recent_context)
+        self.export_memory_md, self.import_memory_md = guard(t.export_memory_md), guard(t.import_memory_md)
+        self.repository_overview, self.task_page = guard(b.repository_overview), guard(b.task_page)
+        self.task_timeline = guard(b.task_timeline)
         self.warm_up, self.close = self.ctx.warm_up, self.ctx.close
-        self.agents = AgentOps(self.ctx)
-        g = self.agents
-        self.register_agent, self.add_agent_key, self.revoke_agent_key = (
-            g.register_agent, g.add_agent_key, g.revoke_agent_key,
-        )  # fmt: skip
-        self.disable_agent, self.list_agents, self.show_agent = g.disable_agent, g.list_agents, g.show_agent
+        self.register_agent, self.add_agent_key = guard(g.register_agent), guard(g.add_agent_key)
+        self.revoke_agent_key, self.disable_agent = guard(g.revoke_agent_key), guard(g.disable_agent)
+        self.list_agents, self.show_agent = guard(g.list_agents), guard(g.show_agent)
         self.local_signing = LocalSigning.from_settings(store, self.ctx.settings)
         if self.local_signing is not None:  # MENTIS_SIGNING_KEY: its agent's writes are signed
             self.ctx.settings = self.local_signing.install(self, self.ctx.settings)

@@ -1,6 +1,7 @@
 """Copy a whole store to another backend (SQLite ⇄ PostgreSQL), keeping every hash.
 
-``migrate`` opens the source (which verifies it), refuses a target that already holds chains,
+``migrate`` opens the source (which verifies it, and refuses a source with a damaged chain: a copy is
+whole or not at all), refuses a target that already holds chains,
 appends the source's ledger rows and canonical bodies to the target unchanged, lets the target
 derive its tables (embedding with the source's model), verifies the target and checks that
 both ledgers are identical entry for entry.
@@ -40,6 +41,16 @@ def migrate(
     """Copy every chain from ``source`` to an empty ``target``; returns the entries copied."""
     src = Memory.open(source, embedder)
     try:
+        if src.store.damaged:
+            cause = next(iter(src.store.damaged.values()))
+            raise IntegrityError(
+                f"the source's chain {cause.chain!r} does not verify (seq {cause.seq}: {cause.what}) and "
+                "migrate copies a whole store; move the chains that verify with `mentis export "
+                "--skip-damaged` and `mentis import` instead (see `mentis doctor`)",
+                chain=cause.chain,
+                seq=cause.seq,
+                what=cause.what,
+            )
         dst = Memory.open(target, src.embedder)
         try:
             if dst.store.repositories():

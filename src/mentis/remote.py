@@ -6,8 +6,10 @@ client, with the bearer token), lists its tools once and publishes exactly those
 forwarded on that session and the remote result, or tool error, is returned unchanged. When the
 connection fails, the calls that were on it fail with a clear error (their outcome is unknown) and
 the next call opens a new session; every wait is bounded, so a server that is down or hangs gives
-an error, never a hang. With ``MENTIS_SIGNING_KEY`` set, writes are signed on the way
-(:mod:`mentis.remote_signing`).
+an error, never a hang, and every answer is read with a byte bound (:mod:`mentis.remote_http`), so
+one that answers without end gives an error too. With ``MENTIS_SIGNING_KEY`` set, writes are signed on the way
+(:mod:`mentis.remote_signing`), and which tools write is the proxy's own table's to say
+(:mod:`mentis.remote_writes`).
 
 The SDK's client must be entered and left in one task, and a transport failure tears down its
 task group, so one task (:meth:`Link.run`) owns the session and runs each call inside it; callers
@@ -48,6 +50,7 @@ from mcp_types import (
 
 from mentis import __version__
 from mentis.errors import ConfigError, MentisError
+from mentis.remote_http import MAX_RESPONSE_MB, TOO_LARGE, CappedTransport, MiB, env_proxy
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +68,13 @@ class RemoteUnavailable(MentisError):
     code = "unavailable"
 
 
+class ResponseTooLarge(MentisError):
+    """The remote's answer to a call was more than the proxy reads (``--max-response-mb``)."""
+
+    exit_code = 12
+    code = "too_large"
+
+
 @dataclass(frozen=True)
 class RemoteConfig:
     url: str
@@ -72,6 +82,7 @@ class RemoteConfig:
     ca_file: Path | None = None
     connect_timeout_s: float = CONNECT_TIMEOUT_S
     call_timeout_s: float = CALL_TIMEOUT_S
+    max_response_bytes: int = MAX_RESPONSE_MB * MiB
 
 
 def check_url(url: str) -> str:
@@ -159,9 +170,9 @@ class _Call:
     arguments: dict[str, Any]
     done: anyio.Event = field(default_factory=anyio.Event)
     result: CallToolResult | None = None
-    error: str | None = None
+    error: MentisError | None = None
 
-    def fail(self, error: str) -> None:
+    def fail(self, error: MentisError) -> None:
         if not self.done.is_set():
             self.error = error
             self.done.set()
@@ -192,15 +203,17 @@ class Link:
                 self._refused = response.status_code
 
         timeout = httpx2.Timeout(self.config.call_timeout_s, connect=self.config.connect_timeout_s)
+        limit = self.config.max_response_bytes
+        network = httpx2.AsyncHTTPTransport(verify=self._verify, proxy=env_proxy(self.config.url))
         async with (
             httpx2.AsyncClient(
-                headers={"Authorization": f"Bearer {self.config.token}"},
+                headers={"Authorization": f"Bearer {self.config.token}", "Accept-Encoding": "identity"},
                 timeout=timeout,
-                verify=self._verify,
+                transport=CappedTransport(network, limit),
                 event_hooks={"response": [on_response]},
             ) as http,
             Client(
-                streamable_http_client(self.config.url, http_client=http),
+                streamable_http_client(self.config.url, http_client=http, max_sse_event_size=limit),
                 read_timeout_seconds=self.config.call_timeout_s,
                 client_info=Implementation(name="mentis-remote-proxy", version=__version__),
             ) as client,
@@ -269,7 +282,7 @@ class Link:
                 log.warning("%s", reason)
                 self._fail_inflight(reason)
                 if waiting is not None:
-                    waiting.fail(f"{reason}; the call was not sent")
+                    waiting.fail(RemoteUnavailable(f"{reason}; the call was not sent"))
                     waiting = None
             try:
                 waiting = await self._receive.receive()
@@ -281,23 +294,27 @@ class Link:
         try:
             result = await client.call_tool(job.name, job.arguments)
         except MCPError as exc:
+            where = f"the remote Mentis at {self.config.url}"
             if exc.code == REQUEST_TIMEOUT:
                 job.fail(
-                    f"the remote Mentis at {self.config.url} did not answer {job.name} within "
-                    f"{self.config.call_timeout_s:g} s; its outcome is unknown (search or recall before "
-                    "repeating a write)"
+                    RemoteUnavailable(
+                        f"{where} did not answer {job.name} within {self.config.call_timeout_s:g} s; its "
+                        "outcome is unknown (search or recall before repeating a write)"
+                    )
                 )
+            elif exc.code == TOO_LARGE:  # CappedTransport's answer in place of the server's
+                job.fail(ResponseTooLarge(f"{where} answered {job.name}, but {exc.error.message}"))
             elif (
                 exc.code == INTERNAL_ERROR and self._refused is not None
             ):  # the SDK's stand-in for an HTTP error
-                job.fail(self.describe(exc))
+                job.fail(RemoteUnavailable(self.describe(exc)))
             else:
-                job.fail(
-                    f"the remote Mentis at {self.config.url} answered with an error: {exc.error.message}"
-                )
+                job.fail(RemoteUnavailable(f"{where} answered with an error: {exc.error.message}"))
         except Exception as exc:  # this call's own failure (a result that does not match its schema…)
             job.fail(
-                f"the remote Mentis at {self.config.url}: {job.name} failed: {type(exc).__name__}: {exc}"
+                RemoteUnavailable(
+                    f"the remote Mentis at {self.config.url}: {job.name} failed: {type(exc).__name__}: {exc}"
+                )
             )
         else:
             job.result = result
@@ -307,7 +324,11 @@ class Link:
 
     def _fail_inflight(self, reason: str) -> None:
         for job in self._inflight:
-            job.fail(f"{reason}; the call's outcome is unknown (search or recall before repeating a write)")
+            job.fail(
+                RemoteUnavailable(
+                    f"{reason}; the call's outcome is unknown (search or recall before repeating a write)"
+                )
+            )
         self._inflight.clear()
 
     async def call(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
@@ -328,7 +349,7 @@ class Link:
                 f"{self.config.call_timeout_s:g} s; its outcome is unknown"
             )
         if job.result is None:
-            raise RemoteUnavailable(job.error or "no answer")
+            raise job.error or RemoteUnavailable("no answer")
         return job.result
 
     def close(self) -> None:
@@ -376,11 +397,6 @@ def build_proxy(remote: Remote, forward: Forward) -> Server[Any]:
     )
 
 
-def is_write(tool: Tool) -> bool:
-    """A tool the remote marks as writing (its annotations say it is not read-only)."""
-    return tool.annotations is not None and tool.annotations.read_only_hint is False
-
-
 async def serve(
     config: RemoteConfig,
     *,
@@ -405,8 +421,8 @@ async def serve(
             forward: Forward = link.call
             if key is not None:
                 signer = RemoteSigner(link, key, agent_id)
-                writes = {t.name for t in remote.tools if is_write(t)}
-                forward = signer.forwarder(writes)
+                remote = Remote(signer.tools(remote.tools), remote.instructions)
+                forward = signer.forwarder()
             ready(remote)
             try:
                 await run_stdio(build_proxy(remote, forward))

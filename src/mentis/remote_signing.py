@@ -1,12 +1,15 @@
 """The proxy's side of remote signing: each write becomes prepare_write → check → sign → signed_write.
 
-The private key (``MENTIS_SIGNING_KEY``) stays in the proxy. For a write tool the proxy asks the
-server for the entry the write would append (``prepare_write``: its unsigned fields and body;
-nothing is written), checks that the body says what the caller asked for (every argument that
-appears in the body has the value the caller gave, the body hashes to ``body_hash``, the chain is
-the repository, the time is within :data:`signing.SKEW_S` of this machine's clock), signs the
-statement on its own stream (:class:`signing.Signer`) and sends ``signed_write``. The server runs
-the write again with the same id and time and the store verifies the signature before it writes.
+The private key (``MENTIS_SIGNING_KEY``) stays in the proxy. Which tools write, and what the entry
+of each write must hold, is the proxy's own table (:mod:`mentis.remote_writes`), never what the
+server says about its tools: reads go through unsigned, writes are signed, and a tool the table
+does not know is neither published nor forwarded. For a write the proxy asks the server for the
+entry it would append (``prepare_write``: its unsigned fields and body; nothing is written) and
+:func:`check` compares it with the harness's call: the kind, the chain, the id, the time, and every
+body field, exactly, besides only the fields the table lets the server fill in, each of its form.
+Then it signs the statement on its own stream (:class:`signing.Signer`) and sends
+``signed_write``; the server runs the write again with the same id and time, and the store verifies
+the signature before it writes.
 
 The agent signed for is the one the server attributes the write to: the token's agent, which
 ``prepare_write`` reports as ``agent``. ``MENTIS_AGENT_ID``, when set, names the agent this key
@@ -23,20 +26,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
-import uuid
-from datetime import UTC, datetime
+from collections.abc import Container, Iterator
 from typing import Any
 
 import anyio
 import pydantic_core
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
 
-from mentis import signing
+from mentis import __version__, signing
 from mentis.errors import Forbidden, InvalidInput
+from mentis.ledger import canonical
+from mentis.model import parse
 from mentis.remote import Forward, Link
-from mentis.signed_writes import PHASES
+from mentis.remote_writes import PASSED, WRITES, Shape, StatementRefused, is_uuid, known, unsignable
+
+log = logging.getLogger(__name__)
 
 _PHASE_PREFIX = re.compile(r"^Error executing tool (prepare_write|signed_write): ")
 _ERROR_CODE = re.compile(r"^Error executing tool [^:]*: \[([a-z_]+)\] ")
@@ -58,16 +65,43 @@ class RemoteSigner:
         self.key = key
         self.agent_id = agent_id
         self.signer: signing.Signer | None = None
+        self.signed: set[str] = set()
+        """The ids of the entries this proxy signed that were (or may have been) written."""
         self._lock = anyio.Lock()
 
-    def forwarder(self, writes: set[str]) -> Forward:
-        """Forward calls to the link, signing those of the ``writes`` tools."""
-        signed = writes - PHASES
+    def tools(self, published: list[Tool]) -> list[Tool]:
+        """The remote's tools this proxy serves while signing: those its table knows, each marked
+        read-only or not by the table (whatever the server's annotations say)."""
+        unknown = [t.name for t in published if not known(t.name)]
+        if unknown:
+            log.warning(
+                "not serving %s: this proxy (mentis %s) does not know whether they write",
+                ", ".join(unknown),
+                __version__,
+            )
+        out = []
+        for tool in published:
+            if known(tool.name):
+                marks = tool.annotations or ToolAnnotations()
+                read_only = marks.model_copy(update={"read_only_hint": tool.name in PASSED})
+                out.append(tool.model_copy(update={"annotations": read_only}))
+        return out
+
+    def forwarder(self) -> Forward:
+        """Forward calls to the link: reads as they are, writes signed, anything else refused."""
 
         async def forward(name: str, arguments: dict[str, Any]) -> CallToolResult:
-            if name in signed:
-                return await self.write(name, arguments)
-            return await self.link.call(name, arguments)
+            if name in PASSED:
+                return await self.link.call(name, arguments)
+            if not known(name):
+                raise Forbidden(
+                    f"{name} is not a tool this proxy (mentis {__version__}) knows, so it cannot tell "
+                    "whether it writes and does not forward it while signing; upgrade mentis here"
+                )
+            refusal = unsignable(name, arguments)
+            if refusal is not None:
+                raise InvalidInput(refusal, field="tool")
+            return await self.write(name, arguments)
 
         return forward
 
@@ -89,7 +123,7 @@ class RemoteSigner:
                 prepared = await self.link.call("prepare_write", {"tool": name, "arguments": arguments})
                 if prepared.is_error:
                     return as_tool(prepared, name)
-                fields, body_hash = check_prepared(name, arguments, prepared.structured_content)
+                fields = check(name, arguments, prepared.structured_content, self.signed)
                 signer = self._signer_for(fields.agent)
                 key_id, sig = signer.sign(fields)
                 request = {
@@ -99,14 +133,16 @@ class RemoteSigner:
                     "at": fields.at,
                     "key_id": key_id,
                     "sig": sig,
-                    "body_hash": body_hash,
+                    "body_hash": fields.body_hash,
                 }
                 try:
                     done = await self.link.call("signed_write", request)
                 except BaseException:
+                    self.signed.add(fields.id)  # its outcome is unknown
                     signer.restart()
                     raise
                 if not done.is_error:
+                    self.signed.add(fields.id)
                     return unwrap(done)
                 signer.restart()
                 if attempt == 1 and error_code(done) == "conflict":
@@ -135,88 +171,107 @@ def unwrap(done: CallToolResult) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=result)
 
 
-def check_prepared(
-    name: str, arguments: dict[str, Any], prepared: dict[str, Any] | None
-) -> tuple[signing.Unsigned, str]:
-    """The fields to sign, after checking that the server's entry is the caller's write:
-    InvalidInput (nothing is signed) when it is not."""
-    if not isinstance(prepared, dict):
-        raise InvalidInput("prepare_write answered without the entry's fields", field="body")
-    try:
-        fields = signing.Unsigned(*(str(prepared[k]) for k in signing.Unsigned._fields))
-        body_text = str(prepared["body"])
-    except KeyError as exc:
-        raise InvalidInput(f"prepare_write's answer lacks {exc.args[0]}", field="body") from None
+# ---------------------------------------------------------------- the check
+
+
+def check(
+    name: str, arguments: dict[str, Any], prepared: Any, signed: Container[str] = ()
+) -> signing.Unsigned:
+    """The fields to sign, once ``prepared`` (prepare_write's answer) is shown to be the entry of
+    the call ``name(arguments)`` and nothing else; ``signed`` holds the ids this proxy signed before.
+    StatementRefused (nothing is signed) when it is not; InvalidInput when the call is not one this
+    proxy can read."""
+    write = WRITES[name]
+    req = parse(write.input, arguments)
+    fields, body = _entry(prepared)
     if prepared.get("tool") != name:
-        raise InvalidInput(f"prepare_write prepared {prepared.get('tool')!r}, not {name!r}", field="tool")
-    if hashlib.sha256(body_text.encode("utf-8")).hexdigest() != fields.body_hash:
-        raise InvalidInput(
-            "prepare_write's body does not hash to its body_hash; not signing", field="body_hash"
-        )
-    body = json.loads(body_text)
-    if not isinstance(body, dict):
-        raise InvalidInput("prepare_write's body is not a JSON object; not signing", field="body")
-    if "repository" in arguments and fields.chain != arguments["repository"]:
-        raise InvalidInput(
-            f"the server would write to chain {fields.chain!r}, not repository {arguments['repository']!r}; "
-            "not signing",
-            field="repository",
-        )
-    if body.get("agent_id", fields.agent) != fields.agent:
-        raise InvalidInput("the body names another agent than the entry; not signing", field="agent")
-    for key, value in arguments.items():
-        if key in body and not same(value, body[key]):
-            raise InvalidInput(
-                f"{key}: the server's entry holds {_short(body[key])}, not the {_short(value)} sent; "
-                "not signing content the server changed",
-                field=key,
+        raise StatementRefused(f"it prepared {_short(prepared.get('tool'))}, not {name}", "tool")
+    if fields.kind != write.kind:
+        raise StatementRefused(f"its kind is {fields.kind!r}, and {name} appends {write.kind!r}", "kind")
+    if fields.chain != write.chain(req):
+        raise StatementRefused(f"it would write to chain {fields.chain!r}, not {write.chain(req)!r}", "chain")
+    try:
+        signing.check_skew(fields.at)
+    except InvalidInput:
+        raise StatementRefused(
+            f"its time {_short(fields.at)} is not a UTC time within {signing.SKEW_S} s of this clock", "at"
+        ) from None
+    shape = write.shape(req, fields)
+    _check_id(fields.id, shape, req.model_dump(mode="json"), body, signed)
+    _check_body(name, shape, body)
+    return fields
+
+
+def _entry(prepared: Any) -> tuple[signing.Unsigned, dict[str, Any]]:
+    """The entry's unsigned fields and its body, which must hash to its body_hash and be the
+    canonical JSON of one object (so no other reader finds other fields in it: a repeated key)."""
+    if not isinstance(prepared, dict):
+        raise StatementRefused("prepare_write answered without the entry's fields", "body")
+    missing = [k for k in (*signing.Unsigned._fields, "body") if not isinstance(prepared.get(k), str)]
+    if missing:
+        raise StatementRefused(f"its answer lacks {', '.join(missing)} (or they are not text)", missing[0])
+    fields = signing.Unsigned(*(prepared[k] for k in signing.Unsigned._fields))
+    text: str = prepared["body"]
+    if hashlib.sha256(text.encode("utf-8")).hexdigest() != fields.body_hash:
+        raise StatementRefused("its body does not hash to its body_hash", "body_hash")
+    try:
+        body = json.loads(text)
+        exact = canonical(body) == text.encode("utf-8")
+    except (ValueError, TypeError):
+        exact = False
+    if not exact or not isinstance(body, dict):
+        raise StatementRefused("its body is not one object in canonical JSON", "body")
+    return fields, body
+
+
+def _check_body(name: str, shape: Shape, body: dict[str, Any]) -> None:
+    extra = sorted(set(body) - set(shape.exact) - set(shape.server))
+    if extra:
+        raise StatementRefused(f"its body holds {', '.join(extra)}, which the call does not give", extra[0])
+    for key, value in shape.exact.items():
+        if key not in body:
+            raise StatementRefused(f"its body lacks {key}", key)
+        if canonical(body[key]) != canonical(value):
+            raise StatementRefused(
+                f"{key} holds {_short(body[key])}, not the {_short(value)} of the call", key
             )
-    signing.check_skew(fields.at)
-    return fields, fields.body_hash
+    for key, rule in shape.server.items():
+        if key not in body:
+            if rule.required:
+                raise StatementRefused(f"its body lacks {key} ({rule.what})", key)
+        elif not rule.form(body[key]):
+            raise StatementRefused(f"{key} holds {_short(body[key])}, which is not {rule.what}", key)
+    broken = None if shape.whole is None else shape.whole(body)
+    if broken is not None:
+        raise StatementRefused(broken, "body")
 
 
-def same(sent: Any, stored: Any) -> bool:
-    """Whether ``stored`` (in the body) is the value ``sent``: objects compare on the keys both
-    hold, a list must begin with the items sent (the server may append derived ones, such as a
-    Supersedes relation to a near-duplicate), a number may be stored as its decimal text, and
-    ids and times may be stored normalised (lower-case UUIDs, UTC with microseconds)."""
-    if sent is None:  # the server fills in what the caller left out (a session id, say)
-        return True
-    if stored is None:
-        return sent in ("", [], {})
-    if isinstance(sent, dict):
-        return isinstance(stored, dict) and all(same(v, stored[k]) for k, v in sent.items() if k in stored)
-    if isinstance(sent, list):
-        return (
-            isinstance(stored, list)
-            and len(stored) >= len(sent)
-            and all(same(a, b) for a, b in zip(sent, stored, strict=False))
-        )
-    if isinstance(sent, bool) or isinstance(stored, bool):
-        return sent is stored
-    if isinstance(sent, int | float):
-        try:
-            return float(stored) == float(sent)
-        except (TypeError, ValueError):
-            return False
-    if isinstance(sent, str) and isinstance(stored, str):
-        return sent == stored or _same_uuid(sent, stored) or _same_time(sent, stored)
-    return bool(sent == stored)
+def _check_id(
+    id_: str, shape: Shape, call: dict[str, Any], body: dict[str, Any], signed: Container[str]
+) -> None:
+    """The entry's id: a canonical UUID; the call's own when it chose one; else none the call names
+    or the body names elsewhere; never one this proxy signed before."""
+    if not is_uuid(id_):
+        raise StatementRefused(f"its id {_short(id_)} is not a UUID in canonical form", "id")
+    if shape.call_id is not None and id_ != shape.call_id:
+        raise StatementRefused(f"its id is {id_}, not the {shape.call_id} the call chose", "id")
+    if id_ in signed:
+        raise StatementRefused(f"its id {id_} is one this proxy signed before", "id")
+    named = set(_strings(call)) - {shape.call_id}
+    named |= set(_strings({k: v for k, v in body.items() if k != shape.record_id}))
+    if id_ in named:
+        raise StatementRefused(f"its id {id_} is the id of a record the write names", "id")
 
 
-def _same_uuid(a: str, b: str) -> bool:
-    try:
-        return uuid.UUID(a) == uuid.UUID(b)
-    except ValueError:
-        return False
-
-
-def _same_time(a: str, b: str) -> bool:
-    try:
-        x, y = datetime.fromisoformat(a), datetime.fromisoformat(b)
-    except ValueError:
-        return False
-    return x.replace(tzinfo=x.tzinfo or UTC) == y.replace(tzinfo=y.tzinfo or UTC)
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
 
 
 def _short(value: Any) -> str:

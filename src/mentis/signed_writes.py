@@ -9,6 +9,11 @@ the operation again with the planned id and time (:func:`signing.planned`), so t
 is the one the client signed, and the store seals it with the client's ``key_id`` and envelope
 (:func:`signing.presigned`), verifying them against the agent registry.
 
+The server chooses every id: prepare_write a fresh UUID, and signed_write takes only a UUID that no
+ledger entry has had (the store claims it inside the write transaction, forgotten records included:
+:meth:`mentis.store.core.RelationalCore._claim_id`), so a client cannot give its entry the id of
+another record, in its own repository or any other.
+
 If anything the body depends on changed between the phases (a concurrent write changed which
 rejected conclusions the new one re-asserts, say), the body hash differs from the one the client
 signed and ``signed_write`` refuses with a Conflict before the store sees it: prepare again.
@@ -22,7 +27,7 @@ from pydantic import Field, JsonValue
 
 from mentis import signing
 from mentis.errors import Conflict, InvalidInput
-from mentis.model import Identifier, Out, Strict, Timestamp, parse
+from mentis.model import Identifier, Out, Strict, Timestamp, Uuid, parse
 from mentis.service import Caller
 
 if TYPE_CHECKING:
@@ -59,7 +64,8 @@ class PrepareWriteResult(Out):
 class SignedWriteInput(Strict):
     tool: Identifier
     arguments: Arguments
-    id: Identifier
+    id: Uuid
+    """The id prepare_write chose (a UUID); the store refuses one any ledger entry already has."""
     at: Timestamp
     key_id: KeyId
     sig: Envelope

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from mentis.errors import NotFound
 from mentis.model import Identifier, Out, Strict
@@ -46,6 +46,11 @@ class StatsResult(Out):
     bytes_per_attempt: int | None
     newest_activity: str | None
     by_repository: list[RepositoryStats]
+    refused: list[str] = Field(
+        default_factory=list,
+        description="repositories left out of these counts: their ledger chain does not verify "
+        "(run `mentis doctor`)",
+    )
 
 
 def _scalar_rows(store: Store, caller: Caller, sql: str, repository: str | None) -> list[list[Any]]:
@@ -109,6 +114,7 @@ def collect_stats(store: Store, caller: Caller, req: StatsInput) -> StatsResult:
         bytes_per_attempt=size // attempts if size is not None and attempts else None,
         newest_activity=max((r.newest for r in per_repo.values()), default=None),
         by_repository=sorted(per_repo.values(), key=lambda r: r.repository),
+        refused=caller.left_out(req.repository),
     )
 
 
@@ -136,4 +142,8 @@ def result_lines(result: BaseModel) -> list[str]:
     for r in result.by_repository:
         entries = ", ".join(f"{n} {k}" for k, n in sorted(r.ledger_entries.items()))
         lines.append(f"  {r.repository}: {entries}; newest {r.newest}")
+    if result.refused:
+        lines.append(
+            f"refused       {', '.join(result.refused)} (ledger chain does not verify; see mentis doctor)"
+        )
     return lines

@@ -57,7 +57,7 @@ from mentis.model import (
 )
 from mentis.records import RelationBody, ThoughtBody
 from mentis.retrieval import pipeline
-from mentis.service import Caller, ServiceContext, may_read, may_write, secret_warnings
+from mentis.service import Caller, ServiceContext, left_out_note, may_read, may_write, secret_warnings
 from mentis.session_windows import SessionNeighbours
 from mentis.signing import write_at, write_id
 from mentis.store.base import ThoughtQuery
@@ -289,14 +289,14 @@ class ThoughtOps:
             )
             for r, t in results
         ]
-        return SearchThoughtsResult(thoughts=thoughts, ranking=ranking, as_of=as_of)
+        return SearchThoughtsResult(thoughts=thoughts, ranking=ranking + left_out_note(caller), as_of=as_of)
 
     def _thought_filters(self, caller: Caller, req: SearchThoughtsInput, as_of: str) -> ThoughtQuery:
         f = req.filters
         repositories: tuple[str, ...] | None = None
         if req.repository is not None:
             repositories = (req.repository,)
-        elif caller.repositories is not None:
+        elif caller.limited:
             repositories = tuple(r for r in self.store.repositories() if caller.sees(r))
         return ThoughtQuery(
             as_of=as_of,
@@ -360,9 +360,10 @@ class ThoughtOps:
         else:
             rowid = self.store.thought_rowid_at(req.repository, req.seq, req.hash)
         loaded = self.store.load_thoughts([rowid]) if rowid is not None else {}
-        if rowid is None or rowid not in loaded or not caller.sees(loaded[rowid][1]["repository"]):
+        if rowid is None or rowid not in loaded or not caller.covers(loaded[rowid][1]["repository"]):
             raise NotFound("no such thought; search_thoughts finds ids")
         entry, body = loaded[rowid]
+        may_read(caller, body["repository"])  # a refused (damaged) repository's thought: its refusal
         invalid = self.store.invalidations([body["thought_id"]], now_iso())
         return thought_out(entry, body, invalid.get(body["thought_id"], []), self.live_reasserts(body))
 

@@ -11,7 +11,7 @@ import pytest
 
 from mentis.config import Settings
 from mentis.embed import HashEmbedder
-from mentis.errors import InvalidInput, MentisError, StoreError
+from mentis.errors import Conflict, InvalidInput, MentisError
 from mentis.memory import Caller, Memory
 from mentis.retrieval import query_terms
 from mentis.store.base import AttemptRow
@@ -100,7 +100,7 @@ def test_a_bad_row_refuses_the_whole_batch_and_writes_nothing(
         rows[-1] = rows[0]
     before = (list(memory.store.iter_ledger()), memory.store.counts())
 
-    expected: type[MentisError] = StoreError if spoil == "the same attempt twice" else InvalidInput
+    expected: type[MentisError] = Conflict if spoil == "the same attempt twice" else InvalidInput
     with pytest.raises(expected) as failed:
         memory.store.append_attempts(rows)
 

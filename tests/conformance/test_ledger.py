@@ -1,5 +1,5 @@
 """The ledger: its canonical form and chain verification, then the same verification on both stores
-(an untouched store verifies; a row edited with SQL makes open and verify refuse, naming the chain and
+(an untouched store verifies; a row edited with SQL makes open and verify refuse that chain, naming it and
 seq)."""
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from mentis.ledger import MAX_SAFE_INT, canonical, entry_rows, seal, sha256_hex,
 from mentis.memory import Caller, Memory
 
 from .helpers import REPOS, fill, ledger
+
+CALLER = Caller(agent_id="conformance")
 
 json_scalars = (
     st.none() | st.booleans() | st.integers(min_value=-MAX_SAFE_INT, max_value=MAX_SAFE_INT) | st.text()
@@ -144,10 +146,22 @@ def test_an_untouched_store_with_corrections_and_a_forget_verifies(
 
 
 def _refused(open_memory: Callable[[], Memory], chain: str, seq: int) -> None:
+    """Opening refuses ``chain`` alone, naming it and ``seq``: its reads raise, the other chain is
+    served, and ``verify-integrity`` raises naming it."""
+    m = open_memory()
+    assert set(m.store.damaged) == {chain}
+    for err in (m.store.damaged[chain], _raised(lambda: m.verify_integrity(CALLER, chain))):
+        assert (err.chain, err.seq) == (chain, seq)
+        assert f"chain {chain!r} seq {seq}" in str(err)
+    _raised(lambda: m.verify_integrity(CALLER))
+    (other,) = set(REPOS) - {chain}
+    assert [c.chain for c in m.verify_integrity(CALLER, other).chains] == [other]
+
+
+def _raised(call: Callable[[], object]) -> IntegrityError:
     with pytest.raises(IntegrityError) as err:
-        open_memory()
-    assert (err.value.chain, err.value.seq) == (chain, seq)
-    assert f"chain {chain!r} seq {seq}" in str(err.value)
+        call()
+    return err.value
 
 
 @pytest.mark.parametrize("column", ["agent", "at", "id", "kind", "body_hash", "prev", "hash"])

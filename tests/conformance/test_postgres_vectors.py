@@ -116,7 +116,7 @@ def test_schema_7_rebuilds_an_older_stores_index_over_half_precision_and_search_
 
     upgraded = PostgresStore(store.url, DIM)
     try:
-        assert upgraded.get_meta("schema_version") == str(SCHEMA_VERSION)  # every later migration ran
+        assert upgraded.get_meta("schema_version") == str(SCHEMA_VERSION)
         assert "halfvec_cosine_ops" in _index_def(upgraded)
         aid = next(iter(vectors))
         with upgraded._read() as conn:

@@ -356,7 +356,7 @@ def rewrite_body(settings: Settings, chain: str, seq: int, body: dict[str, Any])
 
 
 @pytest.mark.parametrize("which", ["middle", "last"])
-def test_a_body_rewritten_with_every_hash_recomputed_but_no_key_fails_open_and_verify(
+def test_a_body_rewritten_with_every_hash_recomputed_but_no_key_fails_its_chain_at_open_and_verify(
     keyed: tuple[Memory, Ed25519PrivateKey, Ed25519PrivateKey], settings: Settings, which: str
 ) -> None:
     memory, alice_key, _ = keyed
@@ -369,9 +369,12 @@ def test_a_body_rewritten_with_every_hash_recomputed_but_no_key_fails_open_and_v
     body = orjson.loads(raw)
     body["observation"] = "the attacker's version"
     rewrite_body(settings, entry.chain, entry.seq, body)
-    with pytest.raises(IntegrityError) as opened:
-        Memory.open(settings, HashEmbedder())
-    assert (opened.value.chain, opened.value.seq) == (entry.chain, entry.seq)
+    opened = Memory.open(settings, HashEmbedder())  # its chain is refused, naming the entry
+    try:
+        cause = opened.store.damaged[entry.chain]
+        assert (cause.chain, cause.seq) == (entry.chain, entry.seq)
+    finally:
+        opened.close()
     store = _store(settings, verify=False)
     try:
         for every in (False, True):
@@ -382,7 +385,7 @@ def test_a_body_rewritten_with_every_hash_recomputed_but_no_key_fails_open_and_v
         store.close()
 
 
-def test_an_unsigned_entry_forged_for_a_keyed_agent_fails_open(
+def test_an_unsigned_entry_forged_for_a_keyed_agent_refuses_its_chain_at_open(
     keyed: tuple[Memory, Ed25519PrivateKey, Ed25519PrivateKey], settings: Settings
 ) -> None:
     memory, alice_key, _ = keyed
@@ -396,9 +399,13 @@ def test_an_unsigned_entry_forged_for_a_keyed_agent_fails_open(
         conn.execute(f"UPDATE entries SET key_id=NULL, sig=NULL, hash={p} WHERE chain={p} AND seq={p}",
                      (entry_hash(doc), entry.chain, entry.seq))  # fmt: skip
         conn.execute(f"UPDATE heads SET hash={p} WHERE chain={p}", (entry_hash(doc), entry.chain))
-    with pytest.raises(IntegrityError, match="unsigned entry by agent 'alice'") as opened:
-        Memory.open(settings, HashEmbedder())
-    assert (opened.value.chain, opened.value.seq) == (entry.chain, entry.seq)
+    opened = Memory.open(settings, HashEmbedder())  # its chain is refused, naming the entry
+    try:
+        cause = opened.store.damaged[entry.chain]
+        assert (cause.chain, cause.seq) == (entry.chain, entry.seq)
+        assert "unsigned entry by agent 'alice'" in str(cause)
+    finally:
+        opened.close()
 
 
 def _store(settings: Settings, *, verify: bool) -> Store:

@@ -76,6 +76,7 @@ def test_stats_count_attempts_by_status_outdated_forgotten_and_thoughts_by_type(
             {"repository": ONE, "ledger_entries": {"attempt": 4, "correction": 1, "forget": 1, "thought": 2}},
             {"repository": TWO, "ledger_entries": {"attempt": 1, "thought": 1}},
         ],
+        "refused": [],
     }
     assert result.store_bytes is not None and result.store_bytes > 0
     assert result.bytes_per_attempt == result.store_bytes // 4

@@ -3,7 +3,10 @@ git checkout and a real store; the attempt recorded and the context surfaced are
 
 from __future__ import annotations
 
+import base64
 import json
+import random
+import string
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +190,55 @@ def test_the_output_tail_is_scrubbed_of_secrets_and_capped(
     assert secret not in json.dumps(a)
     assert "REDACTED" in a["check_output"] and "REDACTED" in a["check_command"]
     assert len(a["check_output"]) <= 500 and a["check_output"].endswith("FAILED: 1 failed")
+
+
+def test_secrets_the_second_review_found_in_a_failing_checks_output_are_not_stored(
+    repo: Path, env: dict[str, str]
+) -> None:
+    rng = random.Random(24)
+
+    def rand(n: int, alphabet: str = string.ascii_letters + string.digits) -> str:
+        return "".join(rng.choice(alphabet) for _ in range(n - 1)) + "7"
+
+    b64 = base64.b64encode(rand(24).encode()).decode()
+    secrets = {
+        "mentis_token": f"mentis_{rand(12, '0123456789abcdef')}_{rand(43)}",
+        "env_secret": rand(9),
+        "azure_storage_key": rand(86) + "==",
+        "netrc_password": rand(12),
+        "mysql_password": rand(10),
+        "curl_user_password": rand(12),
+        "cli_secret_flag": rand(12),
+        "sendgrid_key": f"SG.{rand(22)}.{rand(43)}",
+        "kubernetes_secret": b64,
+    }
+    output = f"""FAILED tests/test_deploy.py::test_release - AssertionError
+E   subprocess.CalledProcessError: Command 'curl -u deploy:{secrets["curl_user_password"]} https://ci' failed
+----------------------------- Captured stdout call -----------------------------
+MENTIS_TOKEN={secrets["mentis_token"]}
+DB_HOST=db DB_PASS={secrets["env_secret"]} DB_NAME=shop
+AccountName=shop;AccountKey={secrets["azure_storage_key"]};EndpointSuffix=core.windows.net
+machine api.example.com login deploy password {secrets["netrc_password"]}
++ mysql -u root -p{secrets["mysql_password"]} shop
++ pg-wrapper --password {secrets["cli_secret_flag"]}
+sendgrid key {secrets["sendgrid_key"]}
+apiVersion: v1
+kind: Secret
+data:
+  password: {secrets["kubernetes_secret"]}
+1 failed in 0.31s"""
+    hook(
+        env,
+        "claude-code",
+        "post-tool-use",
+        failed_bash(repo, "pytest -q tests/test_deploy.py", 1, output),
+        repo,
+    )
+    [a] = attempts(env, repo)
+    stored = json.dumps(a)
+    assert {kind: secret in stored for kind, secret in secrets.items()} == dict.fromkeys(secrets, False)
+    assert a["check_output"].count("[REDACTED:") == len(secrets)
+    assert a["check_output"].endswith("1 failed in 0.31s")
 
 
 def test_a_prompt_surfaces_related_attempts_with_status_correction_and_stale_files(

@@ -4,7 +4,6 @@ check patterns: each fed to the real `mentis hook` command."""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 import pytest
 
 from mentis.errors import ConfigError
-from mentis.integrations.hooks.config import DEFAULT_CHECKS, HookConfig, load
+from mentis.integrations.hooks.config import HookConfig, default_checks, load
 from mentis.memory import Caller
 from mentis.model import RecallInput
 
@@ -166,7 +165,7 @@ def test_a_hook_whose_server_is_down_exits_0_and_logs_why(repo: Path, home: Path
 
 
 def default_config() -> HookConfig:
-    return HookConfig(checks=tuple(re.compile(p) for p in DEFAULT_CHECKS))
+    return HookConfig(checks=tuple(default_checks()))
 
 
 @pytest.mark.parametrize(
@@ -215,9 +214,9 @@ def test_user_and_project_files_add_patterns_and_a_project_cannot_redirect_the_s
         load(home, checkout)
 
 
-def test_the_readme_hook_examples_are_valid_settings(tmp_path: Path) -> None:
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    section = readme.split("## Hooks\n", 1)[1].split("\n## ", 1)[0]
+def test_the_documented_hook_examples_are_valid_settings(tmp_path: Path) -> None:
+    page = (Path(__file__).parents[2] / "docs" / "harnesses.md").read_text()
+    section = page.split("## Hooks\n", 1)[1].split("\n## ", 1)[0]
     settings = json.loads(section.split("```json\n", 1)[1].split("```", 1)[0])
     for event, groups in settings["hooks"].items():
         for group in groups:

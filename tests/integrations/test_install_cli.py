@@ -334,16 +334,16 @@ def test_a_config_that_cannot_be_written_is_reported_and_nothing_is_left_behind(
     assert files_under(home) == before
 
 
-def test_the_readme_harness_examples_run_as_written(
+def test_the_documented_harness_examples_run_as_written(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    block = readme.split("## Harnesses", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    page = (Path(__file__).parents[2] / "docs" / "harnesses.md").read_text()
+    block = page.split("## Harnesses", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
     commands = [line.split("#", 1)[0].split() for line in block.splitlines() if line.startswith("mentis ")]
     assert [c[1] for c in commands] == ["install", "install", "install", "install", "instructions"]
     token = home / ".local/share/mentis/admin.token"
     token.parent.mkdir(parents=True)
-    token.write_text("mts_readme_token\n")
+    token.write_text("mts_docs_token\n")
     workdir = tmp_path / "checkout"
     workdir.mkdir()
     monkeypatch.chdir(workdir)
@@ -352,7 +352,7 @@ def test_the_readme_harness_examples_run_as_written(
         result = mentis(*args)
         assert result.exit_code == 0, (words, result.output)
     assert (home / ".claude.json").is_file() and (workdir / ".codex" / "hooks.json").is_file()
-    assert "mts_readme_token" not in (home / ".codex" / "config.toml").read_text()
+    assert "mts_docs_token" not in (home / ".codex" / "config.toml").read_text()
     assert "record_attempt" in (workdir / "AGENTS.md").read_text()
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +64,19 @@ def reseal(lines: list[dict[str, Any]]) -> list[bytes]:
         heads[entry["chain"]] = (entry["seq"], entry["hash"])
     header["heads"] = {chain: [seq, hash_] for chain, (seq, hash_) in heads.items()}
     return [orjson.dumps(line) for line in lines]
+
+
+def raw_sql(settings: Settings, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """One statement straight on the store's database, outside Mentis."""
+    if settings.uses_postgres:
+        import psycopg
+
+        assert settings.database_url is not None
+        with psycopg.connect(settings.database_url, autocommit=True) as conn:
+            cur = conn.execute(sql.replace("?", "%s"), args)  # type: ignore[arg-type]
+            return list(cur.fetchall()) if cur.description else []
+    with closing(sqlite3.connect(settings.db_path, isolation_level=None)) as con:
+        return con.execute(sql, args).fetchall()
 
 
 def state(memory: Memory) -> list[tuple[str, int, str, bytes | None]]:

@@ -10,6 +10,7 @@ holding such entries does not open.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -190,20 +191,25 @@ def test_a_crafted_import_is_refused_naming_chain_and_seq_and_writes_nothing(
 
 
 @pytest.mark.parametrize("attack", list(ATTACKS))
-def test_a_store_holding_crafted_entries_does_not_open(
+def test_a_store_holding_crafted_entries_refuses_their_chain_at_open(
     target: tuple[Memory, dict[str, str]],
     evil_lines: list[dict[str, Any]],
     open_memory: Callable[[], Memory],
     backend: str,
     attack: str,
 ) -> None:
-    """The rule is in verification itself: open (and so `mentis verify-integrity`, migrate) refuses it."""
+    """The rule is in verification itself: open (and so `mentis verify-integrity`, migrate) refuses
+    the crafted chain, naming the entry, and serves the repository it aimed at."""
     memory, ids = target
     edit, why = ATTACKS[attack]
     seq = edit(evil_lines, ids)
     plant(memory, backend, evil_lines)
-    with pytest.raises(IntegrityError, match=rf"chain 'team-a/evil' seq {seq}: .*{why}"):
-        open_memory()
+    opened = open_memory()
+    assert set(opened.store.damaged) == {EVIL}
+    assert re.search(rf"chain 'team-a/evil' seq {seq}: .*{why}", str(opened.store.damaged[EVIL]))
+    with pytest.raises(IntegrityError, match=rf"chain 'team-a/evil' seq {seq}"):
+        opened.store.verify()
+    assert [c.chain for c in opened.verify_integrity(ADMIN, SECRET).chains] == [SECRET]
     if backend == "sqlite":
         conn = sqlite3.connect(memory.store.path, isolation_level=None)
         try:

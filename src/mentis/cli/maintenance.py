@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, BinaryIO
 
 import typer
 
@@ -20,17 +20,27 @@ commands = typer.Typer()
 def export(
     output: Annotated[Path, typer.Argument(help="JSONL file to write ('-' for stdout).")],
     repository: Annotated[str | None, typer.Option("--repo", "-r", help="Only this chain.")] = None,
+    skip_damaged: Annotated[
+        bool,
+        typer.Option("--skip-damaged", help="Leave out the chains that do not verify (see `mentis doctor`)."),
+    ] = False,
     db: DbOpt = None,
 ) -> None:
     """Write the ledger and bodies as JSONL, verifiable offline and by `mentis import`."""
     with open_memory(db) as (memory, caller), errors(), progress() as bar:
-        total = None if repository else memory.store.counts()["entries"]
+        total = None if repository or skip_damaged else memory.store.counts()["entries"]
         job = bar.add_task("exporting", total=total)
+
+        def write(out: BinaryIO) -> int:
+            return memory.export(
+                caller, out, repository, lambda n: bar.advance(job, n), skip_damaged=skip_damaged
+            )
+
         if str(output) == "-":
-            count = memory.export(caller, sys.stdout.buffer, repository, lambda n: bar.advance(job, n))
+            count = write(sys.stdout.buffer)
         else:
             with output.open("wb") as fh:
-                count = memory.export(caller, fh, repository, lambda n: bar.advance(job, n))
+                count = write(fh)
     err.print(f"exported {count} entries", highlight=False)
 
 

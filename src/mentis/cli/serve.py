@@ -6,17 +6,25 @@ import logging
 import sys
 from contextlib import ExitStack, closing
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 import typer
 
 from mentis.cli.common import DbOpt, err, errors, settings
 from mentis.config import Settings
 from mentis.memory import Memory
+from mentis.remote_http import MAX_RESPONSE_MB, MiB
 
 commands = typer.Typer()
 
 INSTALL_HINT = "(`mentis install --help`; --dry-run prints the entry, --list names the harnesses)"
+
+
+class HttpLimits(NamedTuple):
+    """The connection limits given on the command line (None: HttpConfig's default)."""
+
+    header_timeout_s: float | None
+    max_connections: int | None
 
 
 @commands.command()
@@ -47,6 +55,24 @@ def serve(
             help="Another NAME or NAME:PORT clients may reach the server by (repeatable; no port: this one).",
         ),
     ] = None,
+    header_timeout: Annotated[
+        float | None,
+        typer.Option(
+            min=0.1,
+            max=3600,
+            show_default="10",
+            help="With --http: seconds a connection has to send its request head; then it is closed.",
+        ),
+    ] = None,
+    max_connections: Annotated[
+        int | None,
+        typer.Option(
+            min=16,
+            show_default="1000",
+            help="With --http: open connections at most (kept below the open-files limit); beyond it "
+            "the connection longest waiting for its request head is closed.",
+        ),
+    ] = None,
     remote: Annotated[
         str | None,
         typer.Option(
@@ -65,6 +91,10 @@ def serve(
     timeout: Annotated[
         float, typer.Option(min=1, max=3600, help="With --remote: seconds one forwarded call may take.")
     ] = 120.0,
+    max_response_mb: Annotated[
+        int,
+        typer.Option(min=1, max=4096, help="With --remote: the most it reads of one answer, in MiB."),
+    ] = MAX_RESPONSE_MB,
     token: Annotated[str | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Run the MCP server over stdio (what coding-agent harnesses launch), or over HTTP with --http.
@@ -88,20 +118,33 @@ def serve(
         )
         raise typer.Exit(2)
     if remote is not None:
-        if http or bind or no_auth or tls_cert or tls_key or allow_host or db:
+        if (
+            http
+            or bind
+            or no_auth
+            or tls_cert
+            or tls_key
+            or allow_host
+            or db
+            or header_timeout
+            or max_connections
+        ):
             err.print("error: --remote serves stdio; it takes no --http, HOST:PORT, --db or TLS options")
             raise typer.Exit(2)
-        _serve_remote(config, remote, token_file, ca_file, timeout)
+        _serve_remote(config, remote, token_file, ca_file, timeout, max_response_mb)
         return
     if token_file or ca_file:
         err.print("error: --token-file and --ca-file need --remote", highlight=False)
         raise typer.Exit(2)
     if http:
-        _serve_http(config, bind or "", no_auth, tls_cert, tls_key, tuple(allow_host or ()))
+        limits = HttpLimits(header_timeout, max_connections)
+        _serve_http(config, bind or "", no_auth, tls_cert, tls_key, tuple(allow_host or ()), limits)
         return
-    if bind or no_auth or tls_cert or tls_key or allow_host:
+    if bind or no_auth or tls_cert or tls_key or allow_host or header_timeout or max_connections:
         err.print(
-            "error: HOST:PORT, --no-auth, --tls-cert, --tls-key and --allow-host need --http", highlight=False
+            "error: HOST:PORT, --no-auth, --tls-cert, --tls-key, --allow-host, --header-timeout and "
+            "--max-connections need --http",
+            highlight=False,
         )
         raise typer.Exit(2)
     with errors():
@@ -118,7 +161,7 @@ def serve(
 
 
 def _serve_remote(
-    config: Settings, url: str, token_file: Path | None, ca_file: Path | None, timeout: float
+    config: Settings, url: str, token_file: Path | None, ca_file: Path | None, timeout: float, max_mb: int
 ) -> None:
     import anyio
 
@@ -126,7 +169,10 @@ def _serve_remote(
 
     with errors():
         url = remote.check_url(url)
-        target = remote.RemoteConfig(url, remote.read_token(token_file), ca_file, call_timeout_s=timeout)
+        token = remote.read_token(token_file)
+        target = remote.RemoteConfig(
+            url, token, ca_file, call_timeout_s=timeout, max_response_bytes=max_mb * MiB
+        )
         key = config.signing_key
 
         def ready(found: remote.Remote) -> None:
@@ -148,9 +194,11 @@ def _serve_http(
     tls_cert: Path | None,
     tls_key: Path | None,
     allow_hosts: tuple[str, ...],
+    limits: HttpLimits,
 ) -> None:
     from mentis.auth import ADMIN_TOKEN_FILE, TokenStore, bootstrap_admin
     from mentis.http import HttpConfig, build_app, listen, parse_bind, server
+    from mentis.http.connections import raise_fd_limit
 
     with ExitStack() as stack, errors():
         host, port = parse_bind(bind)
@@ -161,7 +209,9 @@ def _serve_http(
             allowed_hosts=allow_hosts,
             tls_cert=tls_cert,
             tls_key=tls_key,
+            **{k: v for k, v in limits._asdict().items() if v is not None},
         )
+        raise_fd_limit()  # before the store opens its files; the connection cap fits under it
         tokens = None if no_auth else stack.enter_context(closing(TokenStore.open(config)))
         admin_file = config.db_path.parent / ADMIN_TOKEN_FILE
         created = tokens is not None and bootstrap_admin(tokens, admin_file)

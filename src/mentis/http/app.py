@@ -34,6 +34,16 @@ from mentis import __version__
 from mentis.auth import TokenStore
 from mentis.dashboard import build_dashboard
 from mentis.errors import ConfigError
+from mentis.http.connections import (
+    ACCEPT_BATCH,
+    LISTEN_BACKLOG,
+    MIN_CONNECTIONS,
+    ConnectionGuard,
+    GuardedServer,
+    connection_cap,
+    fd_limit,
+    guarded_h11,
+)
 from mentis.http.middleware import (
     PER_CALLER,
     Authenticate,
@@ -100,6 +110,13 @@ class HttpConfig:
     rate_per_second: float = 20.0
     rate_burst: int = 60
     request_timeout_s: float = 30.0
+    header_timeout_s: float = 10.0
+    """Seconds a connection has to send a request head once it is ready for one."""
+    keep_alive_s: int = 5
+    """Seconds an idle connection is kept open after a response."""
+    max_connections: int = 1000
+    """Open connections at most (lowered to fit the open-files limit)."""
+    max_header_bytes: int = 16 * 1024
     tls_cert: Path | None = None
     tls_key: Path | None = None
     session_secret: bytes | None = None  # dashboard cookies; None: a random secret per process
@@ -112,6 +129,10 @@ class HttpConfig:
                 f"--no-auth is only allowed on a loopback address (127.0.0.1, ::1, localhost), not "
                 f"{self.host!r}; create a token with `mentis token create` instead"
             )
+        if not 0 < self.header_timeout_s <= 3600 or not 0 < self.request_timeout_s <= 3600:
+            raise ConfigError("--header-timeout and the request timeout must be from 0 to 3600 seconds")
+        if self.max_connections < MIN_CONNECTIONS:
+            raise ConfigError(f"--max-connections must be at least {MIN_CONNECTIONS}")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ConfigError("give both --tls-cert and --tls-key (or neither)")
         for path in (self.tls_cert, self.tls_key):
@@ -210,7 +231,7 @@ def listen(config: HttpConfig) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((config.host, config.port))
-        sock.listen(2048)
+        sock.listen(LISTEN_BACKLOG)
     except OSError as exc:
         sock.close()
         raise ConfigError(f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}") from None
@@ -219,16 +240,31 @@ def listen(config: HttpConfig) -> socket.socket:
 
 
 def server(app: ASGIApp, config: HttpConfig, **uvicorn_options: Any) -> uvicorn.Server:
-    """A uvicorn server for ``app`` (run it with ``.run(sockets=[listen(config)])``)."""
+    """A uvicorn server for ``app`` (run it with ``.run(sockets=[listen(config)])``), under the
+    connection limits of :mod:`mentis.http.connections`: its cap is ``config.max_connections``
+    lowered to fit the open-files limit in force now."""
+    limit = fd_limit()
+    cap = connection_cap(config.max_connections, limit)
+    if cap < config.max_connections:
+        log.warning(
+            "serving at most %d connections, not %d: the open-files limit is %d (raise `ulimit -n`)",
+            cap,
+            config.max_connections,
+            limit,
+        )
+    guard = ConnectionGuard(cap, config.header_timeout_s, config.request_timeout_s)
     options: dict[str, Any] = {
         "log_level": "warning",
         "lifespan": "on",
         "ws": "none",
-        "http": "h11",
+        "http": guarded_h11(guard),
+        "backlog": ACCEPT_BATCH,
+        "timeout_keep_alive": config.keep_alive_s,
+        "h11_max_incomplete_event_size": config.max_header_bytes,
         "server_header": False,
         "timeout_graceful_shutdown": 5,
     }
     options.update(uvicorn_options)
     if config.tls_cert is not None:
         options.update(ssl_certfile=str(config.tls_cert), ssl_keyfile=str(config.tls_key))
-    return uvicorn.Server(uvicorn.Config(app, **options))
+    return GuardedServer(uvicorn.Config(app, **options))

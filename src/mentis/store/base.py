@@ -9,7 +9,10 @@ Conformance expectations:
   (threads or processes) never lose, duplicate or fork an entry. ``append_attempts`` appends its
   rows in order in one transaction, after checking every row: a bad row writes nothing.
 - every read that returns content returns it from a body whose hash was checked;
-- ``verify`` checks every chain (DESIGN §3) and ``open`` refuses a store that fails it;
+- ``verify`` checks every chain (DESIGN §3) and raises at the first failure; ``verify_chains``
+  checks each chain on its own and notes those that fail in ``damaged``; ``open`` runs it: a
+  damaged repository chain is refused (every append to it raises, naming it), the others are
+  served, and a store whose agent registry or whole ledger fails refuses to open;
 - ``rebuild`` regenerates every derived table from the ledger alone.
 """
 
@@ -23,6 +26,7 @@ import numpy as np
 import orjson
 
 from mentis.agents import Registry
+from mentis.errors import IntegrityError
 from mentis.ledger import ChainReport, Entry
 from mentis.records import AttemptBody, ThoughtBody
 
@@ -128,6 +132,7 @@ class Store(Protocol):
     checks that where the service is built) and both pass ``tests/conformance``."""
 
     path: str
+    damaged: dict[str, IntegrityError]
 
     def warm(self) -> None: ...
     def append_attempt(
@@ -236,6 +241,7 @@ class Store(Protocol):
         self, query: np.ndarray, repositories: Sequence[str] | None, limit: int
     ) -> list[tuple[int, float]]: ...
     def verify(self, signatures: bool = False) -> list[ChainReport]: ...
+    def verify_chains(self, signatures: bool = False) -> list[ChainReport]: ...
     def append_agent_event(self, id_: str, at: str, agent: str, body: dict[str, Any]) -> Entry: ...
     def agent_registry(self) -> Registry: ...
     def agent_key(self, key_id: str) -> tuple[str, str, str, str | None] | None: ...

@@ -18,6 +18,7 @@ lexical rows. Everything a read returns is parsed from a body whose hash is chec
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -27,14 +28,16 @@ import orjson
 
 from mentis import signing
 from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
-from mentis.ledger import Entry, canonical, entry_hash, seal, sha256_hex
+from mentis.ledger import ChainReport, Entry, canonical, chain_refused, entry_hash, isolate, seal, sha256_hex
 from mentis.records import AttemptBody, ThoughtBody, tombstone
 from mentis.store.base import AttemptRow, Embed, SqlResult, replay
 from mentis.store.core_agents import AgentCore
 from mentis.store.dialect import Dialect
-from mentis.store.ledger_scan import RECORD_ID
+from mentis.store.entry_ids import check_import_ids, claim_id, fill_entry_ids
 from mentis.store.recall_limits import RecallBounds
 from mentis.texts import fingerprint
+
+log = logging.getLogger(__name__)
 
 ENTRY_COLS = "e.v, e.chain, e.seq, e.kind, e.id, e.at, e.agent, e.prev, e.body_hash, e.key_id, e.sig, e.hash"
 """A ledger entry's columns, in :class:`~mentis.ledger.Entry` order (see :func:`entry_of`)."""
@@ -89,6 +92,9 @@ class RelationalCore(AgentCore):
 
     D: ClassVar[Dialect]
     dim: int
+    damaged: dict[str, IntegrityError]
+    """Each chain that did not verify when the store opened (or at the last ``verify_chains``),
+    with its failure: its reads and writes are refused, the other chains are served."""
 
     if TYPE_CHECKING:  # each backend defines these (see the module docstring)
 
@@ -117,6 +123,7 @@ class RelationalCore(AgentCore):
         def _task_rows(
             self, conn: Any, keys: Sequence[tuple[str, str]]
         ) -> Iterable[tuple[str, str, int | None, int]]: ...
+        def _verify_skipping(self, skip: frozenset[str], signatures: bool) -> list[ChainReport]: ...
         def _lock_ledger(self, conn: Any) -> None: ...
         def _verify_within(self, conn: Any) -> None: ...
         def _reset_derived(self, conn: Any) -> None: ...
@@ -135,6 +142,16 @@ class RelationalCore(AgentCore):
         ) -> None: ...  # fmt: skip
 
     # ------------------------------------------------------------ ledger
+
+    def verify_chains(self, signatures: bool = False) -> list[ChainReport]:
+        """Verify every chain, each on its own (:func:`mentis.ledger.isolate`): the reports of the
+        chains that verify; each one that does not is noted in ``damaged`` (from then on its reads
+        and writes are refused) and logged. Raises when the store as a whole does not verify."""
+        reports, damaged = isolate(lambda skip: self._verify_skipping(skip, signatures))
+        self.damaged = damaged
+        for cause in damaged.values():
+            log.warning("%s", chain_refused(cause))
+        return reports
 
     def get_meta(self, key: str) -> str | None:
         with self._peek() as conn:
@@ -158,6 +175,8 @@ class RelationalCore(AgentCore):
 
         The entry is signed by :func:`mentis.signing.current_sign` when the service set one, and
         refused (:meth:`AgentCore._enforce`) when the agent registry does not allow it."""
+        if chain in self.damaged:
+            raise chain_refused(self.damaged[chain])
         head = conn.execute(self.D.q("SELECT seq, hash FROM heads WHERE chain=?"), (chain,)).fetchone()
         seq, prev = (0, "") if head is None else (head[0] + 1, head[1])
         body_hash = sha256_hex(body)
@@ -174,6 +193,9 @@ class RelationalCore(AgentCore):
         return self._insert(conn, entry, body), entry
 
     def _insert(self, conn: Any, e: Entry, body: bytes | None) -> int:
+        """Write entry ``e`` (and its body), after claiming its id in ``entry_ids``: a Conflict,
+        and nothing written, when any entry of the ledger ever had that id (see ``claim_id``)."""
+        claim_id(self.D, conn, e)
         ((rowid,),) = conn.execute(
             self.D.q(
                 "INSERT INTO entries(v, chain, seq, kind, id, at, agent, prev, body_hash, key_id, sig, hash) "
@@ -528,19 +550,7 @@ class RelationalCore(AgentCore):
                 held = conn.execute(q(f"SELECT chain FROM heads WHERE {cond} LIMIT 1"), args).fetchone()
                 if held is not None:
                     raise Conflict(f"this store already holds chain {held[0]!r}; import into a fresh store")
-            for chunk in self.D.chunks([e.id for e, _ in items if e.kind in RECORD_ID]):
-                cond, args = self.D.in_("id", chunk)
-                taken = conn.execute(
-                    q(
-                        f"SELECT id, chain FROM entries WHERE {cond} "
-                        f"AND kind IN ({', '.join(repr(k) for k in sorted(RECORD_ID))}) LIMIT 1"
-                    ),
-                    args,
-                ).fetchone()
-                if taken is not None:
-                    raise Conflict(
-                        f"record {taken[0]} already exists in chain {taken[1]!r}; nothing was imported"
-                    )
+            check_import_ids(self.D, conn, items)
             placed = [(self._insert(conn, e, body), e, body) for e, body in items]
             self._replay(conn, placed, embed, None)
             self._rebuild_sig_streams(conn)
@@ -548,14 +558,20 @@ class RelationalCore(AgentCore):
         return len(placed)
 
     def rebuild(self, embed: Embed, progress: Callable[[int], None] | None = None) -> int:
-        """Empty every derived table and regenerate it from the ledger, in one transaction."""
+        """Empty every derived table and regenerate it from the ledger, in one transaction (the
+        entries of a damaged chain derive nothing)."""
         with self._write() as conn:
             self._reset_derived(conn)
+            fill_entry_ids(conn)
             rows = conn.execute(
                 f"SELECT e.rowid, {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b "
                 "ON b.rowid = e.rowid ORDER BY e.rowid"
             ).fetchall()
-            placed = [(int(r[0]), entry_of(r[1:13]), None if r[13] is None else bytes(r[13])) for r in rows]
+            placed = [
+                (int(r[0]), entry_of(r[1:13]), None if r[13] is None else bytes(r[13]))
+                for r in rows
+                if r[2] not in self.damaged  # a damaged chain derives nothing: it is not read
+            ]
             self._replay(conn, placed, embed, progress)
             self._rebuild_sig_streams(conn)
         self._after_rebuild()

@@ -25,16 +25,19 @@ from typing import Any
 
 import numpy as np
 
-from mentis.errors import IntegrityError, StoreError
+from mentis.errors import StoreError
 from mentis.ledger import ChainReport, verify_rows
 from mentis.store.browse import BrowseReads
 from mentis.store.core import ENTRY_COLS
 from mentis.store.core_skills import SkillCore
 from mentis.store.core_thoughts import ThoughtCore
+from mentis.store.entry_ids import fill_entry_ids
+from mentis.store.orphans import check_orphans
 from mentis.store.postgres_base import MIGRATION_LOCK, Conn
 from mentis.store.postgres_lexicon import PgLexicon, new_lex_epoch
 from mentis.store.postgres_schema import (
     DERIVED_TABLES,
+    ENTRY_IDS_VERSION,
     INSTRUCTIONS_VERSION,
     LEXICON_VERSION,
     MIGRATIONS,
@@ -57,11 +60,12 @@ class PostgresStore(RecallSql, PgLexicon, ThoughtCore, SkillCore, BrowseReads):
 
     def __init__(self, url: str, dim: int, *, verify: bool = True) -> None:
         super().__init__(url, dim)
+        self.damaged = {}
         try:
             self._migrate()
             self._open_pool()
             if verify:
-                self.verify()
+                self.verify_chains()
         except BaseException:
             self.close()
             raise
@@ -95,6 +99,8 @@ class PostgresStore(RecallSql, PgLexicon, ThoughtCore, SkillCore, BrowseReads):
                     if version == WINDOWS_VERSION:
                         log.info("indexed %d conversational windows", self._index_windows(conn))
                         new_lex_epoch(conn)
+                    if version == ENTRY_IDS_VERSION:
+                        log.info("noted the ids of %d ledger entries", fill_entry_ids(conn))
                     if version == INSTRUCTIONS_VERSION:
                         log.info(
                             "keyed %d skill versions on their instructions", self._index_instructions(conn)
@@ -118,24 +124,24 @@ class PostgresStore(RecallSql, PgLexicon, ThoughtCore, SkillCore, BrowseReads):
         with self._read() as conn:
             return self._verify_in(conn, signatures)
 
-    def _verify_in(self, conn: Conn, signatures: bool = False) -> list[ChainReport]:
-        """Verify the ledger as ``conn``'s transaction sees it (a read, or an import's write)."""
+    def _verify_skipping(self, skip: frozenset[str], signatures: bool) -> list[ChainReport]:
+        """:meth:`verify`, leaving out the chains in ``skip``."""
+        with self._read() as conn:
+            return self._verify_in(conn, signatures, skip)
+
+    def _verify_in(
+        self, conn: Conn, signatures: bool = False, skip: frozenset[str] = frozenset()
+    ) -> list[ChainReport]:
+        """Verify the ledger as ``conn``'s transaction sees it (a read, or an import's write),
+        leaving out the chains in ``skip``."""
         heads = {c: (int(s), h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")}
         sql = (
             f"SELECT {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b "
             "ON b.rowid = e.rowid ORDER BY e.rowid"
         )
         rows = ((*r[:12], None if r[12] is None else bytes(r[12])) for r in self._scan(conn, sql, "verify"))
-        reports = verify_rows(rows, heads, signatures=signatures)
-        orphans = conn.execute(
-            "SELECT b.rowid FROM bodies b LEFT JOIN entries e ON e.rowid = b.rowid "
-            "WHERE e.rowid IS NULL LIMIT 1"
-        ).fetchone()
-        if orphans is not None:
-            raise IntegrityError(
-                f"ledger does not verify: body row {orphans[0]} belongs to no entry. "
-                "The store was changed outside Mentis; restore it from a backup or an export."
-            )
+        reports = verify_rows(rows, heads, signatures=signatures, skip=skip)
+        check_orphans(conn, skip)
         return reports
 
     # ------------------------------------------------------------ core hooks
@@ -181,7 +187,7 @@ class PostgresStore(RecallSql, PgLexicon, ThoughtCore, SkillCore, BrowseReads):
         conn.execute("LOCK TABLE entries IN SHARE ROW EXCLUSIVE MODE")
 
     def _verify_within(self, conn: Conn) -> None:
-        self._verify_in(conn)
+        self._verify_in(conn, skip=frozenset(self.damaged))
 
     def _reset_derived(self, conn: Conn) -> None:
         """Empty every derived table under a new lexical epoch, sized for this embedder."""

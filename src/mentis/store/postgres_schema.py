@@ -14,10 +14,11 @@ the titles of the live attempts while migrating. Schema 7 rebuilds the attempts'
 ``vec::halfvec(dim)`` (``postgres_vectors``; the column keeps float32): the build reads every
 vector, so it takes as long as a fresh index on that many rows. Schema 8 adds ``window_terms``
 (each thought of a session with the thought before it) and indexes the live thoughts' windows
-while migrating. Schema 10 adds ``skill_instructions`` and ``skill_revoked_instructions``
-(revocations keyed on a skill's instructions, ``store/core_skills``) and fills them from the
-checked skill bodies while migrating, revoking the copies they catch as a rebuild would
-(migration 9 is left to another change of the same time).
+while migrating. Schema 9 adds ``entry_ids`` (every ledger entry's id, claimed by each append inside
+its transaction, so no id is written twice) and fills it from the ledger while migrating. Schema 10
+adds ``skill_instructions`` and ``skill_revoked_instructions`` (revocations keyed on a skill's
+instructions, ``store/core_skills``) and fills them from the checked skill bodies while migrating,
+revoking the copies they catch as a rebuild would.
 
 ``recall`` SQL reads the schema ``mentis_recall``: five views (the documented ones) that parse
 every value out of a body checked against its entry's ``body_hash`` and keep only rows whose
@@ -49,6 +50,12 @@ HALFVEC_VERSION = 7
 """The migration that rebuilds ``vectors``' HNSW index over half-precision vectors."""
 WINDOWS_VERSION = 8
 """The migration that adds ``window_terms``; the store indexes every live thought's window after it."""
+ENTRY_IDS_VERSION = 9
+"""The migration that adds ``entry_ids``; the store fills it from the ledger after it."""
+ENTRY_IDS_SQL = (
+    "CREATE TABLE IF NOT EXISTS entry_ids(id text PRIMARY KEY, chain text NOT NULL, seq bigint NOT NULL)"
+)
+"""Every ledger entry's id with the entry that had it first (``store/core.py``, ``_claim_id``)."""
 INSTRUCTIONS_VERSION = 10
 """The migration that adds the skill instruction tables; the store fills them after it."""
 RECALL_SCHEMA = "mentis_recall"
@@ -296,6 +303,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (TITLES_VERSION, TITLES_SQL),
     (HALFVEC_VERSION, HALFVEC_SQL),
     (WINDOWS_VERSION, WINDOWS_SQL),
+    (ENTRY_IDS_VERSION, ENTRY_IDS_SQL),
     (INSTRUCTIONS_VERSION, INSTRUCTIONS_SQL),
 )
 """(version, SQL with ``{dim}`` and ``{schema}`` placeholders), applied in order on open."""

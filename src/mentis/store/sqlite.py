@@ -6,6 +6,8 @@ Tables (``schema.sql`` in prose):
 - ``bodies``   canonical JSON bytes of each entry's body, keyed by the entry's rowid; forgetting
   deletes a body, nothing else ever changes one.
 - ``heads``    each chain's last (seq, hash), so a truncated chain is caught on open.
+- ``entry_ids`` every entry's id, claimed by each append inside its transaction (its primary key
+  refuses an id any entry ever had, forgotten records included).
 - derived, rebuilt from the ledger by :meth:`SqliteStore.rebuild`: ``attempt_idx`` (keys only),
   ``correction_idx``, ``task_idx``, ``forgotten``, ``attempt_terms`` and ``lex_vocab`` (stem ids
   and weighted term frequencies: the lexical index, not the text) and ``vectors`` (float32
@@ -26,10 +28,12 @@ attempt's task title alone, for the title-to-title signal); opening an older fil
 titles of its live attempts from their checked bodies in the same transaction. Schema 4 adds
 ``window_terms`` (each thought of a session with the one before it, for the causal windows of
 ``search_thoughts``); opening an older file indexes the windows of its live thoughts the same way.
-Schema 6 adds ``skill_instructions`` and ``skill_revoked_instructions`` (revocations keyed on a
-skill's instructions, ``store/core_skills``); opening an older file fills them from the checked
-skill bodies and revokes the copies they catch, as a rebuild would. (Schema 5 is left to another
-change of the same time; a file at 4 or 5 gets this migration.)
+Schema 5 adds ``entry_ids`` (every ledger entry's id with the entry that had it first: an append
+claims its id there, so no id is ever written twice); opening an older file fills it from the
+ledger in the same transaction. Schema 6 adds ``skill_instructions`` and
+``skill_revoked_instructions`` (revocations keyed on a skill's instructions,
+``store/core_skills``); opening an older file fills them from the checked skill bodies and revokes
+the copies they catch, as a rebuild would.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from mentis.ledger import ChainReport
 from mentis.store.browse import BrowseReads
 from mentis.store.core_skills import SkillCore
 from mentis.store.core_thoughts import ThoughtCore
+from mentis.store.entry_ids import fill_entry_ids
 from mentis.store.sqlite_index import LEXICON_SCHEMA
 from mentis.store.sqlite_schema import _DERIVED_SCHEMA, _DERIVED_TABLES, _LEDGER_SCHEMA, _new_epoch
 from mentis.store.sqlite_sql import RecallSql
@@ -77,6 +82,9 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
                     self._migrate_titles(conn)
                 if found is not None and int(found[0]) < 4:
                     self._migrate_windows(conn)
+                if found is not None and int(found[0]) < 5:
+                    log.info("migrating %s to schema 5 (entry ids)", self.path)
+                    fill_entry_ids(conn)
                 if found is not None and int(found[0]) < 6:
                     self._migrate_instructions(conn)
                 conn.execute(
@@ -86,9 +94,10 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
                 if conn.execute("SELECT 1 FROM meta WHERE key='derived_epoch'").fetchone() is None:
                     _new_epoch(conn)
             self._data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+        self.damaged = {}
         if verify:
             try:
-                self.verify()
+                self.verify_chains()
             except BaseException:
                 self.close()
                 raise
@@ -114,7 +123,7 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
         _new_epoch(conn)
 
     def _migrate_instructions(self, conn: sqlite3.Connection) -> None:
-        """Schema 4 or 5 → 6: key revocations on instructions (``skill_instructions``,
+        """Schema 5 → 6: key revocations on instructions (``skill_instructions``,
         ``skill_revoked_instructions``) for the skills already stored."""
         log.info("migrating %s to schema 6 (skill revocations keyed on instructions)", self.path)
         self._index_instructions(conn)
@@ -132,6 +141,14 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
             if fast is not None:
                 return fast
             return one_pass(conn, heads, signatures=signatures)
+
+    def _verify_skipping(self, skip: frozenset[str], signatures: bool) -> list[ChainReport]:
+        """:meth:`verify`, leaving out the chains in ``skip`` (in one pass)."""
+        if not skip:
+            return self.verify(signatures)
+        with self._read() as conn:
+            heads = {c: (s, h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")}
+            return one_pass(conn, heads, signatures=signatures, skip=skip)
 
     # ------------------------------------------------------------ core hooks
 
@@ -152,7 +169,8 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
         """Nothing to add: ``BEGIN IMMEDIATE`` already holds the whole file."""
 
     def _verify_within(self, conn: sqlite3.Connection) -> None:
-        one_pass(conn, {c: (s, h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")})
+        heads = {c: (s, h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")}
+        one_pass(conn, heads, skip=frozenset(self.damaged))
 
     def _reset_derived(self, conn: sqlite3.Connection) -> None:
         """Drop every derived table and create it again, empty, under a new epoch."""

@@ -1,13 +1,28 @@
 """Hook settings: which shell commands are checks, where the server is, the context budget.
 
 Read from ``$MENTIS_HOME/hooks.toml`` (the user's file), then ``<checkout>/.mentis/hooks.toml``
-(the project's). A project file may only add check patterns: a committed file must not be able
-to point hooks (and a token) at another server. Environment variables override the user file::
+(the project's). Environment variables override the user file::
 
     [checks]
     patterns = ['pytest\\b', 'go test\\b']   # replace the built-in list (regexes, matched at the
                                               # start of each simple command of the shell line)
-    extra = ['just test\\b']                  # added to the built-in list (also in the project file)
+    extra = ['just test\\b']                  # added to the built-in list
+
+Who may widen what the hooks record:
+
+- The user's file is the user's own: its ``patterns`` and ``extra`` are regular expressions in
+  RE2's syntax (``google-re2``: matching is linear in the command, so no pattern can stall a
+  hook; no lookaround or backreferences). A pattern that matches an empty command (``.*``)
+  would record every command with its output and is refused.
+- A project file is committed by whoever wrote the repository, so it is not trusted: it may only
+  set ``[checks] extra``, and each entry is a command prefix, not a regex: words of
+  ``[A-Za-z0-9._/:@+=,-]`` separated by spaces (a trailing ``\\b`` is accepted and ignored).
+  The first word must be a build, test or lint runner (:data:`RUNNERS`) or a script of the
+  checkout (a relative path such as ``./x.py`` or ``scripts/run-tests.sh``), and some word
+  must say what it checks (:data:`CHECK_WORDS`: test, check, lint, build …). So ``just test``,
+  ``bazel test`` or ``./scripts/check.sh`` are accepted and ``.*``, ``cat``, ``env`` or
+  ``(a+)+$`` are refused: a committed file cannot make the hooks record ``cat .env``, nor point
+  them (and a token) at another server.
 
     [server]                                  # talk to a running `mentis serve --http`
     url = "http://127.0.0.1:9471"             # or MENTIS_HOOK_URL
@@ -28,8 +43,11 @@ import os
 import re
 import tomllib
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
+
+import re2  # type: ignore[import-untyped]  # google-re2: linear-time matching
 
 from mentis.errors import ConfigError
 
@@ -61,17 +79,91 @@ DEFAULT_CHECKS: tuple[str, ...] = (
     r"swift test\b",
 )
 
-# Prefixes that wrap a command without changing what it checks.
-_WRAPPERS = re.compile(
-    r"^(?:(?:sudo|time|nice|env|command|exec|uv run|poetry run|pipenv run|hatch run|rye run|pdm run)\s+"
-    r"|[A-Za-z_][A-Za-z0-9_]*=\S*\s+)"
+RUNNERS: frozenset[str] = frozenset(
+    """bazel bazelisk buck2 bun bunx cabal cargo cmake composer ctest dart deno dotnet dune earthly
+    flutter gmake go gradle gradlew just lein mage make meson mix mvn mvnw ninja npm npx nox nx pants
+    pnpm pnpx pytest rake rush sbt stack swift task tox turbo xcodebuild yarn zig""".split()  # noqa: SIM905
 )
-_SPLIT = re.compile(r"\s*(?:&&|\|\||;|\||\n|\(|\))\s*")
+"""The programs a project file's check may start with (besides a script of the checkout)."""
+CHECK_WORDS: frozenset[str] = frozenset(
+    "test tests check checks lint typecheck verify spec specs vet clippy build e2e".split()  # noqa: SIM905
+)
+"""Words one of which a project file's check must hold (alone or in a name: ``run-tests.sh``)."""
+
+# Prefixes that wrap a command without changing what it checks (matched at a position, never
+# by slicing the command, so a long run of them stays linear).
+_WRAPPERS = re.compile(
+    r"(?:sudo|time|nice|env|command|exec|uv run|poetry run|pipenv run|hatch run|rye run|pdm run)\s+"
+    r"|[A-Za-z_][A-Za-z0-9_]*=\S*\s+"
+)
+_SPLIT = re.compile(r"&&|\|\||;|\||\n|\(|\)")
+_PREFIX = re.compile(r"[A-Za-z0-9._/:@+=,\-]+(?: [A-Za-z0-9._/:@+=,\-]+)*")
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a bad pattern is a ConfigError, not a line on stderr
+
+
+@dataclass(frozen=True)
+class CheckPattern:
+    """One check pattern, compiled by RE2. ``on_path``: matched against the command with its
+    program's path kept (a project's script), else with the path dropped (``.venv/bin/pytest``
+    is ``pytest``)."""
+
+    source: str
+    regex: Any  # re2._Regexp
+    on_path: bool = False
+
+
+def pattern(source: str, where: str) -> CheckPattern:
+    """A regular expression (RE2 syntax) from the defaults or the user's own file."""
+    try:
+        regex = re2.compile(source, _RE2_OPTIONS)
+    except re2.error as exc:
+        reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise ConfigError(
+            f"{where}: {source!r} is not a valid RE2 regular expression ({reason}; RE2 has no "
+            "lookaround or backreferences)"
+        ) from None
+    if regex.match("") is not None:
+        raise ConfigError(f"{where}: {source!r} matches every command; a check pattern must name the command")
+    return CheckPattern(source, regex)
+
+
+def project_prefix(source: str, where: str) -> CheckPattern:
+    """A project file's check: a literal command prefix that looks like a check (see the module)."""
+    text = source.removesuffix("\\b").strip()
+    if _PREFIX.fullmatch(text) is None:
+        raise ConfigError(
+            f"{where}: {source!r} is refused: a project file's checks are command prefixes (words, "
+            "no regex), e.g. 'just test'; put regexes in your own $MENTIS_HOME/hooks.toml"
+        )
+    words = text.split(" ")
+    first = words[0]
+    script = "/" in first
+    if script and (first.startswith(("/", "~")) or ".." in first.split("/")):
+        raise ConfigError(
+            f"{where}: {source!r} is refused: a script must be a relative path inside the checkout"
+        )
+    if not script and first not in RUNNERS:
+        raise ConfigError(
+            f"{where}: {source!r} is refused: a project file's check must start with a build, test or "
+            f"lint runner ({', '.join(sorted(RUNNERS))}) or a script of the checkout (./NAME)"
+        )
+    parts = {part for word in words for part in re.split(r"[^a-z0-9]+", word.lower())}
+    if not parts & CHECK_WORDS:
+        raise ConfigError(
+            f"{where}: {source!r} is refused: a project file's check must say what it checks "
+            f"(one of: {', '.join(sorted(CHECK_WORDS))})"
+        )
+    lead = ""
+    if script and "/" in (inner := text.removeprefix("./")).split(" ")[0]:
+        lead, text = r"(?:\./)?", inner  # scripts/x.sh or ./scripts/x.sh; ./x stays ./x, never x
+    regex = re2.compile(lead + re2.escape(text) + r"(?:\s|$)", _RE2_OPTIONS)
+    return CheckPattern(source, regex, on_path=script)
 
 
 @dataclass(frozen=True)
 class HookConfig:
-    checks: tuple[re.Pattern[str], ...]
+    checks: tuple[CheckPattern, ...]
     url: str | None = None
     token_file: Path | None = None
     budget_tokens: int = 1500
@@ -80,16 +172,33 @@ class HookConfig:
     output_tail_chars: int = 4000
     sources: tuple[str, ...] = field(default=())
 
+    @cached_property
+    def _matchers(self) -> tuple[Any, Any]:
+        """All patterns as two RE2 alternations: on the command without and with its path."""
+
+        def union(on_path: bool) -> Any:
+            sources = [f"(?:{p.regex.pattern})" for p in self.checks if p.on_path is on_path]
+            return re2.compile("|".join(sources), _RE2_OPTIONS) if sources else None
+
+        return union(False), union(True)
+
     def check_in(self, command: str) -> str | None:
         """The first simple command of a shell line that is a recognised check, else None."""
+        plain_checks, path_checks = self._matchers
         for segment in _SPLIT.split(command):
-            plain = segment.strip()
-            while (m := _WRAPPERS.match(plain)) is not None:
-                plain = plain[m.end() :]
-            first, _, rest = plain.partition(" ")
+            segment = segment.strip()
+            if not segment:
+                continue
+            pos = 0
+            while (m := _WRAPPERS.match(segment, pos)) is not None:
+                pos = m.end()
+            with_path = segment[pos:]
+            first, _, rest = with_path.partition(" ")
             plain = (first.rsplit("/", 1)[-1] + " " + rest).strip()  # .venv/bin/pytest → pytest
-            if any(p.match(plain) for p in self.checks):
-                return segment.strip()
+            if (plain_checks is not None and plain_checks.match(plain) is not None) or (
+                path_checks is not None and path_checks.match(with_path) is not None
+            ):
+                return segment
         return None
 
 
@@ -103,16 +212,14 @@ def _read(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML ({exc}); fix or delete it") from None
 
 
-def _patterns(values: object, where: str) -> list[re.Pattern[str]]:
+def _patterns(values: object, where: str, *, project: bool = False) -> list[CheckPattern]:
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-        raise ConfigError(f"{where} must be a list of regular expressions (strings)")
-    out = []
-    for v in values:
-        try:
-            out.append(re.compile(v))
-        except re.error as exc:
-            raise ConfigError(f"{where}: {v!r} is not a valid regular expression ({exc})") from None
-    return out
+        raise ConfigError(f"{where} must be a list of strings")
+    return [project_prefix(v, where) if project else pattern(v, where) for v in values]
+
+
+def default_checks() -> list[CheckPattern]:
+    return [pattern(p, "the built-in checks") for p in DEFAULT_CHECKS]
 
 
 def _number(table: dict[str, Any], key: str, default: float, where: str, *, lo: float, hi: float) -> float:
@@ -131,7 +238,7 @@ def load(home: Path, checkout: Path | None) -> HookConfig:
     if "patterns" in checks_table:
         checks = _patterns(checks_table["patterns"], f"{user_path} [checks] patterns")
     else:
-        checks = [re.compile(p) for p in DEFAULT_CHECKS]
+        checks = default_checks()
     checks += _patterns(checks_table.get("extra", []), f"{user_path} [checks] extra")
     if checkout is not None:
         project_path = checkout / ".mentis" / "hooks.toml"
@@ -144,7 +251,8 @@ def load(home: Path, checkout: Path | None) -> HookConfig:
                     f"{project_path}: a project file may only set [checks] extra (found {sorted(unknown)}); "
                     f"put other settings in {user_path}"
                 )
-            checks += _patterns(project.get("checks", {}).get("extra", []), f"{project_path} [checks] extra")
+            extra = project.get("checks", {}).get("extra", [])
+            checks += _patterns(extra, f"{project_path} [checks] extra", project=True)
     server = user.get("server", {})
     url = os.environ.get("MENTIS_HOOK_URL") or server.get("url") or None
     token = os.environ.get("MENTIS_HOOK_TOKEN_FILE") or server.get("token_file") or None
