@@ -44,8 +44,8 @@ def migrate(
         if src.store.damaged:
             cause = next(iter(src.store.damaged.values()))
             raise IntegrityError(
-                f"the source's chain {cause.chain!r} does not verify (seq {cause.seq}: {cause.what}) and "
-                "migrate copies a whole store; move the chains that verify with `mentis export "
+                f"the source does not verify: chain {cause.chain!r} seq {cause.seq}: {cause.what}; "
+                "migrate copies a whole store, so move the chains that verify with `mentis export "
                 "--skip-damaged` and `mentis import` instead (see `mentis doctor`)",
                 chain=cause.chain,
                 seq=cause.seq,
