@@ -38,6 +38,7 @@ from mentis.store.postgres_lexicon import PgLexicon, new_lex_epoch
 from mentis.store.postgres_schema import (
     DERIVED_TABLES,
     ENTRY_IDS_VERSION,
+    INSTRUCTIONS_VERSION,
     LEXICON_VERSION,
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -100,6 +101,10 @@ class PostgresStore(RecallSql, PgLexicon, ThoughtCore, SkillCore, BrowseReads):
                         new_lex_epoch(conn)
                     if version == ENTRY_IDS_VERSION:
                         log.info("noted the ids of %d ledger entries", fill_entry_ids(conn))
+                    if version == INSTRUCTIONS_VERSION:
+                        log.info(
+                            "keyed %d skill versions on their instructions", self._index_instructions(conn)
+                        )
                     conn.execute(
                         "INSERT INTO meta(key, value) VALUES('schema_version', %s), ('vector_dim', %s) "
                         "ON CONFLICT(key) DO UPDATE SET value = excluded.value",

@@ -15,7 +15,10 @@ the titles of the live attempts while migrating. Schema 7 rebuilds the attempts'
 vector, so it takes as long as a fresh index on that many rows. Schema 8 adds ``window_terms``
 (each thought of a session with the thought before it) and indexes the live thoughts' windows
 while migrating. Schema 9 adds ``entry_ids`` (every ledger entry's id, claimed by each append inside
-its transaction, so no id is written twice) and fills it from the ledger while migrating.
+its transaction, so no id is written twice) and fills it from the ledger while migrating. Schema 10
+adds ``skill_instructions`` and ``skill_revoked_instructions`` (revocations keyed on a skill's
+instructions, ``store/core_skills``) and fills them from the checked skill bodies while migrating,
+revoking the copies they catch as a rebuild would.
 
 ``recall`` SQL reads the schema ``mentis_recall``: five views (the documented ones) that parse
 every value out of a body checked against its entry's ``body_hash`` and keep only rows whose
@@ -36,7 +39,7 @@ SIG_STREAMS_SQL = (
 )
 """Derived from the ledger (``store/core_agents.py``): each signing stream's last statement."""
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 SIGNING_VERSION = 5
 """The migration that adds ``sig_streams`` (signed writes; version 4 is the skill registry's)."""
 LEXICON_VERSION = 2
@@ -53,6 +56,8 @@ ENTRY_IDS_SQL = (
     "CREATE TABLE IF NOT EXISTS entry_ids(id text PRIMARY KEY, chain text NOT NULL, seq bigint NOT NULL)"
 )
 """Every ledger entry's id with the entry that had it first (``store/core.py``, ``_claim_id``)."""
+INSTRUCTIONS_VERSION = 10
+"""The migration that adds the skill instruction tables; the store fills them after it."""
 RECALL_SCHEMA = "mentis_recall"
 RECALL_ROLE = "mentis_recall"
 VIEW_NAMES = frozenset({"attempts", "corrections", "tasks", "thoughts", "relations"})
@@ -80,6 +85,8 @@ DERIVED_TABLES = (
     "skill_vectors",
     "title_terms",
     "window_terms",
+    "skill_instructions",
+    "skill_revoked_instructions",
 )
 
 _V1 = """
@@ -268,6 +275,19 @@ CREATE INDEX IF NOT EXISTS skill_vectors_hnsw ON skill_vectors USING hnsw (vec v
 """
 """Schema 4: the skill registry's derived tables (``store/core_skills``)."""
 
+INSTRUCTIONS_SQL = """
+CREATE TABLE IF NOT EXISTS skill_instructions(
+    rowid bigint PRIMARY KEY, repository text NOT NULL, skill_id text NOT NULL,
+    instructions_hash text NOT NULL);
+CREATE INDEX IF NOT EXISTS skill_instructions_hash ON skill_instructions(instructions_hash, repository);
+CREATE TABLE IF NOT EXISTS skill_revoked_instructions(
+    status_rowid bigint NOT NULL, repository text NOT NULL, skill_id text NOT NULL,
+    instructions_hash text NOT NULL);
+CREATE INDEX IF NOT EXISTS skill_revoked_instructions_hash
+    ON skill_revoked_instructions(instructions_hash, repository);
+"""
+"""Schema 10: revocations keyed on a skill's instructions (``store/core_skills``)."""
+
 HALFVEC_SQL = """
 DROP INDEX IF EXISTS vectors_hnsw;
 CREATE INDEX vectors_hnsw ON vectors USING hnsw ((vec::halfvec({dim})) halfvec_cosine_ops);
@@ -284,5 +304,6 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (HALFVEC_VERSION, HALFVEC_SQL),
     (WINDOWS_VERSION, WINDOWS_SQL),
     (ENTRY_IDS_VERSION, ENTRY_IDS_SQL),
+    (INSTRUCTIONS_VERSION, INSTRUCTIONS_SQL),
 )
 """(version, SQL with ``{dim}`` and ``{schema}`` placeholders), applied in order on open."""

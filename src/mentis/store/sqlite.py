@@ -30,7 +30,10 @@ titles of its live attempts from their checked bodies in the same transaction. S
 ``search_thoughts``); opening an older file indexes the windows of its live thoughts the same way.
 Schema 5 adds ``entry_ids`` (every ledger entry's id with the entry that had it first: an append
 claims its id there, so no id is ever written twice); opening an older file fills it from the
-ledger in the same transaction.
+ledger in the same transaction. Schema 6 adds ``skill_instructions`` and
+``skill_revoked_instructions`` (revocations keyed on a skill's instructions,
+``store/core_skills``); opening an older file fills them from the checked skill bodies and revokes
+the copies they catch, as a rebuild would.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ from mentis.store.sqlite_verify import one_pass, parallel_verify
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
@@ -82,6 +85,8 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
                 if found is not None and int(found[0]) < 5:
                     log.info("migrating %s to schema 5 (entry ids)", self.path)
                     fill_entry_ids(conn)
+                if found is not None and int(found[0]) < 6:
+                    self._migrate_instructions(conn)
                 conn.execute(
                     "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', ?)",
                     (str(SCHEMA_VERSION),),
@@ -116,6 +121,12 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
         log.info("migrating %s to schema 4 (conversational windows)", self.path)
         self._index_windows(conn)
         _new_epoch(conn)
+
+    def _migrate_instructions(self, conn: sqlite3.Connection) -> None:
+        """Schema 5 → 6: key revocations on instructions (``skill_instructions``,
+        ``skill_revoked_instructions``) for the skills already stored."""
+        log.info("migrating %s to schema 6 (skill revocations keyed on instructions)", self.path)
+        self._index_instructions(conn)
 
     # ------------------------------------------------------------ verification
 
