@@ -58,6 +58,6 @@ def test_each_command_has_a_section_whose_options_its_help_lists(command: list[s
 
 def test_shell_completion_is_installable_and_documented() -> None:
     result = CliRunner().invoke(app, ["--show-completion", "bash"])
-    assert result.exit_code == 0
+    assert result.exit_code == 0, (result.output, result.exception)
     assert "_MENTIS_COMPLETE" in result.output and "complete " in result.output
     assert "mentis --install-completion" in REFERENCE.read_text(encoding="utf-8")

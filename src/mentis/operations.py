@@ -328,8 +328,8 @@ OPERATIONS: tuple[Operation, ...] = (
         SkillStatusResult,
         lambda m, c, r: m.revoke_skill(c, r),
         "Revoke a skill with the reason, e.g. when its instructions are harmful. Final: later "
-        "uploads under its id stay revoked, and the same text uploaded under another id carries a "
-        "warning naming this revocation.",
+        "uploads under its id stay revoked, and so do skills of this repository with the same "
+        "instructions under any name; a copy elsewhere carries a warning naming this revocation.",
         writes=True,
     ),
     Operation(

@@ -384,7 +384,9 @@ class SkillVersionBody(Body):
 class SkillStatusBody(Body):
     """A skill deprecated or revoked, at its version ``version`` (``version_id``). A revocation
     lists the content hash of every version it revokes, so the same text uploaded under another
-    id is recognised."""
+    id is recognised, and (since security issue 24; absent from older bodies) the distinct
+    instruction hashes of those versions (``skill_text.instructions_hash``), so a renamed or
+    reformatted copy is too."""
 
     KEEP_NULL: ClassVar[frozenset[str]] = frozenset({"reason"})
 
@@ -397,3 +399,4 @@ class SkillStatusBody(Body):
     agent_id: str
     at: str
     reason: str | None = None
+    instructions_hashes: list[str] | None = None

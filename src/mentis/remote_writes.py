@@ -328,6 +328,8 @@ def _skill_status(op: str) -> Callable[[Any, signing.Unsigned], Shape]:
                 "the content hash of every version" if op == "revoke" else "empty", is_hashes, True
             ),
         }
+        if op == "revoke":  # the revocation's key: each version's instructions, hashed (issue 24 #10)
+            server["instructions_hashes"] = Server("the hash of every version's instructions", is_hashes)
         return Shape(_call(req, op=op, agent_id=e.agent, at=e.at, reason=req.reason), server)
 
     return shape

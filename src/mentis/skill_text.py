@@ -9,6 +9,12 @@ no hyphen at either end and no ``--``; the folder is named after it) and ``descr
 at most 1,024 characters), then Markdown instructions. Mentis also reads ``tags``, ``triggers`` and
 ``warnings`` (lists of strings); other keys (``allowed-tools``, ``license``...) stay in the text.
 
+Front matter is read with bounds set before YAML builds anything, since a skill is text from any
+writer and PyYAML's pure-Python parser spent ~8 s of CPU on 0.84 MB of it (security issue 24): at
+most :data:`MAX_FRONT_MATTER_BYTES` of UTF-8, then a scan of the parser's events refuses aliases
+and nesting deeper than :data:`MAX_FRONT_MATTER_DEPTH` (the loader recurses once per level), then
+libyaml's ``CSafeLoader`` builds it (PyYAML's ``SafeLoader`` where libyaml is missing).
+
 Diffs are GNU-style unified diffs over ``\\n``-terminated lines (``difflib.unified_diff``), with
 ``\\ No newline at end of file`` after a last line that has no newline, so they apply byte for
 byte. Nothing here touches the store; errors are :class:`SkillTextError` (a ValueError) and the
@@ -20,6 +26,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -28,6 +35,12 @@ import yaml
 
 MAX_SKILL_BYTES = 1 << 20
 """A skill's text (and a diff uploaded for one): 1 MiB of UTF-8."""
+MAX_FRONT_MATTER_BYTES = 16 * 1024
+"""The front matter's UTF-8 bytes (the lines between the ``---`` lines, joined): a skill's front
+matter is a few lines (name, a description of at most 1,024 characters, short lists)."""
+MAX_FRONT_MATTER_DEPTH = 16
+"""Levels of mappings and lists (the top-level mapping is one); Agent Skills front matter uses two
+or three."""
 MAX_NAME_CHARS = 64
 MAX_DESCRIPTION_CHARS = 1_024
 MAX_LIST_ITEMS = 64
@@ -35,11 +48,15 @@ MAX_ITEM_CHARS = 1_000
 NO_NEWLINE = "\\ No newline at end of file\n"
 SKILL_FILE = "SKILL.md"
 
+_WHITESPACE = re.compile(r"\s+")
 _NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 JSON_KEYS = frozenset({"name", "description", "tags", "triggers", "warnings", "body"})
 
 Format = Literal["markdown", "json"]
+_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_OPEN = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
+_CLOSE = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
 
 
 class SkillTextError(ValueError):
@@ -91,6 +108,37 @@ def check_size(text: str, what: str = "content") -> None:
 # ---------------------------------------------------------------- reading a skill
 
 
+def skill_body(text: str) -> str:
+    """A stored skill's instructions: the Markdown below its front matter, or a JSON skill's
+    ``body`` ("" when it has none). Reads no YAML (what derivation and rebuild use)."""
+    if text.lstrip().startswith("{"):
+        try:
+            data = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return ""
+        body = data.get("body", "") if isinstance(data, dict) else ""
+        return body if isinstance(body, str) else ""
+    lines = text.split("\n")
+    end = _closing_line(lines)
+    return "" if end is None else "\n".join(lines[end + 1 :])
+
+
+def instructions_hash(body: str) -> str | None:
+    """sha256 hex of a skill's instructions (its body; see :func:`skill_body`) in NFC with every
+    run of whitespace made one space and none at either end, so a renamed copy or one with other
+    line breaks hashes alike; None for a blank body, which instructs nothing. What revocations are
+    keyed on besides the whole text's hash: changing this form changes which copies they catch."""
+    norm = _WHITESPACE.sub(" ", unicodedata.normalize("NFC", body)).strip()
+    return hashlib.sha256(norm.encode("utf-8", "surrogatepass")).hexdigest() if norm else None
+
+
+def _closing_line(lines: list[str]) -> int | None:
+    """The index of the line that closes the front matter opened by line 0, or None."""
+    if lines[0].rstrip("\r") != "---":
+        return None
+    return next((i for i in range(1, len(lines)) if lines[i].rstrip("\r") == "---"), None)
+
+
 def parse_skill(text: str) -> SkillDoc:
     """Read a skill: JSON when the text starts with ``{``, else Markdown with YAML front matter."""
     check_size(text)
@@ -106,11 +154,11 @@ def _parse_markdown(text: str) -> SkillDoc:
             "content: a skill in Markdown starts with YAML front matter between '---' lines "
             "(name, description, and optionally tags, triggers, warnings)"
         )
-    end = next((i for i in range(1, len(lines)) if lines[i].rstrip("\r") == "---"), None)
+    end = _closing_line(lines)
     if end is None:
         raise SkillTextError("content: the front matter has no closing '---' line")
     try:
-        meta = yaml.safe_load("\n".join(lines[1:end]))
+        meta = _front_matter("\n".join(lines[1:end]))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 2}: " if mark is not None else ""
@@ -119,6 +167,32 @@ def _parse_markdown(text: str) -> SkillDoc:
     if not isinstance(meta, dict):
         raise SkillTextError("content: the front matter must be a YAML mapping (name: ..., description: ...)")
     return _doc(meta, "markdown", "\n".join(lines[end + 1 :]))
+
+
+def _front_matter(source: str) -> Any:
+    """The YAML ``source``, once it is within the size, depth and alias bounds."""
+    size = len(source.encode("utf-8", "surrogatepass"))
+    if size > MAX_FRONT_MATTER_BYTES:
+        raise SkillTextError(
+            f"content: the front matter is {size:,} bytes; the limit is {MAX_FRONT_MATTER_BYTES:,} "
+            "(keep it to name, description and short lists; instructions go below the closing '---')"
+        )
+    depth = 0
+    for event in yaml.parse(source, Loader=_LOADER):
+        if isinstance(event, yaml.AliasEvent):
+            raise SkillTextError(
+                "content: the front matter may not use YAML aliases (*name); write the value out"
+            )
+        if isinstance(event, _OPEN):
+            depth += 1
+            if depth > MAX_FRONT_MATTER_DEPTH:
+                raise SkillTextError(
+                    f"content: the front matter nests more than {MAX_FRONT_MATTER_DEPTH} levels of "
+                    "mappings and lists"
+                )
+        elif isinstance(event, _CLOSE):
+            depth -= 1
+    return yaml.load(source, Loader=_LOADER)  # a safe loader: plain data only
 
 
 def _parse_json(text: str) -> SkillDoc:
@@ -270,6 +344,8 @@ def apply_diff(old: str, diff: str) -> str:
 
 
 __all__ = [
+    "MAX_FRONT_MATTER_BYTES",
+    "MAX_FRONT_MATTER_DEPTH",
     "MAX_SKILL_BYTES",
     "SKILL_FILE",
     "SkillDoc",
@@ -277,7 +353,9 @@ __all__ = [
     "apply_diff",
     "check_name",
     "content_hash",
+    "instructions_hash",
     "make_diff",
     "parse_skill",
     "render_markdown",
+    "skill_body",
 ]

@@ -9,7 +9,11 @@ Rules, written once here:
   content hash (a mismatch is an IntegrityError naming the skill and version).
 - Uploading the newest version's text again writes nothing. A later upload re-activates a
   deprecated skill. A revoked skill stays revoked: later uploads under its id are stored but stay
-  revoked, and the same text uploaded under another id carries a warning naming the revocation.
+  revoked. A revocation also follows its instructions (the body without front matter,
+  whitespace-normalised: ``skill_text.instructions_hash``): in its repository a skill whose newest
+  version has them is revoked too, whether it was uploaded before or after, renamed or
+  reformatted; in another repository such a copy is stored active, with a warning to every caller
+  who may read the revoking repository (on upload and on read).
 - Deleting a skill erases every version's text from the live store; the ledger keeps a tombstone
   and its status entries (so a revocation outlives the deletion).
 - Every read says who wrote each version and whether its signature verifies against the key the
@@ -19,7 +23,6 @@ Rules, written once here:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,16 +61,18 @@ from mentis.records import SkillStatusBody, SkillVersionBody
 from mentis.retrieval import pipeline
 from mentis.service import Caller, ServiceContext, may_read, may_write, secret_warnings
 from mentis.signing import write_at, write_id
+from mentis.skill_files import read_skill_files, write_skill_files
 from mentis.skill_text import (
-    MAX_SKILL_BYTES,
     SKILL_FILE,
     SkillTextError,
     apply_diff,
     check_size,
     content_hash,
+    instructions_hash,
     make_diff,
     parse_skill,
     render_markdown,
+    skill_body,
 )
 from mentis.store.base import SkillRow, SkillVersionRow
 
@@ -110,6 +115,12 @@ def signature_state(entry: Entry, public_key: Ed25519PublicKey | None) -> Signat
         return "unknown_key"
     fields = signing.Unsigned(entry.chain, entry.kind, entry.id, entry.at, entry.agent, entry.body_hash)
     return "verified" if signing.verify_envelope(fields, entry.key_id, entry.sig, public_key) else "invalid"
+
+
+def _instructions_of(history: Sequence[Version]) -> list[str]:
+    """The distinct instruction hashes of ``history``'s versions, oldest first (blank bodies have none)."""
+    found = (instructions_hash(skill_body(v.text)) for v in history)
+    return list(dict.fromkeys(h for h in found if h is not None))
 
 
 class SkillOps:
@@ -204,13 +215,32 @@ class SkillOps:
             raise NotFound(f"no skill {skill_id} in repository {repository}; list_skills shows them")
         return row, self.history(repository, skill_id)
 
-    def revocation_note(self, repository: str, skill_id: str) -> str | None:
-        found = self.store.skill_revocation(repository, skill_id)
+    def revocation_note(self, repository: str, skill_id: str, instructions: str | None = None) -> str | None:
+        """What revoked ``skill_id``: its own revocation, else one in its repository of a skill
+        with the same ``instructions`` (hash); None when neither applies."""
+        found = self.store.skill_revocation(repository, skill_id, instructions)
         if found is None:
             return None
         entry, raw = found
         reason = raw.get("reason") or "no reason given"
+        if raw["skill_id"] != skill_id:
+            return (
+                f"its instructions are those of skill {raw['skill_id']} in {repository}, revoked at "
+                f"{entry.at} by {entry.agent}: {reason}"
+            )
         return f"skill {skill_id} in {repository} was revoked at {entry.at} by {entry.agent}: {reason}"
+
+    def copy_warnings(
+        self, caller: Caller, repository: str, digest: str, instructions: str | None
+    ) -> list[str]:
+        """A warning for each skill of another repository the caller may read that was revoked
+        with this text or these instructions."""
+        out = []
+        for repo, other in self.store.revoked_copies(digest, instructions):
+            if repo != repository and caller.sees(repo):
+                note = self.revocation_note(repo, other)
+                out.append(f"its instructions are those of a revoked skill in another repository: {note}")
+        return out
 
     # ------------------------------------------------------------ upload
 
@@ -253,12 +283,10 @@ class SkillOps:
         history = self.history(repository, skill_id) if self.store.skill_row(repository, skill_id) else []
         newest = history[-1] if history else None
         digest = content_hash(content)
-        revoked = self.revocation_note(repository, skill_id)
+        instructions = instructions_hash(doc.body)
+        revoked = self.revocation_note(repository, skill_id, instructions)
         warnings = [] if revoked is None else [f"{revoked}; this version is stored and stays revoked"]
-        for repo, other in self.store.revoked_content(digest):
-            if (repo, other) != (repository, skill_id) and caller.sees(repo):
-                note = self.revocation_note(repo, other)
-                warnings.append(f"this text is a revoked version of another skill: {note}")
+        warnings += self.copy_warnings(caller, repository, digest, instructions)
         status = REVOKED if revoked is not None else ACTIVE
         if newest is not None and newest.text == content:
             live = self.store.skill_row(repository, skill_id)
@@ -321,11 +349,13 @@ class SkillOps:
             )
         version = found[0]
         warnings = list(version.body.warnings)
-        revoked = self.revocation_note(req.repository, req.skill_id)
+        instructions = instructions_hash(skill_body(newest.text))
+        revoked = self.revocation_note(req.repository, req.skill_id, instructions)
         if revoked is not None:
             warnings.append(f"REVOKED: {revoked}; do not follow it")
         elif row.status == DEPRECATED:
             warnings.append(f"skill {req.skill_id} is deprecated; prefer another skill")
+        warnings += self.copy_warnings(caller, req.repository, newest.body.content_hash, instructions)
         return ReadSkillResult(
             skill=self.summary(row, newest.entry, newest.body),
             version=version.body.version,
@@ -411,6 +441,7 @@ class SkillOps:
             agent_id=caller.agent_id,
             at=at,
             reason=reason,
+            instructions_hashes=_instructions_of(history) if op == "revoke" else None,
         )
         entry = self.store.append_skill_status(repository, write_id(), at, caller.agent_id, body.to_json())
         return SkillStatusResult(
@@ -459,36 +490,21 @@ class SkillOps:
                 )
                 continue
             plan[doc.name] = newest.text if doc.format == "markdown" else render_markdown(doc)
-        paths = {name: target / name / SKILL_FILE for name in plan}
-        for path in paths.values():
-            if path.exists() or path.is_symlink():
-                raise InvalidInput(f"to: {path} already exists; export into an empty directory", field="to")
-        for name, path in paths.items():
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-                with os.fdopen(os.open(path, flags, 0o644), "w", encoding="utf-8", newline="") as f:
-                    f.write(plan[name])
-            except OSError as exc:
-                raise InvalidInput(f"to: cannot write {path}: {exc.strerror or exc}", field="to") from None
-        return SkillsExportResult(written=[str(p) for p in paths.values()], skipped=skipped)
+        written = write_skill_files(target, plan)
+        return SkillsExportResult(written=[str(p) for p in written], skipped=skipped)
 
     def import_skills(self, caller: Caller, repository: str, source: Path) -> SkillsImportResult:
         """Upload every ``<name>/SKILL.md`` under ``source`` (and ``source/SKILL.md``) in one
         transaction: one bad file rejects the whole import and nothing is written."""
         may_write(caller, repository)
-        files = sorted(source.glob(f"*/{SKILL_FILE}"))
-        if (source / SKILL_FILE).is_file():
-            files.insert(0, source / SKILL_FILE)
+        files = read_skill_files(source)
         if not files:
             raise InvalidInput(f"source: no {SKILL_FILE} in {source} or its folders", field="source")
         prepared: list[Prepared] = []
         seen: set[str] = set()
-        for path in files:
+        for path, raw in files:
             try:
-                if path.stat().st_size > MAX_SKILL_BYTES * 4:
-                    raise InvalidInput(f"content is over {MAX_SKILL_BYTES:,} bytes", field="content")
-                text = path.read_bytes().decode("utf-8")
+                text = raw.decode("utf-8")
                 doc = parse_skill(text)
                 if doc.name != path.parent.name:
                     raise InvalidInput(
@@ -502,8 +518,6 @@ class SkillOps:
                 prepared.append(self.prepare(caller, repository, None, text))
             except UnicodeDecodeError as exc:
                 raise InvalidInput(f"{path}: content is not UTF-8 ({exc.reason})", field="content") from None
-            except OSError as exc:
-                raise InvalidInput(f"{path}: cannot read it: {exc.strerror or exc}", field="source") from None
             except SkillTextError as exc:
                 raise _invalid(exc, f"{path}: ") from None
             except MentisError as exc:

@@ -186,15 +186,19 @@ def test_a_revoked_skill_stays_revoked_after_a_re_upload_under_its_id(memory: Me
         memory.deprecate_skill(caller, parse(SkillStatusInput, {"repository": REPO, "skill_id": "run-tests"}))
 
 
-def test_the_same_text_uploaded_under_another_id_warns_naming_the_revocation(
+def test_the_same_text_uploaded_under_another_id_is_stored_revoked_naming_the_revocation(
     memory: Memory, caller: Caller
 ) -> None:
     upload(memory, caller, RUN_TESTS)
     revoke(memory, caller, "run-tests", "runs rm -rf on the cache dir")
     copy = upload(memory, caller, RUN_TESTS, skill_id="test-runner")
-    assert copy.status == "active"
-    (warning,) = [w for w in copy.warnings if "revoked version of another skill" in w]
-    assert "run-tests" in warning and REPO in warning and "runs rm -rf on the cache dir" in warning
+    assert copy.status == "revoked"
+    (warning,) = [w for w in copy.warnings if "instructions are those of skill run-tests" in w]
+    assert REPO in warning and "runs rm -rf on the cache dir" in warning
+    elsewhere = upload(memory, caller, RUN_TESTS, repository="github.com/acme/other")
+    assert elsewhere.status == "active"
+    (flag,) = [w for w in elsewhere.warnings if "revoked skill in another repository" in w]
+    assert "run-tests" in flag and REPO in flag
     other = upload(memory, caller, RELEASE)
     assert not any("revoked" in w for w in other.warnings)
 

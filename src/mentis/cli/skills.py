@@ -11,6 +11,7 @@ import typer
 
 from mentis.cli.common import DbOpt, JsonOpt, errors, run, run_op
 from mentis.errors import InvalidInput
+from mentis.skill_files import read_capped
 
 commands = typer.Typer()
 skills_app = typer.Typer(
@@ -31,8 +32,14 @@ def _clean(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _read_text(path: Path, field: str) -> str:
+    """The UTF-8 text of ``path`` (``-``: stdin), read only up to the skill size limit."""
     try:
-        return sys.stdin.read() if str(path) == "-" else path.read_bytes().decode("utf-8")
+        if str(path) == "-":
+            raw = read_capped(sys.stdin.buffer.read, "stdin", field)
+        else:
+            with path.open("rb") as handle:
+                raw = read_capped(handle.read, path, field)
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidInput(
             f"{field}: {path} is not UTF-8 ({exc.reason} at byte {exc.start})", field

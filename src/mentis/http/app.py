@@ -44,7 +44,17 @@ from mentis.http.connections import (
     fd_limit,
     guarded_h11,
 )
-from mentis.http.middleware import Authenticate, BodyLimit, HostGuard, RateLimit, Timeout, TokenBucket
+from mentis.http.middleware import (
+    PER_CALLER,
+    Authenticate,
+    BodyLimit,
+    CallerLimit,
+    CallerLimits,
+    HostGuard,
+    RateLimit,
+    Timeout,
+    TokenBucket,
+)
 from mentis.http.rest import OTHER_ERRORS, endpoint, error_response, openapi
 from mentis.mcp_server import build_server
 from mentis.memory import Memory
@@ -111,6 +121,7 @@ class HttpConfig:
     tls_key: Path | None = None
     session_secret: bytes | None = None  # dashboard cookies; None: a random secret per process
     session_ttl_s: int = 12 * 3600
+    token_concurrency: int = PER_CALLER  # requests of one token served at once; the rest wait
 
     def __post_init__(self) -> None:
         if not self.auth and not is_loopback(self.host):
@@ -155,10 +166,13 @@ async def _http_error(_: Request, exc: Exception) -> Response:
     return error_response(status, code, message, headers=headers)
 
 
-def build_app(memory: Memory, tokens: TokenStore | None, config: HttpConfig) -> ASGIApp:
+def build_app(
+    memory: Memory, tokens: TokenStore | None, config: HttpConfig, *, limits: CallerLimits | None = None
+) -> ASGIApp:
     """The whole HTTP surface over an already opened ``memory``.
 
-    ``tokens`` authenticates requests; it must be given unless ``config.auth`` is False.
+    ``tokens`` authenticates requests; it must be given unless ``config.auth`` is False. ``limits``
+    counts each caller's requests in progress (default: ``config.token_concurrency`` per caller).
     """
     if config.auth and tokens is None:
         raise ConfigError("HTTP auth is on but no token store was given")
@@ -201,6 +215,7 @@ def build_app(memory: Memory, tokens: TokenStore | None, config: HttpConfig) -> 
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _http_error},
     )
+    app = CallerLimit(app, limits or CallerLimits(config.token_concurrency))
     app = BodyLimit(app, config.max_body_bytes)
     app = Timeout(app, config.request_timeout_s)
     app = RateLimit(app, TokenBucket(config.rate_per_second, config.rate_burst))

@@ -1,9 +1,17 @@
-"""Pure ASGI middleware: host checks, authentication, rate limits, timeouts and body limits.
+"""Pure ASGI middleware: host checks, authentication, rate limits, timeouts, body limits and each
+caller's share of the worker threads.
 
 Order (outermost first): :class:`HostGuard` → :class:`Authenticate` → :class:`RateLimit` →
-:class:`Timeout` → :class:`BodyLimit` → the routes. They only check and attach; authorisation (what
-a caller may read or write) happens in ``memory.py``, from the :class:`~mentis.memory.Caller`
-that :class:`Authenticate` puts under ``scope["mentis.caller"]``.
+:class:`Timeout` → :class:`BodyLimit` → :class:`CallerLimit` → the routes. They only check and
+attach; authorisation (what a caller may read or write) happens in ``memory.py``, from the
+:class:`~mentis.memory.Caller` that :class:`Authenticate` puts under ``scope["mentis.caller"]``.
+
+Operations run in worker threads of anyio's default limiter (40 at once), which every request
+shares, so no one caller may fill it: :class:`CallerLimit` lets at most ``per_caller`` requests of
+one token (or one dashboard client) in at a time and keeps the others waiting on the event loop,
+where they hold no thread; and :class:`Authenticate` looks tokens up on a small limiter of its own,
+so a request is identified even while every worker thread is busy (security issue 24: 40 slow
+uploads from one token used to hold every thread and another team's search waited ~60 s).
 """
 
 from __future__ import annotations
@@ -13,7 +21,8 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import anyio
@@ -28,6 +37,12 @@ from mentis.memory import Caller
 
 TOKEN_ID_KEY = "mentis.token_id"
 PUBLIC_PATHS = frozenset({"/health"})
+LOOKUP_THREADS = 4
+"""Token lookups running at once, on their own limiter (the PostgreSQL token table's pool is as
+large, ``postgres_tokens.POOL_SIZE``)."""
+PER_CALLER = 4
+"""Requests of one token served at once by default (``HttpConfig.token_concurrency``): a tenth of
+the 40 worker threads and half the PostgreSQL store's 8 pooled connections."""
 DASHBOARD = "/dashboard"
 """Signs people in with a session cookie itself (:mod:`mentis.dashboard`), so no bearer token here."""
 
@@ -140,6 +155,7 @@ class Authenticate:
         self.app = app
         self.tokens = tokens
         self.anonymous = anonymous
+        self.lookups = anyio.CapacityLimiter(LOOKUP_THREADS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS or _dashboard(scope["path"]):
@@ -156,7 +172,7 @@ class Authenticate:
                 scope, receive, send, "send Authorization: Bearer <token> (`mentis token create`)"
             )
             return
-        info = await anyio.to_thread.run_sync(self.tokens.lookup, token)
+        info = await anyio.to_thread.run_sync(self.tokens.lookup, token, limiter=self.lookups)
         problem = "the token is not valid" if info is None else None
         if info is not None and info.status() != "active":
             problem = f"the token {info.id} is {info.status()}; create a new one with `mentis token create`"
@@ -199,6 +215,14 @@ class TokenBucket:
             return (1 - level) / self.rate
 
 
+def caller_key(scope: Scope) -> str:
+    """Whose request this is, for per-caller limits: the token's id, or one key per dashboard
+    client (signed in by cookie inside the dashboard)."""
+    if _dashboard(scope["path"]):
+        return f"dashboard:{(scope.get('client') or ('?', 0))[0]}"
+    return str(scope.get(TOKEN_ID_KEY, "anonymous"))
+
+
 class RateLimit:
     """Per-token rate limit: 429 with Retry-After when a token's bucket is empty."""
 
@@ -210,10 +234,7 @@ class RateLimit:
         if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS or scope["path"].startswith(STATIC):
             await self.app(scope, receive, send)
             return
-        key = str(scope.get(TOKEN_ID_KEY, "anonymous"))
-        if _dashboard(scope["path"]):  # signed in by cookie inside the dashboard: one bucket per client
-            key = f"dashboard:{(scope.get('client') or ('?', 0))[0]}"
-        wait = self.bucket.take(key)
+        wait = self.bucket.take(caller_key(scope))
         if wait > 0:
             retry = max(1, math.ceil(wait))
             response = error_response(
@@ -292,3 +313,56 @@ class BodyLimit:
             return {"type": "http.request", "body": bytes(body), "more_body": False}
 
         await self.app(scope, replay, send)
+
+
+class CallerLimits:
+    """At most ``per_caller`` requests in progress per caller key; the rest wait their turn in
+    arrival order. A key's limiter is dropped once nothing holds or awaits it."""
+
+    def __init__(self, per_caller: int = PER_CALLER) -> None:
+        if per_caller < 1:
+            raise ConfigError(f"token concurrency must be at least 1, not {per_caller}")
+        self.per_caller = per_caller
+        self._limiters: dict[str, anyio.CapacityLimiter] = {}
+
+    @asynccontextmanager
+    async def slot(self, key: str) -> AsyncIterator[None]:
+        limiter = self._limiters.get(key)
+        if limiter is None:
+            limiter = self._limiters[key] = anyio.CapacityLimiter(self.per_caller)
+        try:
+            async with limiter:
+                yield
+        finally:
+            if self._limiters.get(key) is limiter and not self._busy(limiter):
+                del self._limiters[key]
+
+    @staticmethod
+    def _busy(limiter: anyio.CapacityLimiter) -> bool:
+        stats = limiter.statistics()
+        return stats.borrowed_tokens > 0 or stats.tasks_waiting > 0
+
+    def running(self, key: str) -> int:
+        """Requests of ``key`` in progress now."""
+        limiter = self._limiters.get(key)
+        return 0 if limiter is None else int(limiter.borrowed_tokens)
+
+    def waiting(self, key: str) -> int:
+        """Requests of ``key`` waiting for their turn."""
+        limiter = self._limiters.get(key)
+        return 0 if limiter is None else limiter.statistics().tasks_waiting
+
+
+class CallerLimit:
+    """Serve at most ``limits.per_caller`` requests of one caller at a time (see the module)."""
+
+    def __init__(self, app: ASGIApp, limits: CallerLimits) -> None:
+        self.app = app
+        self.limits = limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS or scope["path"].startswith(STATIC):
+            await self.app(scope, receive, send)
+            return
+        async with self.limits.slot(caller_key(scope)):
+            await self.app(scope, receive, send)

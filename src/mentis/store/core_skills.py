@@ -10,6 +10,12 @@ from the ledger like every other:
 - ``skill_version_idx``: every live version's rowid, version and content hash;
 - ``skill_revoked``: the content hash of every revoked version, with the revoking entry's rowid.
   Status entries are never erased, so a revocation outlives re-uploads and deletion;
+- ``skill_instructions``: every live version's instructions hash (``skill_text.instructions_hash``:
+  the body without front matter, whitespace-normalised; none for a blank body);
+- ``skill_revoked_instructions``: the instructions hashes each revocation revoked (listed in the
+  revocation's body, or, for one written before bodies listed them, read from its versions still
+  in the store). A skill whose newest version has those instructions in the same repository is
+  revoked too: a copy made before the revocation with it, one uploaded after when it is derived;
 - ``skill_terms`` and ``skill_vectors``: one lexical row and one vector per live skill (its
   newest version), searched like attempts and thoughts.
 """
@@ -25,9 +31,9 @@ import orjson
 from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
 from mentis.ledger import Entry, canonical
 from mentis.records import SkillVersionBody, tombstone
-from mentis.skill_text import SkillTextError, apply_diff
+from mentis.skill_text import SkillTextError, apply_diff, instructions_hash, skill_body
 from mentis.store.base import SkillRow, SkillVersionRow
-from mentis.store.core import RelationalCore, check_list
+from mentis.store.core import RelationalCore, check_list, checked_body, derived_mismatch
 
 SKILL_COLS = "s.repository, s.skill_id, s.rowid, s.status, s.version, s.content_hash"
 
@@ -133,9 +139,19 @@ class SkillCore(RelationalCore):
         q = self.D.q
         repo, skill_id = body["repository"], body["skill_id"]
         version = SkillVersionBody.from_json(body)
+        instructions = instructions_hash(skill_body(content))
         revoked = conn.execute(
             q("SELECT 1 FROM skill_revoked WHERE repository=? AND skill_id=? LIMIT 1"), (repo, skill_id)
-        ).fetchone()
+        ).fetchone() or (
+            instructions is not None
+            and conn.execute(
+                q(
+                    "SELECT 1 FROM skill_revoked_instructions "
+                    "WHERE instructions_hash=? AND repository=? LIMIT 1"
+                ),
+                (instructions, repo),
+            ).fetchone()
+        )
         self._drop_skill_rows(conn, repo, skill_id)
         conn.execute(
             q(
@@ -156,6 +172,7 @@ class SkillCore(RelationalCore):
             ),
             (rowid, repo, skill_id, version.version, version.content_hash),
         )
+        self._index_instruction(conn, rowid, repo, skill_id, instructions)
         self._index_terms(conn, "skill_terms", rowid, repo, *version.index_fields(content))
         self._insert_vector(conn, "skill_vectors", rowid, repo, vector)
 
@@ -186,6 +203,7 @@ class SkillCore(RelationalCore):
             conn.execute(
                 q("UPDATE skill_idx SET status='revoked' WHERE repository=? AND skill_id=?"), (repo, skill_id)
             )
+            self._revoke_instructions(conn, rowid, body)
         else:
             conn.execute(
                 q(
@@ -194,6 +212,99 @@ class SkillCore(RelationalCore):
                 ),
                 (repo, skill_id),
             )
+
+    def _index_instruction(
+        self, conn: Any, rowid: int, repo: str, skill_id: str, instructions: str | None
+    ) -> None:
+        if instructions is not None:
+            conn.execute(
+                self.D.q(
+                    "INSERT INTO skill_instructions(rowid, repository, skill_id, instructions_hash) "
+                    "VALUES(?,?,?,?)"
+                ),
+                (rowid, repo, skill_id, instructions),
+            )
+
+    def _revoke_instructions(self, conn: Any, status_rowid: int, body: dict[str, Any]) -> None:
+        """Key a revocation on its versions' instructions and revoke the skills of its repository
+        whose newest version has them."""
+        q = self.D.q
+        repo, skill_id = body["repository"], body["skill_id"]
+        hashes = body.get("instructions_hashes")
+        if hashes is None:  # written before revocations listed them: from its versions still stored
+            cond, args = self.D.in_("v.content_hash", list(body.get("content_hashes", [])) or [""])
+            hashes = [
+                str(h)
+                for (h,) in conn.execute(
+                    q(
+                        "SELECT DISTINCT i.instructions_hash FROM skill_instructions i "
+                        "JOIN skill_version_idx v ON v.rowid = i.rowid "
+                        f"WHERE v.repository=? AND v.skill_id=? AND {cond} ORDER BY 1"
+                    ),
+                    [repo, skill_id, *args],
+                )
+            ]
+        self.D.many(
+            conn,
+            "INSERT INTO skill_revoked_instructions(status_rowid, repository, skill_id, instructions_hash) "
+            "VALUES(?,?,?,?)",
+            [(status_rowid, repo, skill_id, h) for h in hashes],
+        )
+        for chunk in self.D.chunks(list(hashes)):
+            cond, args = self.D.in_("instructions_hash", chunk)
+            conn.execute(
+                q(
+                    "UPDATE skill_idx SET status='revoked' WHERE repository=? AND rowid IN "
+                    f"(SELECT rowid FROM skill_instructions WHERE repository=? AND {cond})"
+                ),
+                [repo, repo, *args],
+            )
+
+    def _index_instructions(self, conn: Any) -> int:
+        """Fill the instruction tables for a store written before they existed (its migration):
+        every live version's instructions, then every revocation's, in ledger order, as a rebuild
+        derives them. Returns the number of versions read."""
+        q = self.D.q
+        skills = conn.execute(
+            "SELECT DISTINCT repository, skill_id FROM skill_version_idx ORDER BY repository, skill_id"
+        ).fetchall()
+        done = 0
+        for repo, skill_id in skills:
+            rowids = [
+                int(r)
+                for (r,) in conn.execute(
+                    q(
+                        "SELECT rowid FROM skill_version_idx WHERE repository=? AND skill_id=? "
+                        "ORDER BY version"
+                    ),
+                    (repo, skill_id),
+                )
+            ]
+            loaded = self._load(conn, rowids, "skill")
+            text = ""
+            for rowid in rowids:
+                if rowid not in loaded:  # a live version without its body
+                    raise derived_mismatch(rowid)
+                body = loaded[rowid][1]
+                try:
+                    text = body["content"] if "content" in body else apply_diff(text, body["diff"])
+                except (KeyError, SkillTextError) as exc:
+                    raise IntegrityError(
+                        f"skill {skill_id} version {body.get('version')} in {repo} cannot be rebuilt: {exc}"
+                    ) from None
+                self._index_instruction(
+                    conn, rowid, str(repo), str(skill_id), instructions_hash(skill_body(text))
+                )
+                done += 1
+        statuses = conn.execute(
+            "SELECT e.rowid, b.body, e.body_hash FROM entries e JOIN bodies b ON b.rowid = e.rowid "
+            "WHERE e.kind = 'skill_status' ORDER BY e.rowid"
+        ).fetchall()
+        for rowid, raw, body_hash in statuses:
+            body = orjson.loads(checked_body(int(rowid), bytes(raw), body_hash))
+            if body.get("op") == "revoke":
+                self._revoke_instructions(conn, int(rowid), body)
+        return done
 
     def _derive_forget_skill(self, conn: Any, tomb_rowid: int, tomb: dict[str, Any]) -> None:
         """Erase every live version's body and drop the skill's derived rows (its revocations stay)."""
@@ -210,6 +321,7 @@ class SkillCore(RelationalCore):
             conn.execute(q(f"DELETE FROM bodies WHERE {cond}"), args)
         self._drop_skill_rows(conn, repo, skill_id)
         conn.execute(q("DELETE FROM skill_version_idx WHERE repository=? AND skill_id=?"), (repo, skill_id))
+        conn.execute(q("DELETE FROM skill_instructions WHERE repository=? AND skill_id=?"), (repo, skill_id))
 
     def _skill_replayer(self, conn: Any, embed: Any) -> Any:
         """The replay callback for skill versions: rebuilds each version's text from the one before."""
@@ -288,27 +400,42 @@ class SkillCore(RelationalCore):
         with self._read() as conn:
             return self._load(conn, rowids, "skill")
 
-    def skill_revocation(self, repository: str, skill_id: str) -> tuple[Entry, dict[str, Any]] | None:
-        """The first revocation of ``skill_id`` (it outlives re-uploads and deletion), or None."""
+    def skill_revocation(
+        self, repository: str, skill_id: str, instructions: str | None = None
+    ) -> tuple[Entry, dict[str, Any]] | None:
+        """The revocation that applies to ``skill_id``: its own first one (it outlives re-uploads
+        and deletion), else the first one in ``repository`` that revoked a version with the
+        instructions hash ``instructions``; None when neither exists."""
+        q = self.D.q
         with self._read() as conn:
             row = conn.execute(
-                self.D.q("SELECT min(status_rowid) FROM skill_revoked WHERE repository=? AND skill_id=?"),
+                q("SELECT min(status_rowid) FROM skill_revoked WHERE repository=? AND skill_id=?"),
                 (repository, skill_id),
             ).fetchone()
+            if (row is None or row[0] is None) and instructions is not None:
+                row = conn.execute(
+                    q(
+                        "SELECT min(status_rowid) FROM skill_revoked_instructions "
+                        "WHERE instructions_hash=? AND repository=?"
+                    ),
+                    (instructions, repository),
+                ).fetchone()
             if row is None or row[0] is None:
                 return None
             loaded = self._load(conn, [int(row[0])], "skill_status")
         return loaded.get(int(row[0]))
 
-    def revoked_content(self, content_hash: str) -> list[tuple[str, str]]:
-        """(repository, skill_id) of every skill a version with this content hash was revoked in."""
+    def revoked_copies(self, content_hash: str, instructions: str | None) -> list[tuple[str, str]]:
+        """(repository, skill_id) of every skill that had a version revoked with this whole text
+        or, given, these instructions."""
         with self._read() as conn:
             rows = conn.execute(
                 self.D.q(
-                    "SELECT DISTINCT repository, skill_id FROM skill_revoked WHERE content_hash=? "
-                    "ORDER BY repository, skill_id"
+                    "SELECT repository, skill_id FROM skill_revoked WHERE content_hash=? UNION "
+                    "SELECT repository, skill_id FROM skill_revoked_instructions WHERE instructions_hash=? "
+                    "ORDER BY 1, 2"
                 ),
-                (content_hash,),
+                (content_hash, instructions or ""),
             ).fetchall()
         return [(str(r), str(s)) for r, s in rows]
 

@@ -40,6 +40,7 @@ from mentis.store.postgres_schema import (
     CHECKS_VERSION,
     DERIVED_TABLES,
     ENTRY_IDS_VERSION,
+    INSTRUCTIONS_VERSION,
     LEXICON_VERSION,
     MIGRATIONS,
     RECALL_SCHEMA,
@@ -119,6 +120,10 @@ class PostgresStore(RecallSql, PgLexicon, ThoughtCore, SkillCore, BrowseReads):
                         new_lex_epoch(conn)
                     if version == ENTRY_IDS_VERSION:
                         log.info("noted the ids of %d ledger entries", fill_entry_ids(conn))
+                    if version == INSTRUCTIONS_VERSION:
+                        log.info(
+                            "keyed %d skill versions on their instructions", self._index_instructions(conn)
+                        )
                     if version == CHECKS_VERSION:
                         log.info("computed %d checksums of derived index rows", fill_checks(conn))
                     conn.execute(

@@ -16,8 +16,11 @@ vector, so it takes as long as a fresh index on that many rows. Schema 8 adds ``
 (each thought of a session with the thought before it) and indexes the live thoughts' windows
 while migrating. Schema 9 adds ``entry_ids`` (every ledger entry's id, claimed by each append inside
 its transaction, so no id is written twice) and fills it from the ledger while migrating. Schema 10
-adds ``chk``, a checksum, to every vector, lexical and vocabulary row (``derived_check``; the tables
-earlier migrations create carry it from the start) and computes it for the rows already there.
+adds ``skill_instructions`` and ``skill_revoked_instructions`` (revocations keyed on a skill's
+instructions, ``store/core_skills``) and fills them from the checked skill bodies while migrating,
+revoking the copies they catch as a rebuild would. Schema 11 adds ``chk``, a checksum, to every
+vector, lexical and vocabulary row (``derived_check``; the tables earlier migrations create carry
+it from the start) and computes it for the rows already there.
 
 ``recall`` SQL reads the schema ``mentis_recall``: five views (the documented ones) that parse
 every value out of a body checked against its entry's ``body_hash`` and keep only rows whose
@@ -42,7 +45,7 @@ SIG_STREAMS_SQL = (
 )
 """Derived from the ledger (``store/core_agents.py``): each signing stream's last statement."""
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 SIGNING_VERSION = 5
 """The migration that adds ``sig_streams`` (signed writes; version 4 is the skill registry's)."""
 LEXICON_VERSION = 2
@@ -59,7 +62,9 @@ ENTRY_IDS_SQL = (
     "CREATE TABLE IF NOT EXISTS entry_ids(id text PRIMARY KEY, chain text NOT NULL, seq bigint NOT NULL)"
 )
 """Every ledger entry's id with the entry that had it first (``store/core.py``, ``_claim_id``)."""
-CHECKS_VERSION = 10
+INSTRUCTIONS_VERSION = 10
+"""The migration that adds the skill instruction tables; the store fills them after it."""
+CHECKS_VERSION = 11
 """The migration that adds ``chk`` to the vector, lexical and vocabulary rows; the store computes
 every existing row's checksum after it (``derived_check``)."""
 RECALL_SCHEMA = "mentis_recall"
@@ -89,6 +94,8 @@ DERIVED_TABLES = (
     "skill_vectors",
     "title_terms",
     "window_terms",
+    "skill_instructions",
+    "skill_revoked_instructions",
 )
 
 _V1 = """
@@ -282,6 +289,19 @@ CREATE INDEX IF NOT EXISTS skill_vectors_hnsw ON skill_vectors USING hnsw (vec v
 """
 """Schema 4: the skill registry's derived tables (``store/core_skills``)."""
 
+INSTRUCTIONS_SQL = """
+CREATE TABLE IF NOT EXISTS skill_instructions(
+    rowid bigint PRIMARY KEY, repository text NOT NULL, skill_id text NOT NULL,
+    instructions_hash text NOT NULL);
+CREATE INDEX IF NOT EXISTS skill_instructions_hash ON skill_instructions(instructions_hash, repository);
+CREATE TABLE IF NOT EXISTS skill_revoked_instructions(
+    status_rowid bigint NOT NULL, repository text NOT NULL, skill_id text NOT NULL,
+    instructions_hash text NOT NULL);
+CREATE INDEX IF NOT EXISTS skill_revoked_instructions_hash
+    ON skill_revoked_instructions(instructions_hash, repository);
+"""
+"""Schema 10: revocations keyed on a skill's instructions (``store/core_skills``)."""
+
 HALFVEC_SQL = """
 DROP INDEX IF EXISTS vectors_hnsw;
 CREATE INDEX vectors_hnsw ON vectors USING hnsw ((vec::halfvec({dim})) halfvec_cosine_ops);
@@ -292,13 +312,13 @@ CHECKS_SQL = "".join(
     f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS chk bigint NOT NULL DEFAULT 0;\n"
     for table in (*VECTORS, *TERMS, "lex_vocab")
 ) + "".join(f"UPDATE {table} SET chk = {PG_VECTOR_CHECK};\n" for table in VECTORS)
-"""Schema 10: the checksum column of the derived index rows (tables created by earlier migrations
+"""Schema 11: the checksum column of the derived index rows (tables created by earlier migrations
 since this one have it already: the statements are no-ops there), and the vectors' checksums,
 computed by the server; :func:`fill_checks` computes the lexical rows' and stems'."""
 
 
 def fill_checks(conn: Any) -> int:
-    """Schema 10's second half: the checksum of every lexical and vocabulary row already there,
+    """Schema 11's second half: the checksum of every lexical and vocabulary row already there,
     a batch at a time; returns the rows done."""
     jobs: list[tuple[str, str, str, Callable[[tuple[Any, ...]], int]]] = [
         *(
@@ -337,6 +357,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (HALFVEC_VERSION, HALFVEC_SQL),
     (WINDOWS_VERSION, WINDOWS_SQL),
     (ENTRY_IDS_VERSION, ENTRY_IDS_SQL),
+    (INSTRUCTIONS_VERSION, INSTRUCTIONS_SQL),
     (CHECKS_VERSION, CHECKS_SQL),
 )
 """(version, SQL with ``{dim}`` and ``{schema}`` placeholders), applied in order on open."""

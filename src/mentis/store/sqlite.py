@@ -30,8 +30,11 @@ titles of its live attempts from their checked bodies in the same transaction. S
 ``search_thoughts``); opening an older file indexes the windows of its live thoughts the same way.
 Schema 5 adds ``entry_ids`` (every ledger entry's id with the entry that had it first: an append
 claims its id there, so no id is ever written twice); opening an older file fills it from the
-ledger in the same transaction.
-Schema 6 adds ``chk`` to every vector, lexical and vocabulary row (``derived_check``: a checksum,
+ledger in the same transaction. Schema 6 adds ``skill_instructions`` and
+``skill_revoked_instructions`` (revocations keyed on a skill's instructions,
+``store/core_skills``); opening an older file fills them from the checked skill bodies and revokes
+the copies they catch, as a rebuild would.
+Schema 7 adds ``chk`` to every vector, lexical and vocabulary row (``derived_check``: a checksum,
 checked when the in-process indexes load the rows); opening an older file computes them.
 
 Every open compares the file's tables, indexes, views and triggers with this schema
@@ -62,7 +65,7 @@ from mentis.store.tokens import SQLITE_TOKEN_TABLE
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 SCHEMA = _LEDGER_SCHEMA + _DERIVED_SCHEMA + THOUGHT_SCHEMA + LEXICON_SCHEMA
 """Every table and index of the file, as ``;``-separated statements (run on each open)."""
 DERIVED_OBJECTS = frozenset({*_DERIVED_TABLES, "sig_streams", "entries_agent"})
@@ -92,7 +95,7 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
                         f"{self.path} has schema version {found[0]}, newer than this Mentis "
                         f"({SCHEMA_VERSION}); upgrade Mentis"
                     )
-                if found is not None and int(found[0]) < 6:
+                if found is not None and int(found[0]) < 7:
                     self._add_checks(conn)
                 if found is not None and int(found[0]) == 1:
                     self._migrate_lexicon(conn)
@@ -104,6 +107,8 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
                     log.info("migrating %s to schema 5 (entry ids)", self.path)
                     fill_entry_ids(conn)
                 if found is not None and int(found[0]) < 6:
+                    self._migrate_instructions(conn)
+                if found is not None and int(found[0]) < 7:
                     self._fill_checks(conn)
                 conn.execute(
                     "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', ?)",
@@ -147,9 +152,15 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
         self._index_windows(conn)
         _new_epoch(conn)
 
+    def _migrate_instructions(self, conn: sqlite3.Connection) -> None:
+        """Schema 5 → 6: key revocations on instructions (``skill_instructions``,
+        ``skill_revoked_instructions``) for the skills already stored."""
+        log.info("migrating %s to schema 6 (skill revocations keyed on instructions)", self.path)
+        self._index_instructions(conn)
+
     @staticmethod
     def _add_checks(conn: sqlite3.Connection) -> None:
-        """Schema 5 → 6, first half (before the older migrations, which write these tables): the
+        """Schema 6 → 7, first half (before the older migrations, which write these tables): the
         ``chk`` column of each vector, lexical and vocabulary row (``derived_check``)."""
         for table in (*VECTORS, *TERMS, "lex_vocab"):
             columns = {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")}
@@ -157,8 +168,8 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
                 conn.execute(f"ALTER TABLE {table} ADD COLUMN chk INTEGER NOT NULL DEFAULT 0")
 
     def _fill_checks(self, conn: sqlite3.Connection) -> None:
-        """Schema 5 → 6, second half: the checksum of every row already there, a chunk at a time."""
-        log.info("migrating %s to schema 6 (checksums of the derived index rows)", self.path)
+        """Schema 6 → 7, second half: the checksum of every row already there, a chunk at a time."""
+        log.info("migrating %s to schema 7 (checksums of the derived index rows)", self.path)
         jobs: list[tuple[str, str, str, Callable[..., int]]] = [
             *((t, "rowid", "rowid, repository, vec", vector_check) for t in VECTORS),
             *((t, "rowid", "rowid, repository, len, terms", terms_check) for t in TERMS),

@@ -60,9 +60,19 @@ CREATE INDEX IF NOT EXISTS skill_revoked_hash ON skill_revoked(content_hash);
 CREATE INDEX IF NOT EXISTS skill_revoked_skill ON skill_revoked(repository, skill_id);
 CREATE TABLE IF NOT EXISTS skill_vectors(
     rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, vec BLOB NOT NULL, chk INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS skill_instructions(
+    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, skill_id TEXT NOT NULL,
+    instructions_hash TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS skill_instructions_hash ON skill_instructions(instructions_hash, repository);
+CREATE TABLE IF NOT EXISTS skill_revoked_instructions(
+    status_rowid INTEGER NOT NULL, repository TEXT NOT NULL, skill_id TEXT NOT NULL,
+    instructions_hash TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS skill_revoked_instructions_hash
+    ON skill_revoked_instructions(instructions_hash, repository);
 """
-"""Skills (``store/core_skills``) have ``skill_idx``, ``skill_version_idx``, ``skill_revoked`` and
-``skill_vectors`` here; their lexical rows, ``skill_terms``, sit with the other lexical tables."""
+"""Skills (``store/core_skills``) have ``skill_idx``, ``skill_version_idx``, ``skill_revoked``,
+``skill_vectors``, ``skill_instructions`` and ``skill_revoked_instructions`` here; their lexical
+rows, ``skill_terms``, sit with the other lexical tables."""
 _DERIVED_TABLES = (
     "attempt_idx",
     "correction_idx",
@@ -74,6 +84,8 @@ _DERIVED_TABLES = (
     "skill_version_idx",
     "skill_revoked",
     "skill_vectors",
+    "skill_instructions",
+    "skill_revoked_instructions",
     *THOUGHT_TABLES,
     *TERM_TABLES,
     "lex_vocab",

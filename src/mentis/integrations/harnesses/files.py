@@ -45,6 +45,8 @@ class TomlDocument:
         self.doc = self._parse(text)
 
     def _parse(self, text: str) -> tomlkit.TOMLDocument:
+        """The parsed document; ConfigError for malformed TOML, and (tomlkit >= 0.15.1) for values
+        or keys nested more than 100 levels, which older tomlkit parsed into a RecursionError."""
         try:
             return tomlkit.parse(text)
         except tomlkit.exceptions.ParseError as exc:

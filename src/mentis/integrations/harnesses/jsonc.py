@@ -6,7 +6,10 @@ other byte (comments, key order, spacing, the file's own indentation and line en
 Removal is the inverse of insertion, so inserting an entry and removing it again gives back the
 original bytes.
 
-A malformed file raises :class:`~mentis.errors.ConfigError` naming the file, line and column.
+A malformed file raises :class:`~mentis.errors.ConfigError` naming the file, line and column, and
+so does one nested more than :data:`MAX_DEPTH` levels of objects and arrays: a project's config
+is written by whoever committed it, and real configs nest a few levels (the parser recurses once
+per level, so an unbounded depth would end in a RecursionError).
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mentis.errors import ConfigError
+
+MAX_DEPTH = 64
+"""Levels of objects and arrays (the top-level object is one) a config may nest (TOML configs are
+bounded by tomlkit itself, at 100 levels)."""
 
 _WS = " \t\r\n\ufeff"  # a UTF-8 byte-order mark at the start counts as blank
 _BLANKS = re.compile(r"(?:[ \t\r\n\ufeff]+|//[^\n]*|/\*.*?\*/)*", re.DOTALL)
@@ -55,6 +62,7 @@ class _Parser:
         self.text = text
         self.name = name
         self.pos = 0
+        self.depth = 0
 
     def error(self, message: str, pos: int | None = None) -> ConfigError:
         at = self.pos if pos is None else pos
@@ -125,6 +133,14 @@ class _Parser:
         return Node(start, end, json.loads(found.group()))
 
     def container(self, close: str, *, keyed: bool) -> Container:
+        if self.depth >= MAX_DEPTH:
+            raise self.error(f"nested more than {MAX_DEPTH} levels of objects and arrays")
+        self.depth += 1
+        node = self._members(close, keyed=keyed)
+        self.depth -= 1
+        return node
+
+    def _members(self, close: str, *, keyed: bool) -> Container:
         node = Container(self.pos, -1, kind="object" if keyed else "array")
         self.pos += 1
         values: Any = {} if keyed else []
