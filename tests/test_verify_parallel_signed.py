@@ -9,6 +9,7 @@ import contextlib
 import hashlib
 import shutil
 import sqlite3
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,7 @@ def build(path: Path) -> dict[str, Any]:
         for agent in ("alice", "bob"):
             m.register_agent(ADMIN, parse(RegisterAgentInput, {"agent_id": agent}))
         alice, bob = _key(m, "alice"), _key(m, "bob")
+        made["keys"] = {"alice": alice, "bob": bob}
         first = signing.Signer(alice, "alice")
         with signing.signing_with(first.sign):
             made["alice"] = [_record(m, "alice", A if n % 2 else B, n) for n in range(2, 9)]
@@ -202,11 +204,7 @@ def test_a_forged_last_signature_fails_open_and_a_forged_middle_one_only_the_ful
     assert "signature does not verify" in str(assert_agrees(path, passes=False))
 
 
-def test_an_entry_signed_with_a_key_after_its_revocation_is_refused(
-    store: tuple[Path, dict[str, Any]],
-) -> None:
-    """Move bob's revocation (a registry event) before his last signed entry: swap the two rows."""
-    path, made = store
+def _swap_revocation_before_bobs_last_entry(path: Path, made: dict[str, Any]) -> None:
     last = _entry(path, made["bob"][-1])[0]
     with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as con:
         (revoke,) = con.execute(
@@ -217,6 +215,59 @@ def test_an_entry_signed_with_a_key_after_its_revocation_is_refused(
         for a, b in ((last, -1), (revoke, last), (-1, revoke)):
             con.execute("UPDATE entries SET rowid=? WHERE rowid=?", (b, a))
             con.execute("UPDATE bodies SET rowid=? WHERE rowid=?", (b, a))
+
+
+def test_rows_renumbered_so_the_revocation_comes_first_still_verify_in_both_passes(
+    store: tuple[Path, dict[str, Any]],
+) -> None:
+    """Bob's last signed entry is dated before his key's revocation: moving the revocation's row
+    before it changes nothing a hash covers (issue 24, finding 4: rowids are no order)."""
+    path, made = store
+    _swap_revocation_before_bobs_last_entry(path, made)
+    assert_agrees(path, passes=True)
+
+
+def _forge(path: Path, agent: str, at: str, rowid: int, key: Ed25519PrivateKey | None = None) -> None:
+    """A new chain's first entry, by ``agent`` at ``rowid``, every hash right (signed with ``key``)."""
+    chain, id_ = "github.com/acme/forged", "forged-attempt"
+    body = canonical(
+        {"attempt_id": id_, "repository": chain, "task_id": "t", "action": "a", "observation": "o"}
+    )
+    body_hash = hashlib.sha256(body).hexdigest()
+    key_id = sig = None
+    if key is not None:
+        key_id, sig = signing.Signer(key, agent).sign(
+            signing.Unsigned(chain, "attempt", id_, at, agent, body_hash)
+        )
+    doc: dict[str, Any] = {"v": 1, "chain": chain, "seq": 0, "kind": "attempt", "id": id_, "at": at}
+    doc |= {"agent": agent, "prev": "", "body_hash": body_hash}
+    if key_id is not None:
+        doc["key_id"] = key_id
+    hash_ = entry_hash(doc)
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as con:
+        con.execute(
+            "INSERT INTO entries(rowid, v, chain, seq, kind, id, at, agent, prev, body_hash, key_id, sig, "
+            "hash) VALUES(?, 1, ?, 0, 'attempt', ?, ?, ?, '', ?, ?, ?, ?)",
+            (rowid, chain, id_, at, agent, body_hash, key_id, sig, hash_),
+        )
+        con.execute("INSERT INTO bodies(rowid, body) VALUES(?, ?)", (rowid, body))
+        con.execute("INSERT INTO heads(chain, seq, hash) VALUES(?, 0, ?)", (chain, hash_))
+
+
+def test_an_unsigned_entry_by_a_keyed_agent_at_rowid_minus_one_is_refused_by_both(
+    store: tuple[Path, dict[str, Any]],
+) -> None:
+    path, _ = store
+    _forge(path, "alice", signing.now_iso(), -1)
+    assert "unsigned entry by agent 'alice'" in str(assert_agrees(path, passes=False))
+
+
+def test_an_entry_signed_with_a_revoked_key_after_the_revocation_is_refused_wherever_its_row_is(
+    store: tuple[Path, dict[str, Any]],
+) -> None:
+    path, made = store
+    late = (datetime.now(UTC) + timedelta(minutes=11)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    _forge(path, "bob", late, -1, key=made["keys"]["bob"])
     assert "after its revocation" in str(assert_agrees(path, passes=False))
 
 

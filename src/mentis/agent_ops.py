@@ -112,8 +112,9 @@ class AgentOps:
 
     def _append(self, caller: Caller, op: str, agent_id: str, **fields: Any) -> AgentResult:
         may_admin(caller)
-        body = event(op, agent_id, signing.write_at(), caller.agent_id, **fields)
-        entry = self.ctx.store.append_agent_event(signing.write_id(), body["at"], caller.agent_id, body)
+        at = signing.planned_at()  # None: the store reads the clock once it holds the registry's lock
+        body = event(op, agent_id, at or "", caller.agent_id, **fields)
+        entry = self.ctx.store.append_agent_event(signing.write_id(), at, caller.agent_id, body)
         registry = self.ctx.store.agent_registry()
         return AgentResult(
             agent=agent_out(registry, registry.agents[agent_id]),

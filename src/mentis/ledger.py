@@ -287,8 +287,9 @@ def verify_rows(
 
     Rows come in ledger order (a store's rowid order, an export's line order): chains interleave
     and each chain's entries come in seq order. Signed entries and the agent registry are checked
-    as :mod:`mentis.sigcheck` says: the last signature of each signing stream, or with
-    ``signatures`` every signature. ``heads`` (chain → (seq, hash)), when given, is the store's
+    as :mod:`mentis.sigcheck` says (where an entry stands relative to the registry is read from
+    hashed fields, never from the order of the rows): the last signature of each signing stream,
+    or with ``signatures`` every signature. ``heads`` (chain → (seq, hash)), when given, is the store's
     record of each chain's head; a chain whose last entry differs from it (truncation) or a head
     with no chain fails.
 
@@ -311,10 +312,10 @@ def verify_rows(
     signed = SignatureCheck(every=signatures or bool(skip))
     for v, chain, seq, kind, id_, at, agent, prev, body_hash, key_id, sig, hash_, body in rows:
         if skip and chain in skip:
-            if (sig is not None or key_id is not None or signed.registry.events) and _hash_holds(
+            if (sig is not None or key_id is not None) and _hash_holds(
                 v, chain, seq, kind, id_, at, agent, prev, body_hash, key_id, hash_
             ):
-                signed.entry(chain, seq, kind, id_, at, agent, body_hash, key_id, sig)
+                signed.entry(chain, seq, kind, id_, at, agent, body_hash, key_id, sig, placed=False)
             continue
         report = reports.get(chain)
         if report is None:
@@ -342,9 +343,7 @@ def verify_rows(
             raise _fail(chain, seq, "an entry column holds a value of the wrong type") from None
         if hashed != hash_:
             raise _fail(chain, seq, "entry hash does not match its contents")
-        if (sig is not None or key_id is not None or signed.registry.events) and (
-            failed := signed.entry(chain, seq, kind, id_, at, agent, body_hash, key_id, sig)
-        ):
+        if failed := signed.entry(chain, seq, kind, id_, at, agent, body_hash, key_id, sig):
             raise _fail(*failed)
         if kind in RECORD_ID:
             noted = (chain, record_kind(kind, body), seq)

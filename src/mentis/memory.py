@@ -492,14 +492,21 @@ class Memory:
 
     @classmethod
     def open(
-        cls, settings: Settings, embedder: Embedder | None = None, *, check_model: bool = True
+        cls,
+        settings: Settings,
+        embedder: Embedder | None = None,
+        *,
+        check_model: bool = True,
+        check_derived: bool = True,
     ) -> Memory:
         """Open and verify the store (refusing a store that does not verify), load the embedder.
 
         ``check_model=False`` is for ``reindex``: it opens a store embedded with another model.
+        ``check_derived=False`` is for ``rebuild``, ``reindex`` and ``migrate``'s source: the derived
+        tables are not checked, since they are recreated next (or not read).
         """
         embedder = embedder or load_embedder(settings)
-        store = open_store(settings, embedder.dim)
+        store = open_store(settings, embedder.dim, check_derived=check_derived)
         try:
             return cls(store, embedder, load_reranker(settings), settings=settings, check_model=check_model)
         except BaseException:

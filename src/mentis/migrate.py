@@ -39,7 +39,7 @@ def migrate(
     progress: Callable[[int], None] | None = None,
 ) -> int:
     """Copy every chain from ``source`` to an empty ``target``; returns the entries copied."""
-    src = Memory.open(source, embedder)
+    src = Memory.open(source, embedder, check_derived=False)  # only its ledger is read
     try:
         if src.store.damaged:
             cause = next(iter(src.store.damaged.values()))

@@ -30,14 +30,17 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def open_store(settings: Settings, dim: int) -> Store:
-    """The PostgreSQL store when ``MENTIS_DATABASE_URL`` is a postgresql:// URL, else the SQLite file."""
+def open_store(settings: Settings, dim: int, *, check_derived: bool = True) -> Store:
+    """The PostgreSQL store when ``MENTIS_DATABASE_URL`` is a postgresql:// URL, else the SQLite file.
+
+    ``check_derived=False``: the caller recreates the derived tables (rebuild, reindex) or reads
+    only the ledger (migrate's source), so their schema and rows are not checked (the ledger is)."""
     if settings.uses_postgres:
         from mentis.store.postgres import PostgresStore
 
         assert settings.database_url is not None
-        return PostgresStore(settings.database_url, dim)
-    return SqliteStore(settings.db_path, dim)
+        return PostgresStore(settings.database_url, dim, check_derived=check_derived)
+    return SqliteStore(settings.db_path, dim, check_derived=check_derived)
 
 
 @dataclass(frozen=True)

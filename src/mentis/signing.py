@@ -364,6 +364,11 @@ def write_at() -> str:
     return _plan.get()[1] or now_iso()
 
 
+def planned_at() -> str | None:
+    """The planned time of a write (a remote signed write), or None: the store reads the clock."""
+    return _plan.get()[1]
+
+
 def parse_at(at: str) -> datetime:
     try:
         return datetime.strptime(at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)

@@ -116,7 +116,7 @@ def test_an_empty_batch_appends_nothing(memory: Memory) -> None:
 
 
 LEXICAL_ROWS = (
-    "SELECT * FROM lex_vocab ORDER BY id",
+    "SELECT * FROM lex_vocab ORDER BY id",  # chk, the row's checksum, comes last
     *(
         f"SELECT rowid, repository, len, terms FROM {table} ORDER BY rowid"
         for table in ("attempt_terms", "title_terms")
@@ -151,7 +151,7 @@ def test_one_batch_stores_the_lexical_rows_that_one_append_at_a_time_stores(
         got = [run_sql(other_settings, sql) for sql in LEXICAL_ROWS]
         assert got == [run_sql(third, sql) for sql in LEXICAL_ROWS]
         assert len(got[1]) == len(rows) and len(got[2]) == len(rows)
-        cache = [row[-1] for row in got[0] if "cach" in row]  # one row per repository on PostgreSQL
+        cache = [row[-2] for row in got[0] if "cach" in row]  # df; one row per repository on PostgreSQL
         assert sum(cache) == len(rows)  # "cache" in every action: df counts each document once
         hits = batched.store.lexical(query_terms("zeppelinwidget5"), None, 10)
         assert [batched.store.attempt_keys([r])[r][2] for r, _ in hits] == [rows[5].attempt_id]

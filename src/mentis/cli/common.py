@@ -62,10 +62,10 @@ def errors() -> Iterator[None]:
 
 
 @contextmanager
-def open_memory(db: Path | None) -> Iterator[tuple[Memory, Caller]]:
+def open_memory(db: Path | None, *, check_derived: bool = True) -> Iterator[tuple[Memory, Caller]]:
     config = settings(db)
     with errors():
-        memory = Memory.open(config)
+        memory = Memory.open(config, check_derived=check_derived)
         try:
             yield memory, caller(memory.settings)  # its agent is the signing key's, when one is set
         finally:

@@ -67,7 +67,7 @@ def import_(
 def reindex(db: DbOpt = None) -> None:
     """Re-embed the whole store with the configured embedder (MENTIS_EMBEDDER), e.g. after a model change."""
     with errors():
-        memory = Memory.open(settings(db), check_model=False)
+        memory = Memory.open(settings(db), check_model=False, check_derived=False)
     try:
         with errors(), progress() as bar:
             job = bar.add_task(
@@ -84,7 +84,7 @@ def reindex(db: DbOpt = None) -> None:
 @commands.command()
 def rebuild(db: DbOpt = None) -> None:
     """Regenerate every derived table (search indexes, vectors) from the ledger."""
-    with open_memory(db) as (memory, _), errors(), progress() as bar:
+    with open_memory(db, check_derived=False) as (memory, _), errors(), progress() as bar:
         job = bar.add_task("rebuilding", total=None)
         count = memory.rebuild(lambda n: bar.advance(job, n))
     err.print(f"rebuilt derived tables from {count} ledger entries", highlight=False)

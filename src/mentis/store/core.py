@@ -32,7 +32,8 @@ from mentis.ledger import ChainReport, Entry, canonical, chain_refused, entry_ha
 from mentis.records import AttemptBody, ThoughtBody, tombstone
 from mentis.store.base import AttemptRow, Embed, SqlResult, replay
 from mentis.store.core_agents import AgentCore
-from mentis.store.dialect import Dialect
+from mentis.store.derived_check import pg_vector_check, vector_check
+from mentis.store.dialect import Dialect, as_array
 from mentis.store.entry_ids import check_import_ids, claim_id, fill_entry_ids
 from mentis.store.recall_limits import RecallBounds
 from mentis.texts import fingerprint
@@ -393,10 +394,7 @@ class RelationalCore(AgentCore):
         )
         self._index_record(conn, "attempt_terms", rowid, attempt)
         self._index_title(conn, rowid, attempt)
-        conn.execute(
-            q("INSERT INTO vectors(rowid, repository, vec) VALUES(?,?,?)"),
-            (rowid, repo, self.D.vector(vector)),
-        )
+        self._insert_vector(conn, "vectors", rowid, repo, vector)
         labels = [(rowid, kind, label) for kind, label in attempt.labels]
         self.D.many(conn, "INSERT INTO attempt_label(rowid, kind, label) VALUES(?,?,?)", labels)
         conn.execute(
@@ -406,6 +404,18 @@ class RelationalCore(AgentCore):
                 "title_rowid = coalesce(excluded.title_rowid, task_idx.title_rowid)"
             ),
             (repo, task, rowid if body.get("task_title") else None),
+        )
+
+    def _insert_vector(self, conn: Any, table: str, rowid: int, repository: str, vector: np.ndarray) -> None:
+        """One record's vector row, with its checksum (``derived_check``)."""
+        array = as_array(vector)
+        if self.D.postgres:
+            chk = pg_vector_check(rowid, repository, array)
+        else:
+            chk = vector_check(rowid, repository, array.tobytes())
+        conn.execute(
+            self.D.q(f"INSERT INTO {table}(rowid, repository, vec, chk) VALUES(?,?,?,?)"),
+            (rowid, repository, self.D.vector(array), chk),
         )
 
     def _terms_batch(self, conn: Any) -> AbstractContextManager[None]:

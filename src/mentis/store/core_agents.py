@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import orjson
 
 from mentis import signing
-from mentis.agents import Registry, RegistryError
+from mentis.agents import AgentRecord, Registry, RegistryError
 from mentis.errors import Conflict, Forbidden, IntegrityError, InvalidInput, MentisError, NotFound
 from mentis.ledger import Entry, canonical, sha256_hex
 
@@ -102,18 +102,47 @@ class AgentCore:
         key = self.agent_registry().keys.get(key_id)
         return None if key is None else (key.agent_id, key.public_key, key.added_at, key.revoked_at)
 
-    def append_agent_event(self, id_: str, at: str, agent: str, body: dict[str, Any]) -> Entry:
+    def append_agent_event(self, id_: str, at: str | None, agent: str, body: dict[str, Any]) -> Entry:
         """Append one registry event (``mentis.agents``) by ``agent``; InvalidInput, NotFound or
-        Conflict when it may not follow the registry as it stands, and nothing is written."""
+        Conflict when it may not follow the registry as it stands, and nothing is written. With
+        ``at`` None the event is dated here, once the registry's lock is held: every append that
+        committed before it read the clock earlier (verification compares those times)."""
         with self._write(signing.AGENTS_CHAIN) as conn:
             self._registry_lock(conn, True)
-            after = self._registry_in(conn).copy()
+            if at is None:
+                at = signing.now_iso()
+                body = {**body, "at": at}
+            before = self._registry_in(conn)
+            after = before.copy()
             try:
                 after.apply(body)
             except RegistryError as exc:
                 raise _REFUSAL[exc.kind](str(exc)) from None
+            if body["op"] == "key_add" and not before.agents[body["agent_id"]].keys:
+                self._refuse_unsigned_after(conn, before.agents[body["agent_id"]], body["at"])
             _, entry = self._append(conn, signing.AGENTS_CHAIN, "agent", id_, at, agent, canonical(body))
         return entry
+
+    def _refuse_unsigned_after(self, conn: Any, who: AgentRecord, at: str) -> None:
+        """Conflict when an unsigned entry by ``who`` is dated at or after ``at``, the time of its
+        first key: verification holds every unsigned entry dated from then on to be a forgery
+        (``mentis.sigcheck``). It happens when a write read the clock before this key add did and
+        committed after it read the clock, or when the clocks disagree. Reads the whole ledger
+        (no index on ``agent``): first keys are rare."""
+        names = [who.agent_id, *who.aliases]
+        cond, args = self.D.in_("agent", names)
+        found = conn.execute(
+            self.D.q(
+                f"SELECT at FROM entries WHERE key_id IS NULL AND chain <> ? AND {cond} "
+                f"AND {self.D.bytewise('at')} >= ? ORDER BY {self.D.bytewise('at')} DESC LIMIT 1"
+            ),
+            [signing.AGENTS_CHAIN, *args, at],
+        ).fetchone()
+        if found is not None:
+            raise Conflict(
+                f"agent {who.agent_id!r} has an unsigned entry dated {found[0]}, not before this key's "
+                f"time {at} (a write that raced the key, or a clock behind): add the key again"
+            )
 
     # ------------------------------------------------------------ enforcement
 

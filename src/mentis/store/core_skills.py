@@ -174,10 +174,7 @@ class SkillCore(RelationalCore):
         )
         self._index_instruction(conn, rowid, repo, skill_id, instructions)
         self._index_terms(conn, "skill_terms", rowid, repo, *version.index_fields(content))
-        conn.execute(
-            q("INSERT INTO skill_vectors(rowid, repository, vec) VALUES(?,?,?)"),
-            (rowid, repo, self.D.vector(vector)),
-        )
+        self._insert_vector(conn, "skill_vectors", rowid, repo, vector)
 
     def _drop_skill_rows(self, conn: Any, repo: str, skill_id: str) -> None:
         """Remove a skill's index row, lexical row and vector (its newest version is replaced or erased)."""

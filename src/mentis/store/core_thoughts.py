@@ -12,6 +12,7 @@ outdated, a thought Corrected or Invalidated.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -22,9 +23,23 @@ from mentis.ledger import Entry, canonical
 from mentis.model import INVALIDATING_KINDS, REJECTING_KINDS
 from mentis.records import ThoughtBody, tombstone
 from mentis.store.base import RejectionRow, ThoughtQuery
-from mentis.store.core import check_list, checked_body
+from mentis.store.core import check_list, checked_body, derived_mismatch
 from mentis.store.core_reads import AttemptReads
 from mentis.texts import fingerprint
+
+EDGE_COLS = "from_rowid, from_id, kind, to_id, valid_at, invalid_at, created_at"
+"""A ``thought_edge`` row's columns, as :meth:`ThoughtCore._check_edges` reads them."""
+
+
+def _edges_of(body: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """The edges (``EDGE_COLS`` but the rowid) a thought's body names: what ``_derive_thought`` writes."""
+    tid, at = body["thought_id"], body["created_at"]
+    edges: list[tuple[Any, ...]] = [(tid, "ref", ref, None, None, at) for ref in body.get("refs", [])]
+    edges += [
+        (tid, r["kind"], r["target_id"], r.get("valid_at"), r.get("invalid_at"), at)
+        for r in body.get("relations", [])
+    ]
+    return edges
 
 
 class ThoughtCore(AttemptReads):
@@ -77,10 +92,7 @@ class ThoughtCore(AttemptReads):
         )
         self._index_record(conn, "thought_terms", rowid, thought)
         self._index_window(conn, rowid, thought)
-        conn.execute(
-            q("INSERT INTO thought_vectors(rowid, repository, vec) VALUES(?,?,?)"),
-            (rowid, repo, self.D.vector(vector)),
-        )
+        self._insert_vector(conn, "thought_vectors", rowid, repo, vector)
         for r in body.get("relations", []):
             if r["kind"] in REJECTING_KINDS:
                 self._reject_thought(conn, rowid, tid, repo, at, r["target_id"])
@@ -340,17 +352,37 @@ class ThoughtCore(AttemptReads):
         with self._read() as conn:
             for chunk in self.D.chunks(ids):
                 cond, args = self.D.in_("to_id", chunk)
-                for to_id, from_id in conn.execute(
+                rows = conn.execute(
                     self.D.q(
-                        f"SELECT to_id, from_id FROM thought_edge WHERE {cond} AND {kind_sql} "
+                        f"SELECT {EDGE_COLS} FROM thought_edge WHERE {cond} AND {kind_sql} "
                         "AND created_at <= ? "
                         "AND coalesce(valid_at, created_at) <= ? AND (invalid_at IS NULL OR invalid_at > ?) "
                         "ORDER BY from_rowid"
                     ),
                     [*args, *kinds, as_of, as_of, as_of],
-                ):
-                    out.setdefault(to_id, []).append(from_id)
+                ).fetchall()
+                self._check_edges(conn, rows)
+                for row in rows:
+                    out.setdefault(row[3], []).append(row[1])
         return out
+
+    def _check_edges(self, conn: Any, rows: Sequence[Sequence[Any]], whole: Sequence[int] = ()) -> None:
+        """Each edge row (``EDGE_COLS``) must be one its from-thought's body (checked against its
+        ledger hash) names; for the thoughts in ``whole``, ``rows`` must hold every edge their
+        bodies name. IntegrityError (run ``mentis rebuild``) otherwise: an edge decides what a read
+        shows (``invalidated_by``, what is left out by default, traversals)."""
+        found: dict[int, Counter[tuple[Any, ...]]] = {int(r): Counter() for r in whole}
+        for row in rows:
+            found.setdefault(int(row[0]), Counter())[tuple(row[1:])] += 1
+        if not found:
+            return
+        loaded = self._load(conn, list(found), "thought")
+        for rowid, edges in found.items():
+            if rowid not in loaded:
+                raise derived_mismatch(rowid)
+            named = Counter(_edges_of(loaded[rowid][1]))
+            if (named if rowid in whole else named & edges) != edges:
+                raise derived_mismatch(rowid)
 
     def load_thoughts(self, rowids: Sequence[int]) -> dict[int, tuple[Entry, dict[str, Any]]]:
         with self._read() as conn:
@@ -387,25 +419,25 @@ class ThoughtCore(AttemptReads):
         out: list[tuple[str, str, str]] = []
         if not ids:
             return out
-        kind_sql, kind_args = "", list[Any]()
-        if kinds:
-            cond, kind_args = self.D.in_("kind", kinds)
-            kind_sql = f" AND {cond}"
         with self._read() as conn:
             for column, wanted in (("from_id", ("out", "both")), ("to_id", ("in", "both"))):
                 if direction in wanted:
                     cond, args = self.D.in_(column, ids)
-                    out += [
-                        (str(a), str(b), str(c))
-                        for a, b, c in conn.execute(
-                            self.D.q(
-                                f"SELECT from_id, kind, to_id FROM thought_edge WHERE {cond}{kind_sql} "
-                                "ORDER BY from_rowid"
-                            ),
-                            [*args, *kind_args],
-                        )
-                    ]
+                    rows = conn.execute(
+                        self.D.q(f"SELECT {EDGE_COLS} FROM thought_edge WHERE {cond} ORDER BY from_rowid"),
+                        args,
+                    ).fetchall()
+                    # every edge of a thought asked for by its own id must be there (unfiltered)
+                    whole = self._live_thought_rowids(conn, ids) if column == "from_id" else []
+                    self._check_edges(conn, rows, whole)
+                    out += [(str(r[1]), str(r[2]), str(r[3])) for r in rows if not kinds or r[2] in kinds]
         return out
+
+    def _live_thought_rowids(self, conn: Any, ids: Sequence[str]) -> list[int]:
+        cond, args = self.D.in_("thought_id", ids)
+        return [
+            int(r) for (r,) in conn.execute(self.D.q(f"SELECT rowid FROM thought_idx WHERE {cond}"), args)
+        ]
 
     def recent_thought_vectors(self, repository: str, n: int) -> tuple[list[str], np.ndarray]:
         """The ``n`` newest thoughts of a repository: their ids and vectors."""

@@ -10,9 +10,12 @@ and last (seq + 1, hash) in the block, its missing bodies and the bodies of its 
 Signed entries (``key_id`` and ``sig``) are checked as far as a block can: the envelope parses,
 and the statements of one signing stream inside the block link (``n + 1``, ``prev`` = the digest
 of the statement before, one key and one agent). The block reports each stream's first and last
-statement, the registry events it holds and, per agent, the last rowid of an unsigned and of a
-signed entry; ``sqlite_sigstitch`` folds the registry and checks the rest (keys, revocations,
-disabled agents, links across blocks, one signature per stream).
+statement, the registry events it holds and each entry of the registry chain (rowid, agent, key),
+and for the other entries what the time rules of :mod:`mentis.sigcheck` read: per agent the latest
+``at`` of an unsigned entry, per key and agent the earliest and latest ``at`` of a signed one, and
+per agent the last rowid of an unsigned and the first of a signed entry; ``sqlite_sigstitch``
+folds the registry and checks the rest (keys, revocations, disabled agents, links across blocks,
+one signature per stream).
 
 A scan answers ``None`` when the block does not verify *or might not*; the caller then runs the
 reference verifier, which finds the first failing entry and names it. So nothing here words an
@@ -68,9 +71,19 @@ if TYPE_CHECKING:
     StreamSpan: TypeAlias = list[Any]
     """[key_id, agent, first n, first prev, first rowid, last n, last digest, last rowid, last
     statement's canonical bytes, last signature] of one signing stream in one block."""
-    Signed: TypeAlias = tuple[list[tuple[int, bytes]], dict[str, int], dict[str, int], dict[str, StreamSpan]]
-    """((rowid, body) of each registry event, agent → last rowid of an unsigned entry, agent → last
-    rowid of a signed one, stream → span)."""
+    Signed: TypeAlias = tuple[
+        list[tuple[int, bytes]],
+        dict[str, int],
+        dict[str, int],
+        dict[str, StreamSpan],
+        list[tuple[int, str, Any]],
+        dict[str, str],
+        dict[tuple[str, str], list[str]],
+    ]
+    """((rowid, body) of each registry event, agent → last rowid of an unsigned entry, agent → first
+    rowid of a signed one, stream → span, (rowid, agent, key_id or None) of each entry of the
+    registry chain, and outside that chain: agent → latest ``at`` of an unsigned entry, (key_id,
+    agent) → [earliest, latest ``at``] of a signed one)."""
     BlockScan: TypeAlias = tuple[
         dict[str, ChainSpan],
         dict[str, list[int]],
@@ -116,6 +129,7 @@ _NEEDS_ESCAPE = bytes(range(0x20)) + b'"\\'
 """The characters RFC 8785 escapes, as UTF-8 bytes; none occurs inside a multi-byte sequence."""
 
 _FREE_TEXT = itemgetter(0, 1, 3, 4)  # agent, at, chain, id
+_AT = itemgetter(1)
 _CHAIN, _KIND, _BODY = itemgetter(3), itemgetter(5), itemgetter(9)
 _ATTEMPT = "attempt"
 _ATTEMPTS = {_ATTEMPT}
@@ -352,6 +366,9 @@ class _Scan:
         self.unsigned: dict[str, int] = {}
         self.signed: dict[str, int] = {}
         self.streams: dict[str, list[Any]] = {}
+        self.registry_rows: list[tuple[int, str, Any]] = []
+        self.dated: dict[str, str] = {}
+        self.keyed: dict[tuple[str, str], list[str]] = {}
 
     def run(self, conn: sqlite3.Connection, lo: int, hi: int) -> BlockScan | None:
         cursor = conn.execute(SELECT_BLOCK, (self.version, lo, hi))
@@ -373,6 +390,7 @@ class _Scan:
                 elif not (self.plain(rows) if plain else self.careful(rows)):
                     return None
                 self.unsigned.update(zip(map(_AGENT, rows), map(_ROWID, rows), strict=True))
+                self.date(rows if "agent" not in kinds else [r for r in rows if r[5] != "agent"])
             if "forget" in kinds:
                 self.tombstones += [(r[3], r[7], r[9]) for r in rows if r[5] == "forget" and r[9] is not None]
             if "agent" in kinds:
@@ -381,14 +399,34 @@ class _Scan:
                         if r[9] is None:
                             return None  # a registry body is never erased: the reference names it
                         self.registry.append((r[12], r[9]))
+                        self.registry_rows.append((r[12], r[0], r[10]))
         if self.rows != hi - lo + 1 or self.bodies != self.rows:
             # Rowids with no entry or entries with no body: count the body rows to rule out orphans.
             count = conn.execute("SELECT count(*) FROM bodies WHERE rowid BETWEEN ? AND ?", (lo, hi))
             if count.fetchone()[0] != self.bodies:
                 return None
         spans = {chain: (*self.firsts[chain], tail[0], tail[1]) for chain, tail in self.tails.items()}
-        signed = (self.registry, self.unsigned, self.signed, self.streams)
+        signed: Signed = (self.registry, self.unsigned, self.signed, self.streams, *self.by_time())
         return spans, self.missing, self.tombstones, self.records, self.links, signed
+
+    def by_time(self) -> tuple[list[tuple[int, str, Any]], dict[str, str], dict[tuple[str, str], list[str]]]:
+        """What the stitch judges exactly (the registry chain's rows) and by time (the others)."""
+        return self.registry_rows, self.dated, self.keyed
+
+    def date(self, rows: list[Row]) -> None:
+        """Keep each agent's latest ``at`` of the unsigned ``rows`` (none in the registry chain);
+        a value that is not a str raises (the block is then the reference's)."""
+        dated = self.dated
+        agents = set(map(_AGENT, rows))
+        if len(agents) == 1:
+            (agent,) = agents
+            at = max(map(_AT, rows))
+            if at > dated.get(agent, ""):
+                dated[agent] = at
+            return
+        for agent, at in zip(map(_AGENT, rows), map(_AT, rows), strict=True):
+            if at > dated.get(agent, ""):
+                dated[agent] = at
 
     def note(self, chain: str, seq: int, kind: str, id_: str, body: bytes | None) -> bool:
         """Note the record an entry creates and the links its body makes; False if it may not."""
@@ -479,6 +517,8 @@ class _Scan:
                 if not self.careful([row]):
                     return False
                 self.unsigned[agent] = rowid
+                if kind != "agent":
+                    self.date([row])
                 continue
             if type(key_id) is not str or type(sig) is not str or (env := parse_envelope(sig)) is None:
                 return False
@@ -513,7 +553,15 @@ class _Scan:
             elif span[0] != key_id or span[1] != agent or span[5] + 1 != n or span[6] != env_prev:
                 return False
             span[5], span[6], span[7], span[8], span[9] = n, sha256(stmt).hexdigest(), rowid, stmt, signature
-            self.signed[agent] = rowid
+            self.signed.setdefault(agent, rowid)
+            if kind != "agent":
+                times = self.keyed.get((key_id, agent))
+                if times is None:
+                    self.keyed[key_id, agent] = [at, at]
+                elif at < times[0]:
+                    times[0] = at
+                elif at > times[1]:
+                    times[1] = at
         return True
 
     def link(self, chain: str, seq: int, prev: str, hash_: str) -> bool:

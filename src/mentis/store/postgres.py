@@ -24,6 +24,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
+import orjson
 
 from mentis.errors import StoreError
 from mentis.ledger import ChainReport, verify_rows
@@ -36,19 +37,30 @@ from mentis.store.orphans import check_orphans
 from mentis.store.postgres_base import MIGRATION_LOCK, Conn
 from mentis.store.postgres_lexicon import PgLexicon, new_lex_epoch
 from mentis.store.postgres_schema import (
+    CHECKS_VERSION,
     DERIVED_TABLES,
     ENTRY_IDS_VERSION,
     INSTRUCTIONS_VERSION,
     LEXICON_VERSION,
     MIGRATIONS,
+    RECALL_SCHEMA,
     SCHEMA_VERSION,
     TITLES_VERSION,
     WINDOWS_VERSION,
+    fill_checks,
 )
 from mentis.store.postgres_sql import RecallSql
 from mentis.store.postgres_vectors import hnsw_index, nearest
+from mentis.store.schema_check import LEDGER_TABLES, MIGRATE, PG_DESCRIBE, compare, pg_objects, schema_error
 
 log = logging.getLogger(__name__)
+
+SCHEMA_OBJECTS = {
+    "tables": sorted({*LEDGER_TABLES, *DERIVED_TABLES, "sig_streams", "recall_scope", "tokens"}),
+    "views": RECALL_SCHEMA,
+    "functions": ["mentis_checked_body", "mentis_visible"],
+}
+"""What :data:`~mentis.store.schema_check.PG_DESCRIBE` describes."""
 
 _VERIFY_BATCH = 5_000
 REGISTRY_LOCK = 0x6D656E7469730001
@@ -58,8 +70,13 @@ REGISTRY_LOCK = 0x6D656E7469730001
 class PostgresStore(RecallSql, PgLexicon, ThoughtCore, SkillCore, BrowseReads):
     """One PostgreSQL database holding the ledger, bodies and derived tables."""
 
-    def __init__(self, url: str, dim: int, *, verify: bool = True) -> None:
+    def __init__(self, url: str, dim: int, *, verify: bool = True, check_derived: bool = True) -> None:
+        """Open the database (migrating it), compare its schema with the one recorded when it was
+        last migrated and, with ``verify``, verify every chain; ``check_derived=False``: the
+        caller recreates the derived tables next or reads only the ledger, so only the ledger's
+        own tables must be as recorded."""
         super().__init__(url, dim)
+        self._check_derived = check_derived
         self.damaged = {}
         try:
             self._migrate()
@@ -85,9 +102,11 @@ class PostgresStore(RecallSql, PgLexicon, ThoughtCore, SkillCore, BrowseReads):
                     )
                 schema = conn.execute("SELECT quote_ident(current_schema())").fetchone()
                 assert schema is not None
+                migrated = False
                 for version, sql in MIGRATIONS:
                     if version <= found:
                         continue
+                    migrated = True
                     log.info("applying schema migration %d to %s", version, self.path)
                     conn.execute(sql.replace("{dim}", str(self.dim)).replace("{schema}", schema[0]))
                     if version == LEXICON_VERSION:
@@ -105,17 +124,46 @@ class PostgresStore(RecallSql, PgLexicon, ThoughtCore, SkillCore, BrowseReads):
                         log.info(
                             "keyed %d skill versions on their instructions", self._index_instructions(conn)
                         )
+                    if version == CHECKS_VERSION:
+                        log.info("computed %d checksums of derived index rows", fill_checks(conn))
                     conn.execute(
                         "INSERT INTO meta(key, value) VALUES('schema_version', %s), ('vector_dim', %s) "
                         "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                         (str(version), str(self.dim)),
                     )
+                self._check_schema(conn, record=migrated)
                 ver = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
                 self._iterative = ver is not None and tuple(int(x) for x in ver[0].split(".")[:2]) >= (0, 8)
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+
+    def _check_schema(self, conn: Conn, *, record: bool) -> None:
+        """Compare the schema with the description recorded when the migrations last ran (or
+        record it: ``record``, or a database migrated before descriptions were kept)."""
+        found = pg_objects(conn.execute(PG_DESCRIBE, SCHEMA_OBJECTS).fetchall())
+        row = conn.execute("SELECT value FROM meta WHERE key='schema_description'").fetchone()
+        if record or row is None:
+            self._record_schema(conn, found)
+            return
+        expected = {name: (str(table), str(text)) for name, (table, text) in orjson.loads(row[0]).items()}
+        derived = {table for table, _ in [*found.values(), *expected.values()]} - LEDGER_TABLES
+        differences = compare(found, expected, derived)
+        if not self._check_derived:
+            differences = [d for d in differences if not d.derived]
+        if differences:
+            raise schema_error(self.path, differences, MIGRATE)
+
+    @staticmethod
+    def _record_schema(conn: Conn, found: dict[str, tuple[str, str]] | None = None) -> None:
+        if found is None:
+            found = pg_objects(conn.execute(PG_DESCRIBE, SCHEMA_OBJECTS).fetchall())
+        conn.execute(
+            "INSERT INTO meta(key, value) VALUES('schema_description', %s) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (orjson.dumps(found, option=orjson.OPT_SORT_KEYS).decode(),),
+        )
 
     # ------------------------------------------------------------ verification
 
@@ -216,3 +264,4 @@ class PostgresStore(RecallSql, PgLexicon, ThoughtCore, SkillCore, BrowseReads):
             "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
             (str(self.dim),),
         )
+        self._record_schema(conn)  # the vector columns changed type

@@ -18,7 +18,9 @@ while migrating. Schema 9 adds ``entry_ids`` (every ledger entry's id, claimed b
 its transaction, so no id is written twice) and fills it from the ledger while migrating. Schema 10
 adds ``skill_instructions`` and ``skill_revoked_instructions`` (revocations keyed on a skill's
 instructions, ``store/core_skills``) and fills them from the checked skill bodies while migrating,
-revoking the copies they catch as a rebuild would.
+revoking the copies they catch as a rebuild would. Schema 11 adds ``chk``, a checksum, to every
+vector, lexical and vocabulary row (``derived_check``; the tables earlier migrations create carry
+it from the start) and computes it for the rows already there.
 
 ``recall`` SQL reads the schema ``mentis_recall``: five views (the documented ones) that parse
 every value out of a body checked against its entry's ``body_hash`` and keep only rows whose
@@ -29,7 +31,11 @@ and nothing else; recall statements run under it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from mentis.records import status_sql
+from mentis.store.derived_check import PG_VECTOR_CHECK, TERMS, VECTORS, terms_check, vocab_check
 from mentis.store.postgres_lexicon import LEXICON_SQL, TITLES_SQL, WINDOWS_SQL
 from mentis.store.tokens import POSTGRES_TOKEN_TABLE
 
@@ -39,7 +45,7 @@ SIG_STREAMS_SQL = (
 )
 """Derived from the ledger (``store/core_agents.py``): each signing stream's last statement."""
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 SIGNING_VERSION = 5
 """The migration that adds ``sig_streams`` (signed writes; version 4 is the skill registry's)."""
 LEXICON_VERSION = 2
@@ -58,6 +64,9 @@ ENTRY_IDS_SQL = (
 """Every ledger entry's id with the entry that had it first (``store/core.py``, ``_claim_id``)."""
 INSTRUCTIONS_VERSION = 10
 """The migration that adds the skill instruction tables; the store fills them after it."""
+CHECKS_VERSION = 11
+"""The migration that adds ``chk`` to the vector, lexical and vocabulary rows; the store computes
+every existing row's checksum after it (``derived_check``)."""
 RECALL_SCHEMA = "mentis_recall"
 RECALL_ROLE = "mentis_recall"
 VIEW_NAMES = frozenset({"attempts", "corrections", "tasks", "thoughts", "relations"})
@@ -116,7 +125,9 @@ CREATE INDEX attempt_fts_gin ON attempt_fts USING gin(tsv);
 CREATE TABLE attempt_label(rowid bigint NOT NULL, kind text NOT NULL, label text NOT NULL);
 CREATE INDEX attempt_label_idx ON attempt_label(kind, label);
 CREATE INDEX attempt_label_row ON attempt_label(rowid);
-CREATE TABLE vectors(rowid bigint PRIMARY KEY, repository text NOT NULL, vec vector({dim}) NOT NULL);
+CREATE TABLE vectors(
+    rowid bigint PRIMARY KEY, repository text NOT NULL, vec vector({dim}) NOT NULL,
+    chk bigint NOT NULL DEFAULT 0);
 CREATE INDEX vectors_hnsw ON vectors USING hnsw (vec vector_cosine_ops);
 CREATE INDEX vectors_repo ON vectors(repository);
 
@@ -135,7 +146,9 @@ CREATE INDEX thought_edge_to ON thought_edge(to_id);
 CREATE INDEX thought_edge_from ON thought_edge(from_id);
 CREATE TABLE thought_fts(rowid bigint PRIMARY KEY, repository text NOT NULL, tsv tsvector NOT NULL);
 CREATE INDEX thought_fts_gin ON thought_fts USING gin(tsv);
-CREATE TABLE thought_vectors(rowid bigint PRIMARY KEY, repository text NOT NULL, vec vector({dim}) NOT NULL);
+CREATE TABLE thought_vectors(
+    rowid bigint PRIMARY KEY, repository text NOT NULL, vec vector({dim}) NOT NULL,
+    chk bigint NOT NULL DEFAULT 0);
 CREATE INDEX thought_vectors_hnsw ON thought_vectors USING hnsw (vec vector_cosine_ops);
 CREATE TABLE rejections(
     id bigserial PRIMARY KEY, by_rowid bigint NOT NULL, by_id text NOT NULL, repository text NOT NULL,
@@ -267,10 +280,11 @@ CREATE INDEX IF NOT EXISTS skill_revoked_hash ON skill_revoked(content_hash);
 CREATE INDEX IF NOT EXISTS skill_revoked_skill ON skill_revoked(repository, skill_id);
 CREATE TABLE IF NOT EXISTS skill_terms(
     rowid bigint PRIMARY KEY, repository text NOT NULL, len integer NOT NULL, terms bytea NOT NULL,
-    xid xid8 NOT NULL DEFAULT pg_current_xact_id());
+    xid xid8 NOT NULL DEFAULT pg_current_xact_id(), chk bigint NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS skill_terms_xid ON skill_terms(xid);
 CREATE TABLE IF NOT EXISTS skill_vectors(
-    rowid bigint PRIMARY KEY, repository text NOT NULL, vec vector({dim}) NOT NULL);
+    rowid bigint PRIMARY KEY, repository text NOT NULL, vec vector({dim}) NOT NULL,
+    chk bigint NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS skill_vectors_hnsw ON skill_vectors USING hnsw (vec vector_cosine_ops);
 """
 """Schema 4: the skill registry's derived tables (``store/core_skills``)."""
@@ -294,6 +308,45 @@ CREATE INDEX vectors_hnsw ON vectors USING hnsw ((vec::halfvec({dim})) halfvec_c
 """
 """Schema 7: ``postgres_vectors.hnsw_index("vectors", dim)``, over the rows already there."""
 
+CHECKS_SQL = "".join(
+    f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS chk bigint NOT NULL DEFAULT 0;\n"
+    for table in (*VECTORS, *TERMS, "lex_vocab")
+) + "".join(f"UPDATE {table} SET chk = {PG_VECTOR_CHECK};\n" for table in VECTORS)
+"""Schema 11: the checksum column of the derived index rows (tables created by earlier migrations
+since this one have it already: the statements are no-ops there), and the vectors' checksums,
+computed by the server; :func:`fill_checks` computes the lexical rows' and stems'."""
+
+
+def fill_checks(conn: Any) -> int:
+    """Schema 11's second half: the checksum of every lexical and vocabulary row already there,
+    a batch at a time; returns the rows done."""
+    jobs: list[tuple[str, str, str, Callable[[tuple[Any, ...]], int]]] = [
+        *(
+            (
+                t,
+                "rowid",
+                "rowid, repository, len, terms",
+                lambda r: terms_check(r[0], r[1], r[2], bytes(r[3])),
+            )
+            for t in TERMS
+        ),
+        ("lex_vocab", "id", "id, term, repository", lambda r: vocab_check(r[0], r[1], r[2])),
+    ]
+    done = 0
+    for table, key, columns, check in jobs:
+        last = -(2**63)
+        while rows := conn.execute(
+            f"SELECT {columns} FROM {table} WHERE {key} > %s ORDER BY {key} LIMIT 5000", (last,)
+        ).fetchall():
+            conn.execute(
+                f"UPDATE {table} t SET chk = u.c FROM unnest(%s::bigint[], %s::bigint[]) u(k, c) "
+                f"WHERE t.{key} = u.k",
+                ([r[0] for r in rows], [check(r) for r in rows]),
+            )
+            last, done = rows[-1][0], done + len(rows)
+    return done
+
+
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (1, _V1),
     (LEXICON_VERSION, LEXICON_SQL),
@@ -305,5 +358,6 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (WINDOWS_VERSION, WINDOWS_SQL),
     (ENTRY_IDS_VERSION, ENTRY_IDS_SQL),
     (INSTRUCTIONS_VERSION, INSTRUCTIONS_SQL),
+    (CHECKS_VERSION, CHECKS_SQL),
 )
 """(version, SQL with ``{dim}`` and ``{schema}`` placeholders), applied in order on open."""

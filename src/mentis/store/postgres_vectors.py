@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from mentis.store.derived_check import PG_VECTOR_CHECK, derived_row_error
 from mentis.store.dialect import as_array
 from mentis.store.postgres_base import Conn
 
@@ -60,10 +61,12 @@ def nearest(
     if repositories is not None and _scope_rows(conn, table, scope[0]) <= EXACT_SCOPE_MAX:
         # Ordered by the score and rowid, which no index provides: the planner scans the scope.
         rows = conn.execute(
-            f"SELECT rowid, 1 - (vec <=> %s) AS s FROM {table} {where}ORDER BY s DESC, rowid LIMIT %s",
+            f"SELECT rowid, s, chk = {PG_VECTOR_CHECK} FROM (SELECT rowid, 1 - (vec <=> %s) AS s, vec, "
+            f"chk, repository FROM {table} {where}ORDER BY s DESC, rowid LIMIT %s) nearest "
+            "ORDER BY s DESC, rowid",
             [q, *scope, limit],
         ).fetchall()
-        return [(int(r), float(s)) for r, s in rows]
+        return _checked(table, rows)
     ef = min(max(limit, EF_SEARCH_MIN), EF_SEARCH_MAX)
     if repositories is not None and iterative:
         conn.execute(
@@ -76,11 +79,21 @@ def nearest(
     # ORDER BY the indexed distance alone, so the HNSW index serves it; the rows found are
     # scored in float32 and ties are ordered outside
     rows = conn.execute(
-        f"SELECT rowid, s FROM (SELECT rowid, 1 - (vec <=> %s) AS s FROM {table} {where}"
-        f"ORDER BY {_indexed_distance(table, len(q))} LIMIT %s) nearest ORDER BY s DESC, rowid",
+        f"SELECT rowid, s, chk = {PG_VECTOR_CHECK} FROM (SELECT rowid, 1 - (vec <=> %s) AS s, vec, chk, "
+        f"repository FROM {table} {where}ORDER BY {_indexed_distance(table, len(q))} LIMIT %s) nearest "
+        "ORDER BY s DESC, rowid",
         [q, *scope, q, limit],
     ).fetchall()
-    return [(int(r), float(s)) for r, s in rows]
+    return _checked(table, rows)
+
+
+def _checked(table: str, rows: Sequence[Any]) -> list[tuple[int, float]]:
+    """(rowid, score) of the candidates ``rows`` (rowid, score, whether the server found the row's
+    checksum right: ``derived_check.PG_VECTOR_CHECK``); the index ranked them by these vectors."""
+    for rowid, _, ok in rows:
+        if not ok:
+            raise derived_row_error(table, int(rowid))
+    return [(int(r), float(s)) for r, s, _ in rows]
 
 
 def hnsw_index(table: str, dim: int) -> str:

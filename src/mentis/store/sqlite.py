@@ -34,13 +34,18 @@ ledger in the same transaction. Schema 6 adds ``skill_instructions`` and
 ``skill_revoked_instructions`` (revocations keyed on a skill's instructions,
 ``store/core_skills``); opening an older file fills them from the checked skill bodies and revokes
 the copies they catch, as a rebuild would.
+Schema 7 adds ``chk`` to every vector, lexical and vocabulary row (``derived_check``: a checksum,
+checked when the in-process indexes load the rows); opening an older file computes them.
+
+Every open compares the file's tables, indexes, views and triggers with this schema
+(``schema_check``) and refuses a difference, naming it.
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from mentis.errors import StoreError
@@ -48,26 +53,40 @@ from mentis.ledger import ChainReport
 from mentis.store.browse import BrowseReads
 from mentis.store.core_skills import SkillCore
 from mentis.store.core_thoughts import ThoughtCore
+from mentis.store.derived_check import TERMS, VECTORS, terms_check, vector_check, vocab_check
 from mentis.store.entry_ids import fill_entry_ids
+from mentis.store.schema_check import REBUILD, schema_error, sqlite_differences
 from mentis.store.sqlite_index import LEXICON_SCHEMA
 from mentis.store.sqlite_schema import _DERIVED_SCHEMA, _DERIVED_TABLES, _LEDGER_SCHEMA, _new_epoch
 from mentis.store.sqlite_sql import RecallSql
 from mentis.store.sqlite_thoughts import THOUGHT_SCHEMA
 from mentis.store.sqlite_verify import one_pass, parallel_verify
+from mentis.store.tokens import SQLITE_TOKEN_TABLE
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
+SCHEMA = _LEDGER_SCHEMA + _DERIVED_SCHEMA + THOUGHT_SCHEMA + LEXICON_SCHEMA
+"""Every table and index of the file, as ``;``-separated statements (run on each open)."""
+DERIVED_OBJECTS = frozenset({*_DERIVED_TABLES, "sig_streams", "entries_agent"})
+"""What ``rebuild`` drops and recreates: the derived tables (with any index or trigger on them)
+and the one derived index on a ledger table."""
 
 
 class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
     """One SQLite file holding the ledger, bodies and derived tables."""
 
-    def __init__(self, path: str | Path, dim: int, *, verify: bool = True) -> None:
+    def __init__(
+        self, path: str | Path, dim: int, *, verify: bool = True, check_derived: bool = True
+    ) -> None:
+        """Open (creating or migrating) the file, compare its schema with this version's and,
+        with ``verify``, verify every chain. ``check_derived=False``: the caller recreates the
+        derived tables next (or reads only the ledger), so only the ledger's own tables must have
+        the expected schema."""
         super().__init__(path, dim)
         with self._translate("open"):
             with self._write() as conn:
-                for stmt in (_LEDGER_SCHEMA + _DERIVED_SCHEMA + THOUGHT_SCHEMA + LEXICON_SCHEMA).split(";"):
+                for stmt in SCHEMA.split(";"):
                     if stmt.strip():
                         conn.execute(stmt)
                 found = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
@@ -76,6 +95,8 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
                         f"{self.path} has schema version {found[0]}, newer than this Mentis "
                         f"({SCHEMA_VERSION}); upgrade Mentis"
                     )
+                if found is not None and int(found[0]) < 7:
+                    self._add_checks(conn)
                 if found is not None and int(found[0]) == 1:
                     self._migrate_lexicon(conn)
                 if found is not None and int(found[0]) < 3:
@@ -87,10 +108,19 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
                     fill_entry_ids(conn)
                 if found is not None and int(found[0]) < 6:
                     self._migrate_instructions(conn)
+                if found is not None and int(found[0]) < 7:
+                    self._fill_checks(conn)
                 conn.execute(
                     "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', ?)",
                     (str(SCHEMA_VERSION),),
                 )
+                differences = sqlite_differences(
+                    conn, SCHEMA + ";" + SQLITE_TOKEN_TABLE, DERIVED_OBJECTS, {"tokens"}
+                )
+                if not check_derived:
+                    differences = [d for d in differences if not d.derived]
+                if differences:
+                    raise schema_error(self.path, differences, REBUILD)
                 if conn.execute("SELECT 1 FROM meta WHERE key='derived_epoch'").fetchone() is None:
                     _new_epoch(conn)
             self._data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
@@ -127,6 +157,33 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
         ``skill_revoked_instructions``) for the skills already stored."""
         log.info("migrating %s to schema 6 (skill revocations keyed on instructions)", self.path)
         self._index_instructions(conn)
+
+    @staticmethod
+    def _add_checks(conn: sqlite3.Connection) -> None:
+        """Schema 6 → 7, first half (before the older migrations, which write these tables): the
+        ``chk`` column of each vector, lexical and vocabulary row (``derived_check``)."""
+        for table in (*VECTORS, *TERMS, "lex_vocab"):
+            columns = {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")}
+            if "chk" not in columns:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN chk INTEGER NOT NULL DEFAULT 0")
+
+    def _fill_checks(self, conn: sqlite3.Connection) -> None:
+        """Schema 6 → 7, second half: the checksum of every row already there, a chunk at a time."""
+        log.info("migrating %s to schema 7 (checksums of the derived index rows)", self.path)
+        jobs: list[tuple[str, str, str, Callable[..., int]]] = [
+            *((t, "rowid", "rowid, repository, vec", vector_check) for t in VECTORS),
+            *((t, "rowid", "rowid, repository, len, terms", terms_check) for t in TERMS),
+            ("lex_vocab", "id", "id, term", vocab_check),
+        ]
+        for table, key, columns, check in jobs:
+            last = -(2**63)
+            while rows := conn.execute(
+                f"SELECT {columns} FROM {table} WHERE {key} > ? ORDER BY {key} LIMIT 8192", (last,)
+            ).fetchall():
+                conn.executemany(
+                    f"UPDATE {table} SET chk=? WHERE {key}=?", [(check(*row), row[0]) for row in rows]
+                )
+                last = rows[-1][0]
 
     # ------------------------------------------------------------ verification
 
@@ -173,9 +230,12 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
         one_pass(conn, heads, skip=frozenset(self.damaged))
 
     def _reset_derived(self, conn: sqlite3.Connection) -> None:
-        """Drop every derived table and create it again, empty, under a new epoch."""
-        for table in _DERIVED_TABLES:
+        """Drop every derived table (and ``sig_streams``, refilled by the rebuild, and the derived
+        index on ``entries``) and create it again, empty, under a new epoch: whatever was changed
+        in their schema goes with them."""
+        for table in (*_DERIVED_TABLES, "sig_streams"):
             conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.execute("DROP INDEX IF EXISTS entries_agent")
         for stmt in (_DERIVED_SCHEMA + THOUGHT_SCHEMA + LEXICON_SCHEMA).split(";"):
             if stmt.strip():
                 conn.execute(stmt)

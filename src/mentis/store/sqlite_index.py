@@ -22,6 +22,7 @@ import numpy as np
 from mentis.heap import release_free_heap
 from mentis.retrieval import lexical
 from mentis.retrieval.vectors import VectorIndex
+from mentis.store.derived_check import derived_row_error, holds, terms_check, vector_check, vocab_check
 from mentis.store.sqlite_base import BUSY_TIMEOUT_MS, SqliteBase
 
 LEXICAL_SELECT_MIN_DOCS = 1_000
@@ -36,17 +37,23 @@ VECTOR_TABLES = ("vectors", "thought_vectors", "skill_vectors")
 TERM_TABLES = ("attempt_terms", "thought_terms", "skill_terms", "title_terms", "window_terms")
 LEXICON_SCHEMA = """
 CREATE TABLE IF NOT EXISTS lex_vocab(
-    id INTEGER PRIMARY KEY AUTOINCREMENT, term TEXT NOT NULL UNIQUE, df INTEGER NOT NULL);
+    id INTEGER PRIMARY KEY AUTOINCREMENT, term TEXT NOT NULL UNIQUE, df INTEGER NOT NULL,
+    chk INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS attempt_terms(
-    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, len INTEGER NOT NULL, terms BLOB NOT NULL);
+    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, len INTEGER NOT NULL, terms BLOB NOT NULL,
+    chk INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS thought_terms(
-    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, len INTEGER NOT NULL, terms BLOB NOT NULL);
+    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, len INTEGER NOT NULL, terms BLOB NOT NULL,
+    chk INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS skill_terms(
-    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, len INTEGER NOT NULL, terms BLOB NOT NULL);
+    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, len INTEGER NOT NULL, terms BLOB NOT NULL,
+    chk INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS title_terms(
-    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, len INTEGER NOT NULL, terms BLOB NOT NULL);
+    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, len INTEGER NOT NULL, terms BLOB NOT NULL,
+    chk INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS window_terms(
-    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, len INTEGER NOT NULL, terms BLOB NOT NULL);
+    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, len INTEGER NOT NULL, terms BLOB NOT NULL,
+    chk INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS removed_rows(
     id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, row INTEGER NOT NULL);
 """
@@ -140,9 +147,10 @@ class SqliteIndexes(SqliteBase):
         """Persist one document's weighted stems in ``table`` (inside the caller's write)."""
         tf, length = lexical.analyzer().document(fields, weights)
         ids = self._term_ids(conn, list(tf))
+        packed = lexical.pack(tf, ids)
         conn.execute(
-            f"INSERT INTO {table}(rowid, repository, len, terms) VALUES(?,?,?,?)",
-            (rowid, repository, length, lexical.pack(tf, ids)),
+            f"INSERT INTO {table}(rowid, repository, len, terms, chk) VALUES(?,?,?,?,?)",
+            (rowid, repository, length, packed, terms_check(rowid, repository, length, packed)),
         )
 
     @staticmethod
@@ -163,6 +171,9 @@ class SqliteIndexes(SqliteBase):
             if term not in ids:
                 cur = conn.execute("INSERT INTO lex_vocab(term, df) VALUES(?, 1)", (term,))
                 ids[term] = int(cur.lastrowid or 0)
+                conn.execute(
+                    "UPDATE lex_vocab SET chk=? WHERE id=?", (vocab_check(ids[term], term), ids[term])
+                )
         return ids
 
     @staticmethod
@@ -240,10 +251,13 @@ class SqliteIndexes(SqliteBase):
                 self._lex_stale.update(self._lexicons)
                 self.reloads += 1
             new = conn.execute(
-                "SELECT term, id FROM lex_vocab WHERE id > ? ORDER BY id", (self._vocab_max,)
+                "SELECT term, id, chk FROM lex_vocab WHERE id > ? ORDER BY id", (self._vocab_max,)
             ).fetchall()
+            for term, id_, chk in new:
+                if not holds(vocab_check, chk, id_, term):
+                    raise derived_row_error("lex_vocab", id_)
             if new:
-                self._vocab.update(new)
+                self._vocab.update((term, id_) for term, id_, _ in new)
                 self._vocab_max = int(new[-1][1])
             self._apply_removals(conn, table, index.remove)
             self._load_terms(conn, table, index.max_rowid)
@@ -254,10 +268,14 @@ class SqliteIndexes(SqliteBase):
     def _load_terms(self, conn: sqlite3.Connection, table: str, after: int) -> None:
         """Add the documents above ``after``, one frozen segment's worth of rows at a time."""
         cur = conn.execute(
-            f"SELECT rowid, repository, len, terms FROM {table} WHERE rowid > ? ORDER BY rowid", (after,)
+            f"SELECT rowid, repository, len, terms, chk FROM {table} WHERE rowid > ? ORDER BY rowid", (after,)
         )
         while rows := cur.fetchmany(lexical.SEGMENT_DOCS):
-            self._lexicons[table].add_columns(*zip(*rows, strict=True))
+            for rowid, repository, length, terms, chk in rows:
+                if not holds(terms_check, chk, rowid, repository, length, terms):
+                    raise derived_row_error(table, rowid)
+            rowids, repositories, lengths, packed, _ = zip(*rows, strict=True)
+            self._lexicons[table].add_columns(rowids, repositories, lengths, packed)
 
     def _vector(
         self, table: str, query: np.ndarray, repositories: Sequence[str] | None, limit: int
@@ -271,8 +289,11 @@ class SqliteIndexes(SqliteBase):
         marks = ",".join("?" * len(rowids))
         with self._lock, self._translate("vector index"):
             rows = self._conn.execute(
-                f"SELECT rowid, vec FROM {table} WHERE rowid IN ({marks})", rowids.tolist()
+                f"SELECT rowid, vec, repository, chk FROM {table} WHERE rowid IN ({marks})", rowids.tolist()
             ).fetchall()
+        for rowid, vec, repository, chk in rows:
+            if not holds(vector_check, chk, rowid, repository, vec):
+                raise derived_row_error(table, rowid)
         found = np.array([r[0] for r in rows], dtype=np.int64)
         matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, self.dim)
         return found, matrix
@@ -342,9 +363,12 @@ class SqliteIndexes(SqliteBase):
             return
         index.reserve(len(index) + int(count))
         cur = self._conn.execute(
-            f"SELECT rowid, repository, vec FROM {table} WHERE rowid > ? ORDER BY rowid", (after,)
+            f"SELECT rowid, repository, vec, chk FROM {table} WHERE rowid > ? ORDER BY rowid", (after,)
         )
         while rows := cur.fetchmany(LOAD_CHUNK):
+            for rowid, repository, vec, chk in rows:
+                if not holds(vector_check, chk, rowid, repository, vec):
+                    raise derived_row_error(table, rowid)
             matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(-1, self.dim)
             index.add([r[0] for r in rows], [r[1] for r in rows], matrix)
 

@@ -41,7 +41,7 @@ DROP INDEX IF EXISTS attempt_label_idx;
 CREATE INDEX IF NOT EXISTS attempt_label_cover ON attempt_label(kind, label, rowid);
 CREATE INDEX IF NOT EXISTS attempt_label_row ON attempt_label(rowid);
 CREATE TABLE IF NOT EXISTS vectors(
-    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, vec BLOB NOT NULL);
+    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, vec BLOB NOT NULL, chk INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS vectors_repository ON vectors(repository);
 CREATE TABLE IF NOT EXISTS sig_streams(
     stream TEXT PRIMARY KEY, n INTEGER NOT NULL, digest TEXT NOT NULL, key_id TEXT NOT NULL);
@@ -59,7 +59,7 @@ CREATE TABLE IF NOT EXISTS skill_revoked(
 CREATE INDEX IF NOT EXISTS skill_revoked_hash ON skill_revoked(content_hash);
 CREATE INDEX IF NOT EXISTS skill_revoked_skill ON skill_revoked(repository, skill_id);
 CREATE TABLE IF NOT EXISTS skill_vectors(
-    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, vec BLOB NOT NULL);
+    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, vec BLOB NOT NULL, chk INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS skill_instructions(
     rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, skill_id TEXT NOT NULL,
     instructions_hash TEXT NOT NULL);

@@ -19,7 +19,7 @@ CREATE TABLE IF NOT EXISTS thought_edge(
 CREATE INDEX IF NOT EXISTS thought_edge_to ON thought_edge(to_id);
 CREATE INDEX IF NOT EXISTS thought_edge_from ON thought_edge(from_id);
 CREATE TABLE IF NOT EXISTS thought_vectors(
-    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, vec BLOB NOT NULL);
+    rowid INTEGER PRIMARY KEY, repository TEXT NOT NULL, vec BLOB NOT NULL, chk INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS thought_vectors_repository ON thought_vectors(repository);
 CREATE TABLE IF NOT EXISTS rejections(
     id INTEGER PRIMARY KEY, by_rowid INTEGER NOT NULL, by_id TEXT NOT NULL, repository TEXT NOT NULL,
