@@ -38,6 +38,7 @@ check: $(VENV)/.dev
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 docs: $(VENV)/.dev
 	$(BIN)/python scripts/gen_cli_docs.py

@@ -35,10 +35,10 @@ from measure import (
     measure_search,
     measure_search_after_record,
 )
-from mentis.embed.local import DIM, MODEL_ID, LocalEmbedder
-from mentis.memory import Memory
-from mentis.service import Caller
-from mentis.store.sqlite import SqliteStore
+from mentis.providers.embed.local import DIM, MODEL_ID, LocalEmbedder
+from mentis.service.context import Caller
+from mentis.service.memory import Memory
+from mentis.store.sqlite.store import SqliteStore
 from pg_harness import WRITERS, measure_writers, run_postgres
 from report import TARGETS, code_version, machine, print_report, write_report
 
@@ -66,7 +66,7 @@ def run_size(
         def open_store(verify: bool = True) -> Any:
             return SqliteStore(path, DIM, verify=verify)
     else:
-        from mentis.store.postgres import PostgresStore
+        from mentis.store.postgres.store import PostgresStore
 
         url = cluster.new_database(f"core_{n}")
         fill = pg_bulk_fill(url, n, SEED + n)

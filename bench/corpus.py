@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from mentis.embed.local import DIM, MODEL_ID
-from mentis.model import Check, CodeContext, RecordAttemptInput, SearchInput
-from mentis.records import attempt_text
+from mentis.api.models import Check, CodeContext, RecordAttemptInput, SearchInput
+from mentis.ledger.bodies import attempt_text
+from mentis.providers.embed.local import DIM, MODEL_ID
 
 ZIPF_EXPONENT = 1.1
 ZIPF_OFFSET = 8.0

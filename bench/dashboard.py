@@ -32,12 +32,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from starlette.testclient import TestClient
 
 from fill import bulk_fill
-from mentis.auth import TokenStore
+from mentis.api.models import AppendThoughtInput, ForgetInput, MarkOutdatedInput, RecallInput, parse
 from mentis.config import Settings
-from mentis.embed.local import LocalEmbedder
 from mentis.http import HttpConfig, build_app
-from mentis.memory import Caller, Memory
-from mentis.model import AppendThoughtInput, ForgetInput, MarkOutdatedInput, RecallInput, parse
+from mentis.providers.embed.local import LocalEmbedder
+from mentis.service.memory import Caller, Memory
+from mentis.service.tokens import TokenStore
 
 
 def _pct(samples: list[float], q: float) -> float:

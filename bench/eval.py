@@ -84,7 +84,7 @@ from evaluation.pyfaq import PythonFaq
 from evaluation.report import report_locomo, report_pyfaq, report_seamonkey, write
 from evaluation.runner import ROOT, run
 from evaluation.seamonkey import SeaMonkey
-from mentis.embed.local import LocalEmbedder
+from mentis.providers.embed.local import LocalEmbedder
 
 DEFAULT_DATA = Path(os.environ.get("MENTIS_BENCH_DATA", ROOT.parent / "shared" / "data"))
 

@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import eval as evaluation
-from mentis.retrieval import signbits, vectors
+from mentis.index import signbits, vectors
 
 if __name__ == "__main__":
     vectors.QUANTIZE_MIN_ROWS = 0

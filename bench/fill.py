@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 
 from corpus import Corpus, Workload
-from mentis.embed.local import DIM, MODEL_ID
-from mentis.progress import stderr_progress
-from mentis.store.base import AttemptRow, Store
-from mentis.store.sqlite import SqliteStore
+from mentis.cli.progress import stderr_progress
+from mentis.providers.embed.local import DIM, MODEL_ID
+from mentis.store.protocol import AttemptRow, Store
+from mentis.store.sqlite.store import SqliteStore
 
 FILL_BATCH = 2_000
 METHOD = f"bulk: store.append_attempts, {FILL_BATCH}/transaction, random unit vectors"
@@ -77,8 +77,8 @@ def pg_bulk_fill(url: str, n: int, seed: int) -> dict[str, Any]:
     afterwards with ``CREATE INDEX``."""
     import psycopg
 
-    from mentis.store.postgres import PostgresStore
-    from mentis.store.postgres_vectors import hnsw_index
+    from mentis.store.postgres.store import PostgresStore
+    from mentis.store.postgres.vectors import hnsw_index
 
     t0 = time.perf_counter()
     store = PostgresStore(url, DIM, verify=False)

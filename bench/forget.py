@@ -24,10 +24,10 @@ import numpy as np
 
 from corpus import SEED, Corpus, FixedEmbedder, Workload
 from fill import bulk_fill
-from mentis.embed.local import DIM, LocalEmbedder
-from mentis.memory import Caller, Memory
-from mentis.model import ForgetInput, parse
-from mentis.store.sqlite import SqliteStore
+from mentis.api.models import ForgetInput, parse
+from mentis.providers.embed.local import DIM, LocalEmbedder
+from mentis.service.memory import Caller, Memory
+from mentis.store.sqlite.store import SqliteStore
 from report import machine
 
 

@@ -121,9 +121,9 @@ def percentile(values: list[float], q: float) -> float:
 
 def fill(home: Path, n: int) -> None:
     """``n`` attempts with the real model, in-process (only the setup, not measured)."""
+    from mentis.api.models import RecordAttemptInput, parse
     from mentis.config import Settings
-    from mentis.memory import Caller, Memory
-    from mentis.model import RecordAttemptInput, parse
+    from mentis.service.memory import Caller, Memory
 
     memory = Memory.open(Settings(home=home, db_path=home / "mentis.db", embedder="local"))
     try:
@@ -270,9 +270,9 @@ def latency(runs: int, calls: int, local_calls: int, modes: list[str]) -> dict[s
 
 
 def threshold() -> dict[str, Any]:
+    from mentis.api.models import RecordAttemptInput, SearchInput, parse
     from mentis.config import Settings
-    from mentis.memory import Caller, Memory
-    from mentis.model import RecordAttemptInput, SearchInput, parse
+    from mentis.service.memory import Caller, Memory
 
     with tempfile.TemporaryDirectory(prefix="mentis-bench-threshold-") as tmp:
         memory = Memory.open(Settings(home=Path(tmp), db_path=Path(tmp) / "m.db", embedder="local"))

@@ -41,10 +41,10 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from mentis.auth import TokenStore
 from mentis.config import Settings
 from mentis.http import HttpConfig, build_app, listen, server
-from mentis.memory import Memory
+from mentis.service.memory import Memory
+from mentis.service.tokens import TokenStore
 
 REPOS = [f"github.com/load/repo-{i}" for i in range(4)]
 MIX = [

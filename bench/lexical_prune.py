@@ -32,8 +32,8 @@ import numpy as np
 
 from corpus import SEED, Corpus, Workload
 from mentis import retrieval
-from mentis.retrieval import lexical
-from mentis.store.sqlite_index import LEXICAL_SELECT_MIN_DOCS
+from mentis.index import lexical
+from mentis.store.sqlite.indexes import LEXICAL_SELECT_MIN_DOCS
 
 
 def exhaustive(

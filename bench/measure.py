@@ -19,19 +19,19 @@ from typing import Any
 
 import numpy as np
 
-import mentis.memory as memory_mod
 import mentis.retrieval as retrieval_mod
 import mentis.retrieval.graph as graph_mod
 import mentis.retrieval.titles as titles_mod
+import mentis.service.memory as memory_mod
 from corpus import FixedEmbedder, Workload, attempt_text_of
-from mentis.embed.local import DIM, LocalEmbedder
-from mentis.ledger import verify_rows
-from mentis.memory import Memory
-from mentis.model import SearchInput
-from mentis.service import Caller
-from mentis.store.base import Store
-from mentis.store.core import ENTRY_COLS
-from mentis.store.sqlite import SqliteStore
+from mentis.api.models import SearchInput
+from mentis.ledger.chain import verify_rows
+from mentis.providers.embed.local import DIM, LocalEmbedder
+from mentis.service.context import Caller
+from mentis.service.memory import Memory
+from mentis.store.protocol import Store
+from mentis.store.shared.core import ENTRY_COLS
+from mentis.store.sqlite.store import SqliteStore
 
 
 def pct(samples: list[float], q: float) -> float:
@@ -395,7 +395,7 @@ def measure_embed_variants(real: LocalEmbedder, wl: Workload, rounds: int) -> di
     import onnxruntime as ort  # type: ignore[import-untyped, unused-ignore]
     from safetensors.numpy import load_file
 
-    from mentis.embed import local
+    from mentis.providers.embed import local
 
     weights = load_file(str(local.model_dir() / "model.safetensors"))
     model_bytes = local.build_onnx_model(weights).SerializeToString()

@@ -13,8 +13,8 @@ from typing import Any
 
 from corpus import REPOS, FixedEmbedder, Workload
 from measure import ms, pct
-from mentis.memory import Memory
-from mentis.service import Caller
+from mentis.service.context import Caller
+from mentis.service.memory import Memory
 
 RunSize = Callable[[str, int, Any], dict[str, Any]]
 """``core.run_size`` bound to its run: (backend, size, cluster or None) -> that size's results."""

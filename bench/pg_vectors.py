@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from mentis.store.dialect import as_array
-from mentis.store.postgres_vectors import nearest
+from mentis.store.postgres.vectors import nearest
+from mentis.store.shared.dialect import as_array
 from pg_cluster import throwaway_cluster
 
 DIM = 384
@@ -78,8 +78,8 @@ def main() -> None:
     import psycopg
     from pgvector.psycopg import register_vector
 
-    from mentis.store.postgres import PostgresStore
-    from mentis.store.postgres_vectors import hnsw_index
+    from mentis.store.postgres.store import PostgresStore
+    from mentis.store.postgres.vectors import hnsw_index
 
     report: dict[str, Any] = {"rows": args.rows, "queries": args.queries, "results": []}
     with throwaway_cluster() as cluster:

@@ -40,9 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from evaluation.pyfaq import PACKAGE, plain
 from evaluation.runner import CACHE
-from mentis.embed.local import LocalEmbedder
-from mentis.retrieval import signbits
-from mentis.retrieval.vectors import VectorIndex
+from mentis.index import signbits
+from mentis.index.vectors import VectorIndex
+from mentis.providers.embed.local import LocalEmbedder
 
 SOURCES = Path("usr/share/doc/python3.11/html/_sources")
 CONFIGS = ((0.0, 4), (0.0, 8), (0.0, 16), (0.0, 32), (signbits.KEEP_SHARE, signbits.KEEP_PER_RESULT))

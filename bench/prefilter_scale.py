@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from corpus import SEED, Corpus, Workload
-from mentis.embed.local import DIM, LocalEmbedder
+from mentis.providers.embed.local import DIM, LocalEmbedder
 from mentis.retrieval import CANDIDATES
-from mentis.store.sqlite import SqliteStore
+from mentis.store.sqlite.store import SqliteStore
 from report import code_version, machine
 
 OFF = 1 << 62  # a prefilter_min_rows no index reaches: the full int8 scan

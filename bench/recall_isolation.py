@@ -28,11 +28,11 @@ from typing import Any
 
 import orjson
 
+from mentis.api.models import RecallInput, RecordAttemptInput, SearchInput, parse
 from mentis.config import Settings
-from mentis.embed import Embedder, HashEmbedder
 from mentis.errors import MentisError
-from mentis.memory import Caller, Memory
-from mentis.model import RecallInput, RecordAttemptInput, SearchInput, parse
+from mentis.providers.embed import Embedder, HashEmbedder
+from mentis.service.memory import Caller, Memory
 
 WORDS = str.split(
     "timeout retry cache flaky worker deadlock parser cart total rounding migration index vector "
@@ -136,7 +136,7 @@ def main() -> None:
     rng = random.Random(7)
     embedder: Embedder
     if args.embedder == "local":
-        from mentis.embed.local import LocalEmbedder
+        from mentis.providers.embed.local import LocalEmbedder
 
         embedder = LocalEmbedder.load()
     else:

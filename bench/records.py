@@ -20,10 +20,10 @@ from typing import Any
 
 import orjson
 
+from mentis.api.models import AppendThoughtInput, RecordAttemptInput, parse
 from mentis.config import Settings
-from mentis.memory import Caller, Memory
-from mentis.model import AppendThoughtInput, RecordAttemptInput, parse
-from mentis.records import AttemptBody, ThoughtBody
+from mentis.ledger.bodies import AttemptBody, ThoughtBody
+from mentis.service.memory import Caller, Memory
 
 
 def bodies(n: int) -> dict[str, list[bytes]]:

@@ -36,10 +36,10 @@ import numpy as np
 from corpus import SEED, Corpus, Workload
 from fill import bulk_fill
 from measure import measure_open, measure_search
-from mentis.embed.local import DIM, MODEL_ID, LocalEmbedder
-from mentis.memory import Memory
-from mentis.service import Caller
-from mentis.store.sqlite import SqliteStore
+from mentis.providers.embed.local import DIM, MODEL_ID, LocalEmbedder
+from mentis.service.context import Caller
+from mentis.service.memory import Memory
+from mentis.store.sqlite.store import SqliteStore
 from report import code_version, machine
 from serve_rss import serve_memory
 

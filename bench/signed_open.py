@@ -2,7 +2,7 @@
 
 Two stores get the same ``n`` synthetic attempts (``fill.attempt_rows``) through the public
 ``Store.append_attempts``, all by one agent: in the signed one the agent has a registered key and
-every append is signed by a :class:`mentis.signing.Signer` (one stream), so the store checks each
+every append is signed by a :class:`mentis.ledger.signing.Signer` (one stream), so the store checks each
 signature as it writes. Then ``SqliteStore(path, DIM)`` (open, which verifies) is timed
 ``--runs`` times on each closed store (wall time), the parallel pass's block scans and stitch
 with no worker (CPU time of this process), and ``verify(signatures=True)`` once on the signed one.
@@ -28,11 +28,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from corpus import Corpus, Workload
 from fill import FILL_BATCH, attempt_rows
-from mentis import agents, signing
-from mentis.embed.local import DIM
-from mentis.store import sqlite_verify
-from mentis.store.sqlite import SqliteStore
-from mentis.store.sqlite_schema import _LEDGER_SCHEMA
+from mentis.ledger import registry as agents
+from mentis.ledger import signing
+from mentis.providers.embed.local import DIM
+from mentis.store.sqlite import verify as sqlite_verify
+from mentis.store.sqlite.schema import _LEDGER_SCHEMA
+from mentis.store.sqlite.store import SqliteStore
 
 AGENT = "bench-agent"
 

@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 
 from corpus import Corpus
+from mentis.api.models import AppendThoughtInput, SearchThoughtsInput
 from mentis.config import Settings
-from mentis.embed.local import DIM, MODEL_ID, LocalEmbedder
-from mentis.memory import Caller, Memory
-from mentis.model import AppendThoughtInput, SearchThoughtsInput
+from mentis.providers.embed.local import DIM, MODEL_ID, LocalEmbedder
+from mentis.service.memory import Caller, Memory
 
 REPO = "bench/thoughts"
 

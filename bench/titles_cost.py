@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from corpus import SEED, Corpus, Workload
-from mentis.embed.local import DIM, LocalEmbedder
-from mentis.memory import Caller, Memory
-from mentis.store.sqlite import SqliteStore
+from mentis.providers.embed.local import DIM, LocalEmbedder
+from mentis.service.memory import Caller, Memory
+from mentis.store.sqlite.store import SqliteStore
 
 
 def main() -> None:

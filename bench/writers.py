@@ -45,13 +45,13 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from corpus import SEED, Corpus, Workload, attempt_text_of
-from mentis.auth import TokenStore
+from mentis.api.models import RecordAttemptInput
 from mentis.config import Settings
-from mentis.embed.batcher import DEFAULT_MAX_BATCH, DEFAULT_WINDOW_MS
-from mentis.embed.local import LocalEmbedder
 from mentis.http import HttpConfig, build_app, listen, server
-from mentis.memory import Caller, Memory
-from mentis.model import RecordAttemptInput
+from mentis.providers.embed.batcher import DEFAULT_MAX_BATCH, DEFAULT_WINDOW_MS
+from mentis.providers.embed.local import LocalEmbedder
+from mentis.service.memory import Caller, Memory
+from mentis.service.tokens import TokenStore
 
 BATCHES = (2, 4, 8, 16)
 RESULTS = Path(__file__).parent / "results"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.memory import Memory
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Memory
 from tests.pg_server import Cluster
 
 BACKENDS = ("sqlite", "postgres")

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from mentis.config import Settings
-from mentis.embed import Embedder, HashEmbedder
-from mentis.memory import Caller, Memory
+from mentis.providers.embed import Embedder, HashEmbedder
+from mentis.service.memory import Caller, Memory
 from tests.http_support import LiveServer
 from tests.pg_server import Cluster, throwaway_cluster
 from tests.transports import AGENT, TRANSPORTS, Call
@@ -63,7 +63,7 @@ def drop_test_databases() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def real_embedder() -> Embedder:
-    from mentis.embed.local import LocalEmbedder
+    from mentis.providers.embed.local import LocalEmbedder
 
     return LocalEmbedder.load()
 

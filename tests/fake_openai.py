@@ -17,7 +17,7 @@ OpenRouter does). Embeddings only: ``reordered`` (data in reverse, right indices
 ``prose``, ``non_numeric_score``, ``out_of_range_score``, ``nan_score``, ``missing_id``,
 ``duplicate_id``, ``unknown_id``.
 
-An ``ok`` embedding is :class:`~mentis.embed.HashEmbedder`'s vector of the text, so texts sharing
+An ``ok`` embedding is :class:`~mentis.providers.embed.HashEmbedder`'s vector of the text, so texts sharing
 words are close. An ``ok`` rerank score is ``scores[id]`` if set, else the share of the query's
 words found in the candidate's text.
 """
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from mentis.embed import HashEmbedder
+from mentis.providers.embed import HashEmbedder
 
 _WORD = re.compile(r"\w+")
 

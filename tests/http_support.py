@@ -19,11 +19,11 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from mentis.auth import TokenStore
 from mentis.config import Settings
-from mentis.embed import Embedder, HashEmbedder
 from mentis.http import HttpConfig, build_app, listen, server
-from mentis.memory import Memory
+from mentis.providers.embed import Embedder, HashEmbedder
+from mentis.service.memory import Memory
+from mentis.service.tokens import TokenStore
 
 
 class LiveServer:

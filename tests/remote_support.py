@@ -21,8 +21,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
-from mentis import signing
-from mentis.auth import TokenStore
+from mentis.ledger import signing
+from mentis.service.tokens import TokenStore
 
 MENTIS = [sys.executable, "-m", "mentis"]
 

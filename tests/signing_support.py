@@ -7,9 +7,10 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from mentis import agents, signing
-from mentis.memory import Caller, Memory
-from mentis.signed_writes import (
+from mentis.ledger import registry as agents
+from mentis.ledger import signing
+from mentis.service.memory import Caller, Memory
+from mentis.service.signed_writes import (
     PrepareWriteInput,
     PrepareWriteResult,
     SignedWriteInput,
@@ -17,7 +18,7 @@ from mentis.signed_writes import (
     prepare_write,
     signed_write,
 )
-from mentis.store.base import Store
+from mentis.store.protocol import Store
 
 
 def register_key(store: Store, agent: str, key: Ed25519PrivateKey | None = None) -> Ed25519PrivateKey:

@@ -12,11 +12,11 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from typer.testing import CliRunner
 
-from mentis import signing
 from mentis.cli import app
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.memory import Memory
+from mentis.ledger import signing
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Memory
 
 from .http_support import LiveServer, mcp_client
 

@@ -19,14 +19,14 @@ import pytest
 from mcp import Client
 from typer.testing import CliRunner
 
+from mentis.api.models import MarkOutdatedInput, RecordAttemptInput
+from mentis.api.skills import UploadSkillInput
 from mentis.cli import app
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.mcp_server import build_server
-from mentis.memory import Caller, Memory
-from mentis.model import MarkOutdatedInput, RecordAttemptInput
-from mentis.model_skills import UploadSkillInput
-from mentis.operations import OPERATIONS
+from mentis.mcp.server import build_server
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
+from mentis.service.operations import OPERATIONS
 
 from .conftest import REPO
 

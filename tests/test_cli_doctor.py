@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from mentis.auth import TokenStore
+from mentis.api.models import RecordAttemptInput, parse
 from mentis.cli import app
 from mentis.config import Settings
-from mentis.memory import Caller, Memory
-from mentis.model import RecordAttemptInput, parse
+from mentis.service.memory import Caller, Memory
+from mentis.service.tokens import TokenStore
 
 from .conftest import REPO
 

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from mentis.embed.install import failure_line
-from mentis.embed.local import MODEL_PACKAGE
+from mentis.providers.embed.install import failure_line
+from mentis.providers.embed.local import MODEL_PACKAGE
 
 MENTIS = [sys.executable, "-m", "mentis"]
 

@@ -9,8 +9,8 @@ import subprocess
 import threading
 from pathlib import Path
 
-from mentis.memory import Caller, Memory
-from mentis.model import RecordAttemptInput, parse
+from mentis.api.models import RecordAttemptInput, parse
+from mentis.service.memory import Caller, Memory
 
 from .conftest import MENTIS, REPO
 

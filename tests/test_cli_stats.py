@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mentis.cli import app
-from mentis.memory import Memory
+from mentis.service.memory import Memory
 
 
 @pytest.mark.parametrize(

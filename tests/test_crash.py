@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
+from mentis.api.models import RecallInput, RecordAttemptInput, SearchInput
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.memory import Caller, Memory
-from mentis.model import RecallInput, RecordAttemptInput, SearchInput
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
 
 from .child_lines import Lines
 
@@ -38,9 +38,9 @@ WRITER = r"""
 import json, sys
 from pathlib import Path
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.memory import Caller, Memory
-from mentis.model import RecordAttemptInput
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
+from mentis.api.models import RecordAttemptInput
 
 path, repos = Path(sys.argv[1]), sys.argv[2:]
 memory = Memory.open(Settings(home=path.parent, db_path=path, embedder="hash"), HashEmbedder())
@@ -59,8 +59,8 @@ BLOCKING = r"""
 import sys
 from pathlib import Path
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.memory import Caller, Memory
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
 
 
 class Blocking(HashEmbedder):

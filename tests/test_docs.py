@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 import mentis
 from mentis.cli import app
 from mentis.integrations.harnesses import HARNESSES
-from mentis.mcp_server import build_server
-from mentis.memory import Memory
+from mentis.mcp.server import build_server
+from mentis.service.memory import Memory
 
 ROOT = Path(__file__).parents[1]
 DOCS = ROOT / "docs"

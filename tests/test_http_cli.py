@@ -14,10 +14,10 @@ import httpx2
 import pytest
 from typer.testing import CliRunner
 
-from mentis.auth import TokenStore
 from mentis.cli import app
 from mentis.errors import ConfigError
 from mentis.http import parse_bind
+from mentis.service.tokens import TokenStore
 
 from .conftest import MENTIS
 from .http_support import LiveServer

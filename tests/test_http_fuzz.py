@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mentis.errors
-from mentis.operations import OPERATIONS, Operation
+from mentis.service.operations import OPERATIONS, Operation
 
 from .http_support import LiveServer
 

@@ -11,7 +11,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from mentis.operations import OPERATIONS
+from mentis.service.operations import OPERATIONS
 
 from .conftest import REPO
 from .http_support import LiveServer, mcp_client

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mentis.api.models import ForgetInput, RecordAttemptInput, SearchInput, parse
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.memory import Caller, Memory
-from mentis.model import ForgetInput, RecordAttemptInput, SearchInput, parse
-from mentis.retrieval import lexical
-from mentis.store.sqlite import SCHEMA_VERSION, SqliteStore
+from mentis.index import lexical
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
+from mentis.store.sqlite.store import SCHEMA_VERSION, SqliteStore
 
 from .conftest import REPO
 

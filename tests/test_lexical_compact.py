@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from mentis.retrieval import lexical
+from mentis.index import lexical
 
 WORDS = [f"t{i}" for i in range(40)] + ["cache", "timeout", "flaky", "pool"]
 

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mentis.retrieval import lexical, lexical_topk
+from mentis.index import lexical, lexical_topk
 
 REPOS = ("r0", "r1", "r2")
 TFS = (1.0, 1.0, 1.0, 1.0, 0.5, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0, 0.3, 0.0)

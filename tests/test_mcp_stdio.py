@@ -20,7 +20,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult
 
-from mentis.operations import OPERATIONS
+from mentis.service.operations import OPERATIONS
 
 from .conftest import REPO
 

@@ -11,13 +11,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from mentis.api.models import RecordAttemptInput, SearchInput, parse
 from mentis.config import Settings
-from mentis.embed import Embedder, HashEmbedder, load_embedder
-from mentis.embed.openai import DEFAULT_DIM, DEFAULT_MODEL, OpenAIEmbedder
 from mentis.errors import ConfigError, EmbeddingError
-from mentis.memory import Caller, Memory
-from mentis.model import RecordAttemptInput, SearchInput, parse
-from mentis.providers import OPENROUTER_BASE_URL, OpenAIClient
+from mentis.providers.embed import Embedder, HashEmbedder, load_embedder
+from mentis.providers.embed.openai import DEFAULT_DIM, DEFAULT_MODEL, OpenAIEmbedder
+from mentis.providers.http import OPENROUTER_BASE_URL, OpenAIClient
+from mentis.service.memory import Caller, Memory
 
 from .conftest import REPO
 from .fake_openai import FakeOpenAI

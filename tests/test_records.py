@@ -1,4 +1,4 @@
-"""The typed ledger bodies (``mentis.records``): bodies the real service writes read back into
+"""The typed ledger bodies (``mentis.ledger.bodies``): bodies the real service writes read back into
 their types and write out to the same bytes, the status rule agrees in Python and in both
 dialects' SQL, and tombstones are composed one way."""
 
@@ -9,10 +9,7 @@ from typing import Any
 
 import pytest
 
-from mentis.errors import IntegrityError
-from mentis.ledger import canonical
-from mentis.memory import Caller, Memory
-from mentis.model import (
+from mentis.api.models import (
     AppendThoughtInput,
     ForgetInput,
     ForgetThoughtInput,
@@ -21,7 +18,8 @@ from mentis.model import (
     RecordAttemptInput,
     parse,
 )
-from mentis.records import (
+from mentis.errors import IntegrityError
+from mentis.ledger.bodies import (
     FTS_WEIGHTS,
     THOUGHT_FTS_WEIGHTS,
     AttemptBody,
@@ -33,6 +31,8 @@ from mentis.records import (
     status_sql,
     tombstone,
 )
+from mentis.ledger.chain import canonical
+from mentis.service.memory import Caller, Memory
 
 from .conftest import REPO
 

@@ -22,7 +22,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from mcp import Client
 
-from mentis import signing
+from mentis.ledger import signing
 
 from .conftest import MENTIS, REPO
 from .hostile_remote import Hostile, Json, Tamper, hostile_server, rebody

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import httpx2
 import pytest
 
-from mentis.remote_http import TOO_LARGE, CapExceeded, CappedTransport, env_proxy
+from mentis.mcp.remote_http import TOO_LARGE, CapExceeded, CappedTransport, env_proxy
 
 LIMIT = 1 << 20
 URL = "http://127.0.0.1:9471/mcp"

@@ -16,9 +16,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from mcp import Client
 from mcp.types import CallToolResult
 
-from mentis import signing
-from mentis.auth import TokenStore
-from mentis.operations import OPERATIONS
+from mentis.ledger import signing
+from mentis.service.operations import OPERATIONS
+from mentis.service.tokens import TokenStore
 
 from .conftest import MENTIS, REPO
 from .remote_support import (
@@ -184,7 +184,7 @@ async def test_a_token_revoked_while_the_proxy_runs_gives_a_clear_error_naming_t
 async def test_https_with_a_private_ca_works_with_ca_file_and_fails_clearly_without(
     mentis_env: dict[str, str], proxy_env: dict[str, str], tmp_path: Path
 ) -> None:
-    from mentis.tls import self_signed
+    from mentis.http.tls import self_signed
 
     cert, key = self_signed(tmp_path / "tls")
     with anyio.fail_after(90):

@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from mcp_types import CallToolResult, TextContent
 
+from mentis.api.models import MarkOutdatedInput, RecordAttemptInput
 from mentis.errors import InvalidInput
-from mentis.ledger import canonical
-from mentis.memory import Caller, Memory
-from mentis.model import MarkOutdatedInput, RecordAttemptInput
-from mentis.operations import BY_NAME, OPERATIONS
-from mentis.remote_signing import as_tool, check, error_code
-from mentis.remote_writes import READS, UNSIGNABLE, WRITES, StatementRefused, known, unsignable
-from mentis.signed_writes import PHASES
+from mentis.ledger.chain import canonical
+from mentis.mcp.remote_signing import as_tool, check, error_code
+from mentis.mcp.remote_writes import READS, UNSIGNABLE, WRITES, StatementRefused, known, unsignable
+from mentis.service.memory import Caller, Memory
+from mentis.service.operations import BY_NAME, OPERATIONS
+from mentis.service.signed_writes import PHASES
 
 from .conftest import REPO
 from .signing_support import prepare
@@ -181,7 +181,7 @@ def test_a_forget_of_another_record_is_refused_though_kind_and_chain_match(memor
 
 
 def _thought_input() -> Any:
-    from mentis.model import AppendThoughtInput
+    from mentis.api.models import AppendThoughtInput
 
     return AppendThoughtInput.model_validate(THOUGHT)
 

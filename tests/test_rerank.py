@@ -12,8 +12,8 @@ import pytest
 
 from mentis.config import PROVIDER_VARIABLES, Settings
 from mentis.errors import ConfigError, MentisError
-from mentis.providers import OPENROUTER_BASE_URL
-from mentis.retrieval.rerank import (
+from mentis.providers.http import OPENROUTER_BASE_URL
+from mentis.providers.rerank import (
     DEFAULT_MODEL,
     MAX_CHARS,
     SYSTEM_PROMPT,

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 
 from mentis import retrieval
+from mentis.api.models import RecordAttemptInput, SearchInput, parse
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.memory import Caller, Memory
-from mentis.model import RecordAttemptInput, SearchInput, parse
+from mentis.providers.embed import HashEmbedder
+from mentis.providers.rerank import Reranker
 from mentis.retrieval import Scored, fuse, query_terms
 from mentis.retrieval.graph import personalised_pagerank
-from mentis.retrieval.rerank import Reranker
+from mentis.service.memory import Caller, Memory
 
 from .conftest import REPO
 from .fake_openai import FakeOpenAI
@@ -143,7 +143,7 @@ def test_rerank_requests_carry_no_secret_from_the_store(
 def test_lexical_search_skips_terms_in_most_documents_once_the_store_is_large(
     memory: Memory, caller: Caller, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("mentis.store.sqlite_index.LEXICAL_SELECT_MIN_DOCS", 10)
+    monkeypatch.setattr("mentis.store.sqlite.indexes.LEXICAL_SELECT_MIN_DOCS", 10)
     for i in range(30):
         record(memory, caller, f"T-{i}", f"common words everywhere item{i}")
     record(memory, caller, "T-rare", "common words everywhere with a zeppelin")

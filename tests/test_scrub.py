@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from mentis.scrub import MIN_ENTROPY, Finding, describe, find_secrets, scrub, shannon_entropy
+from mentis.providers.scrub import MIN_ENTROPY, Finding, describe, find_secrets, scrub, shannon_entropy
 
 _RNG = random.Random(20240611)
 ALNUM = string.ascii_letters + string.digits

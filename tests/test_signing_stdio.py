@@ -16,10 +16,10 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from mentis import signing
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.memory import Memory
+from mentis.ledger import signing
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Memory
 from tests.backends import backend_settings
 
 from .conftest import REPO

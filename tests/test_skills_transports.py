@@ -13,9 +13,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from mentis.api.skills import UploadSkillInput
 from mentis.cli import app
-from mentis.memory import Caller
-from mentis.model_skills import UploadSkillInput
+from mentis.service.memory import Caller
 
 from .conftest import REPO
 from .transports import AGENT, Call

@@ -18,11 +18,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mentis import signing
+from mentis.api.skill_text import SkillTextError, apply_diff, make_diff, parse_skill
 from mentis.errors import IntegrityError
-from mentis.ledger import Entry, canonical, seal, sha256_hex, verify_rows
-from mentis.skill_text import SkillTextError, apply_diff, make_diff, parse_skill
-from mentis.skills import signature_state
+from mentis.ledger import signing
+from mentis.ledger.chain import Entry, canonical, seal, sha256_hex, verify_rows
+from mentis.service.skills import signature_state
 
 LINES = st.lists(
     st.sampled_from(

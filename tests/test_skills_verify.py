@@ -11,15 +11,15 @@ from pathlib import Path
 import orjson
 import pytest
 
+from mentis.api.skills import DeleteSkillInput, RevokeSkillInput, UploadSkillInput
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
 from mentis.errors import IntegrityError
-from mentis.ledger import canonical, entry_hash, sha256_hex, verify_rows
-from mentis.memory import Caller, Memory
-from mentis.model_skills import DeleteSkillInput, RevokeSkillInput, UploadSkillInput
-from mentis.store import sqlite_verify
-from mentis.store.sqlite import SqliteStore
-from mentis.store.sqlite_schema import _LEDGER_SCHEMA
+from mentis.ledger.chain import canonical, entry_hash, sha256_hex, verify_rows
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
+from mentis.store.sqlite import verify as sqlite_verify
+from mentis.store.sqlite.schema import _LEDGER_SCHEMA
+from mentis.store.sqlite.store import SqliteStore
 
 CALLER = Caller(agent_id="verify")
 REPOS = ("github.com/acme/shop", "github.com/acme/api")

@@ -24,11 +24,7 @@ from typing import Any
 
 import pytest
 
-from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.errors import IntegrityError, NotFound
-from mentis.memory import Caller, Memory
-from mentis.model import (
+from mentis.api.models import (
     ChainResult,
     ForgetInput,
     MarkOutdatedInput,
@@ -37,7 +33,11 @@ from mentis.model import (
     SearchInput,
     VerifyResult,
 )
-from mentis.store.sqlite import SqliteStore
+from mentis.config import Settings
+from mentis.errors import IntegrityError, NotFound
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
+from mentis.store.sqlite.store import SqliteStore
 
 A = "github.com/acme/shop"
 B = "github.com/acme/api"

@@ -1,15 +1,15 @@
 """The near-duplicate and re-assertion thresholds, pinned on the measured pairs (real model).
 
 Measured with all-MiniLM-L6-v2: paraphrases of one conclusion 0.87-0.97, different conclusions
-about the same subject 0.27-0.79, a negation 0.88. See mentis.thoughts for how they are used.
+about the same subject 0.27-0.79, a negation 0.88. See mentis.service.thoughts for how they are used.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from mentis.embed import Embedder
-from mentis.thoughts import NEAR_DUPLICATE, REASSERTION
+from mentis.providers.embed import Embedder
+from mentis.service.thoughts import NEAR_DUPLICATE, REASSERTION
 
 PARAPHRASES = [
     (

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from mentis.memory import Caller
-from mentis.model import RecordAttemptInput
+from mentis.api.models import RecordAttemptInput
+from mentis.service.memory import Caller
 
 from .conformance.test_stats import ONE, _fill
 from .conftest import REPO
@@ -138,6 +138,6 @@ def test_stats_through_every_transport_are_what_the_service_counts(call: Call) -
 
 
 def _sql(text: str) -> Any:
-    from mentis.model import RecallInput
+    from mentis.api.models import RecallInput
 
     return RecallInput(sql=text)

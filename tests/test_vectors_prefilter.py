@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mentis.api.models import ForgetInput, parse
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.memory import Caller, Memory
-from mentis.model import ForgetInput, parse
-from mentis.retrieval import signbits, vectors
-from mentis.retrieval.vectors import VectorIndex
-from mentis.store.sqlite import SqliteStore
+from mentis.index import signbits, vectors
+from mentis.index.vectors import VectorIndex
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
+from mentis.store.sqlite.store import SqliteStore
 from tests.conformance.helpers import record, search
 
 DIM = 64

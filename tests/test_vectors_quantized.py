@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.memory import Caller, Memory
-from mentis.retrieval import vectors
-from mentis.retrieval.vectors import VectorIndex
+from mentis.index import vectors
+from mentis.index.vectors import VectorIndex
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
 from tests.conformance.helpers import record, search
 
 DIM = 64

@@ -3,7 +3,7 @@ id check (``sqlite_verify._take_in``).
 
 The loop writes :func:`ledger_scan.body_links`' rule for an attempt inline; it must accept exactly
 the rows the general loop (:meth:`ledger_scan._Scan.plain`, which calls ``body_links``) and the
-reference verifier (:func:`mentis.ledger.verify_rows`) accept, on bodies built to confuse a
+reference verifier (:func:`mentis.ledger.chain.verify_rows`) accept, on bodies built to confuse a
 parser: duplicate and escaped keys, escaped values, unicode, nesting, whitespace, other JSON types
 and broken JSON. Then the same on real stores, where whole chunks are attempts and blocks are
 scanned by this process and a worker process.
@@ -22,10 +22,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mentis.errors import IntegrityError
-from mentis.ledger import KINDS, VERSION, canonical, verify_rows
-from mentis.store import ledger_scan, sqlite_verify
-from mentis.store.sqlite import SqliteStore
-from mentis.store.sqlite_schema import _LEDGER_SCHEMA
+from mentis.ledger.chain import KINDS, VERSION, canonical, verify_rows
+from mentis.store.sqlite import ledger_scan
+from mentis.store.sqlite import verify as sqlite_verify
+from mentis.store.sqlite.schema import _LEDGER_SCHEMA
+from mentis.store.sqlite.store import SqliteStore
 from tests.test_verify_parallel import DIM, assert_agrees, rowid, sql
 
 AT = "2026-01-01T00:00:00Z"

@@ -34,15 +34,16 @@ import rfc8785
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-import mentis.store.sqlite as sqlite_store
+import mentis.store.sqlite.store as sqlite_store
+from mentis.api.models import ForgetInput, MarkOutdatedInput, RecordAttemptInput
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
 from mentis.errors import IntegrityError, StoreError
-from mentis.ledger import KINDS, MAX_SAFE_INT, VERSION, ChainReport, canonical
-from mentis.memory import Caller, Memory
-from mentis.model import ForgetInput, MarkOutdatedInput, RecordAttemptInput
-from mentis.store import ledger_scan, sqlite_verify
-from mentis.store.sqlite import SqliteStore
+from mentis.ledger.chain import KINDS, MAX_SAFE_INT, VERSION, ChainReport, canonical
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
+from mentis.store.sqlite import ledger_scan
+from mentis.store.sqlite import verify as sqlite_verify
+from mentis.store.sqlite.store import SqliteStore
 
 DIM = HashEmbedder().dim
 CALLER = Caller(agent_id="test-agent")
@@ -855,9 +856,9 @@ def test_verifying_while_another_process_writes_never_fails(store: Path, tmp_pat
         "import sys\n"
         "from pathlib import Path\n"
         "from mentis.config import Settings\n"
-        "from mentis.embed import HashEmbedder\n"
-        "from mentis.memory import Caller, Memory\n"
-        "from mentis.model import ForgetInput, RecordAttemptInput\n"
+        "from mentis.providers.embed import HashEmbedder\n"
+        "from mentis.service.memory import Caller, Memory\n"
+        "from mentis.api.models import ForgetInput, RecordAttemptInput\n"
         "path, stop = Path(sys.argv[1]), Path(sys.argv[2])\n"
         "m = Memory.open(Settings(home=path.parent, db_path=path, embedder='hash'), HashEmbedder())\n"
         "c = Caller(agent_id='w')\n"

@@ -1,5 +1,5 @@
 """The parallel verification (``sqlite_verify`` + ``sqlite_sigstitch``) on a store with signed
-entries and an agent registry agrees with the reference (``mentis.sigcheck`` through
+entries and an agent registry agrees with the reference (``mentis.ledger.signatures`` through
 ``verify_rows``): the same reports on the untouched store, and None (so the reference names the
 entry) wherever the reference refuses. Blocks are four rowids, so streams and chains cross blocks."""
 
@@ -19,16 +19,16 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from mentis import signing
-from mentis.agent_ops import AddAgentKeyInput, RegisterAgentInput, RevokeAgentKeyInput
+from mentis.api.models import RecordAttemptInput, parse
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
 from mentis.errors import InvalidInput
-from mentis.ledger import KINDS, canonical, entry_hash
-from mentis.memory import Caller, Memory
-from mentis.model import RecordAttemptInput, parse
-from mentis.store import ledger_scan
-from mentis.store.sqlite import SqliteStore
+from mentis.ledger import signing
+from mentis.ledger.chain import KINDS, canonical, entry_hash
+from mentis.providers.embed import HashEmbedder
+from mentis.service.agents import AddAgentKeyInput, RegisterAgentInput, RevokeAgentKeyInput
+from mentis.service.memory import Caller, Memory
+from mentis.store.sqlite import ledger_scan
+from mentis.store.sqlite.store import SqliteStore
 from tests.test_verify_parallel import assert_agrees, parallel, small_blocks  # noqa: F401 (autouse)
 
 A, B = "github.com/acme/shop", "github.com/acme/api"

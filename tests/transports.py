@@ -18,11 +18,11 @@ import anyio
 import httpx2
 from typer.testing import CliRunner
 
+from mentis.api.models import parse
 from mentis.cli import app
 from mentis.errors import MentisError
-from mentis.memory import Caller, Memory
-from mentis.model import parse
-from mentis.operations import OPERATIONS
+from mentis.service.memory import Caller, Memory
+from mentis.service.operations import OPERATIONS
 
 from .http_support import LiveServer, mcp_client
 

@@ -19,12 +19,14 @@ from typing import Any
 import numpy as np
 import orjson
 
-from mentis import records, retrieval
-from mentis.records import AttemptBody, ThoughtBody
-from mentis.retrieval import graph, lexical, pipeline, titles
+from mentis import retrieval
+from mentis.index import lexical
+from mentis.ledger import bodies as records
+from mentis.ledger.bodies import AttemptBody, ThoughtBody
+from mentis.retrieval import graph, pipeline, titles
 from mentis.retrieval.window import WINDOW_TOP, fuse_pairs, window_fuse
-from mentis.store import sqlite_index
-from mentis.store.sqlite import SqliteStore
+from mentis.store.sqlite import indexes as sqlite_index
+from mentis.store.sqlite.store import SqliteStore
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 MAXT, DEPTH = retrieval.MAX_QUERY_TERMS, retrieval.CANDIDATES

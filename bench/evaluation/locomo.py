@@ -23,10 +23,10 @@ from evaluation.runner import (
     thought_notes,
 )
 from mentis import retrieval
-from mentis.embed.local import LocalEmbedder
-from mentis.memory import Caller, Memory
-from mentis.model import AppendThoughtInput, SearchThoughtsInput
-from mentis.store.sqlite import SqliteStore
+from mentis.api.models import AppendThoughtInput, SearchThoughtsInput
+from mentis.providers.embed.local import LocalEmbedder
+from mentis.service.memory import Caller, Memory
+from mentis.store.sqlite.store import SqliteStore
 
 LOCOMO_REPO = "locomo/dev"
 LOCOMO_KS = (5, 10, 20)

@@ -34,10 +34,10 @@ from evaluation.runner import (
     thought_notes,
 )
 from mentis import retrieval
-from mentis.embed.local import LocalEmbedder
-from mentis.memory import Caller, Memory
-from mentis.model import MAX_TEXT_BYTES, AppendThoughtInput, SearchThoughtsInput
-from mentis.store.sqlite import SqliteStore
+from mentis.api.models import MAX_TEXT_BYTES, AppendThoughtInput, SearchThoughtsInput
+from mentis.providers.embed.local import LocalEmbedder
+from mentis.service.memory import Caller, Memory
+from mentis.store.sqlite.store import SqliteStore
 
 FAQ_REPO = "python/faq"
 PACKAGE = "python3.11-doc"

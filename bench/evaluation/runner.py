@@ -23,13 +23,14 @@ import numpy as np
 
 from evaluation.lab import LONG_QUERY_WORDS, Lab, Variant
 from evaluation.metrics import Method, timed
-from mentis import records, retrieval
-from mentis.embed.local import LocalEmbedder
-from mentis.memory import Caller, Memory
-from mentis.model import MAX_SEARCH_LIMIT
-from mentis.progress import stderr_progress
+from mentis import retrieval
+from mentis.api.models import MAX_SEARCH_LIMIT
+from mentis.cli.progress import stderr_progress
+from mentis.ledger import bodies as records
+from mentis.providers.embed.local import LocalEmbedder
 from mentis.retrieval import graph, pipeline
-from mentis.store.sqlite import SqliteStore
+from mentis.service.memory import Caller, Memory
+from mentis.store.sqlite.store import SqliteStore
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("MENTIS_BENCH_CACHE", ROOT / "bench" / ".cache"))

@@ -21,10 +21,10 @@ from evaluation.runner import (
     shipped_parameters,
 )
 from mentis import retrieval
-from mentis.embed.local import LocalEmbedder
-from mentis.memory import Caller, Memory, attempt_text
-from mentis.model import MAX_QUERY_CHARS, MAX_TEXT_BYTES, RecordAttemptInput, SearchInput
-from mentis.store.sqlite import SqliteStore
+from mentis.api.models import MAX_QUERY_CHARS, MAX_TEXT_BYTES, RecordAttemptInput, SearchInput
+from mentis.providers.embed.local import LocalEmbedder
+from mentis.service.memory import Caller, Memory, attempt_text
+from mentis.store.sqlite.store import SqliteStore
 
 REPO = "mozilla/seamonkey"
 

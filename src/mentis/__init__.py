@@ -12,12 +12,12 @@ __version__ = "0.1.0"
 if _typing.TYPE_CHECKING:
     from mentis.config import Settings
     from mentis.errors import MentisError
-    from mentis.memory import Caller, Memory, open_memory
+    from mentis.service.memory import Caller, Memory, open_memory
 
 _WHERE = {
-    "Caller": "mentis.memory",
-    "Memory": "mentis.memory",
-    "open_memory": "mentis.memory",
+    "Caller": "mentis.service.memory",
+    "Memory": "mentis.service.memory",
+    "open_memory": "mentis.service.memory",
     "Settings": "mentis.config",
     "MentisError": "mentis.errors",
 }

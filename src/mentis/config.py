@@ -5,15 +5,15 @@
 - ``MENTIS_DATABASE_URL``: ``postgresql://…`` to use a PostgreSQL store instead
   (``pip install 'mentis[postgres]'``)
 - ``MENTIS_EMBEDDER``: ``local`` (default, all-MiniLM-L6-v2 offline), ``openai`` (an OpenAI-compatible
-  endpoint, see ``mentis.embed.openai``) or ``hash`` (tests only)
+  endpoint, see ``mentis.providers.embed.openai``) or ``hash`` (tests only)
 - ``MENTIS_RERANKER``: ``off`` (default) or ``openai`` (LLM usefulness rerank, see
-  ``mentis.retrieval.rerank``)
+  ``mentis.providers.rerank``)
 - ``MENTIS_AGENT_ID``: the agent identity for writes over stdio and from the CLI
 - ``MENTIS_SIGNING_KEY``: an Ed25519 private key (PEM) registered in the agent registry; the
-  process signs its agent's writes with it (``mentis.local_signing``)
+  process signs its agent's writes with it (``mentis.service.local_signing``)
 - the providers' ``MENTIS_EMBED_*``, ``MENTIS_RERANK_*`` and ``OPENROUTER_API_KEY`` (kept as given in
   :attr:`Settings.providers`; each provider checks its own when it is built, see
-  ``mentis.embed.openai`` and ``mentis.retrieval.rerank``)
+  ``mentis.providers.embed.openai`` and ``mentis.providers.rerank``)
 """
 
 from __future__ import annotations

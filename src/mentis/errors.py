@@ -13,7 +13,7 @@
     ├── QueryError               a recall SQL statement was refused or failed
     ├── ConfigError              a setting is missing or contradictory
     ├── MissingExtra             an optional dependency is not installed (names the pip extra)
-    └── RerankFailed             (mentis.retrieval.rerank) the LLM rerank failed; search falls back
+    └── RerankFailed             (mentis.providers.rerank) the LLM rerank failed; search falls back
 
 Transports map these once: MCP turns them into tool errors, the CLI into an exit code
 and one line on stderr.

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from mentis.config import Settings
-from mentis.memory import Caller, Memory
+from mentis.service.memory import Caller, Memory
 from tests.backends import backend_settings
 
 

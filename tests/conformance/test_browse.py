@@ -1,13 +1,13 @@
-"""The dashboard's scoped reads (mentis.browse) on both backends: repository summaries, a
+"""The dashboard's scoped reads (mentis.service.browse) on both backends: repository summaries, a
 repository's tasks filtered and paginated, a task's timeline with its tombstone."""
 
 from __future__ import annotations
 
 import pytest
 
+from mentis.api.models import ForgetInput, MarkOutdatedInput, RecordAttemptInput, parse
 from mentis.errors import Forbidden, InvalidInput, NotFound
-from mentis.memory import Caller, Memory
-from mentis.model import ForgetInput, MarkOutdatedInput, RecordAttemptInput, parse
+from mentis.service.memory import Caller, Memory
 
 SHOP = "github.com/acme/shop"
 BILLING = "github.com/acme/billing"

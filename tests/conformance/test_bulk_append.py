@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
 from mentis.errors import Conflict, InvalidInput, MentisError
-from mentis.memory import Caller, Memory
+from mentis.providers.embed import HashEmbedder
 from mentis.retrieval import query_terms
-from mentis.store.base import AttemptRow
+from mentis.service.memory import Caller, Memory
+from mentis.store.protocol import AttemptRow
 from tests.backends import backend_settings
 from tests.conformance.conftest import run_sql
 from tests.conformance.helpers import REPOS, record, search
@@ -140,7 +140,7 @@ def test_one_batch_stores_the_lexical_rows_that_one_append_at_a_time_stores(
     if flush_every is not None:
         if backend != "postgres":
             pytest.skip("PostgreSQL's lexical batches only")
-        monkeypatch.setattr("mentis.store.postgres_lexicon.TERMS_BATCH", flush_every)
+        monkeypatch.setattr("mentis.store.postgres.lexicon.TERMS_BATCH", flush_every)
     rows = _rows(memory, caller, 8)
     third = backend_settings(backend, tmp_path / "third", request)
     batched, single = Memory.open(other_settings, HashEmbedder()), Memory.open(third, HashEmbedder())

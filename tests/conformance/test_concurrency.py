@@ -21,9 +21,16 @@ from typing import Any
 
 import pytest
 
+from mentis.api.models import (
+    ChainResult,
+    ForgetInput,
+    RecallInput,
+    RecordAttemptInput,
+    SearchInput,
+    VerifyResult,
+)
 from mentis.config import Settings
-from mentis.memory import Caller, Memory
-from mentis.model import ChainResult, ForgetInput, RecallInput, RecordAttemptInput, SearchInput, VerifyResult
+from mentis.service.memory import Caller, Memory
 from tests.child_lines import Lines
 
 from .helpers import REPOS, record, search
@@ -34,9 +41,9 @@ DEADLINE_S = 120.0
 
 WRITER = r"""
 import json, sys
-from mentis.embed import HashEmbedder
-from mentis.memory import Caller, open_memory
-from mentis.model import ForgetInput, MarkOutdatedInput, RecordAttemptInput, SearchInput
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, open_memory
+from mentis.api.models import ForgetInput, MarkOutdatedInput, RecordAttemptInput, SearchInput
 
 worker, count, mixed = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "mixed"
 repos = sys.argv[4:]
@@ -136,7 +143,7 @@ def run_writers(tmp_path: Path, settings: Settings, mode: str) -> list[dict[str,
 OPENER = r"""
 import sys, time
 from pathlib import Path
-from mentis.store.sqlite import SqliteStore
+from mentis.store.sqlite.store import SqliteStore
 
 path, start = Path(sys.argv[1]), float(sys.argv[2])
 time.sleep(max(0.0, start - time.time() - 0.02))  # sleep, then spin: every opener starts at once
@@ -330,7 +337,7 @@ def test_a_writer_on_another_repository_does_not_wait_for_a_held_repository_lock
         pytest.skip("SQLite serialises every writer on its file lock; per-repository heads are PostgreSQL's")
     import psycopg
 
-    from mentis.store.postgres_base import LOCK_CLASS
+    from mentis.store.postgres.connection import LOCK_CLASS
 
     assert settings.database_url is not None
     with psycopg.connect(settings.database_url) as holder:

@@ -6,9 +6,9 @@ import socket
 from collections.abc import Callable
 from contextlib import closing
 
-from mentis import doctor
 from mentis.config import Settings
-from mentis.memory import Caller, Memory
+from mentis.service import doctor
+from mentis.service.memory import Caller, Memory
 
 from .helpers import REPOS, fill
 

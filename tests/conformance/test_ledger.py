@@ -14,8 +14,8 @@ from hypothesis import settings as examples
 from hypothesis import strategies as st
 
 from mentis.errors import IntegrityError, InvalidInput
-from mentis.ledger import MAX_SAFE_INT, canonical, entry_rows, seal, sha256_hex, verify_rows
-from mentis.memory import Caller, Memory
+from mentis.ledger.chain import MAX_SAFE_INT, canonical, entry_rows, seal, sha256_hex, verify_rows
+from mentis.service.memory import Caller, Memory
 
 from .helpers import REPOS, fill, ledger
 

@@ -17,10 +17,7 @@ from typing import Any
 
 import pytest
 
-from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.memory import Caller, Memory
-from mentis.model import (
+from mentis.api.models import (
     AppendThoughtInput,
     ForgetInput,
     MarkOutdatedInput,
@@ -28,6 +25,9 @@ from mentis.model import (
     SearchInput,
     parse,
 )
+from mentis.config import Settings
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
 from tests.pg_server import Cluster
 
 AGENT = Caller(agent_id="parity")

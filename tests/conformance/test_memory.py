@@ -9,11 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.errors import Conflict, EmbeddingError, Forbidden, NotFound
-from mentis.memory import Caller, Memory
-from mentis.model import (
+from mentis.api.models import (
     ForgetInput,
     MarkOutdatedInput,
     RecallInput,
@@ -21,6 +17,10 @@ from mentis.model import (
     SearchInput,
     parse,
 )
+from mentis.config import Settings
+from mentis.errors import Conflict, EmbeddingError, Forbidden, NotFound
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
 from tests.conftest import REPO
 
 

@@ -11,7 +11,7 @@ psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip i
 from psycopg import errors as pg  # noqa: E402
 from psycopg_pool import PoolTimeout  # noqa: E402
 
-from mentis.store.postgres_base import query_error, redact, store_error  # noqa: E402
+from mentis.store.postgres.connection import query_error, redact, store_error  # noqa: E402
 
 URL = "postgresql://mentis:hunter2@db.internal/mentis"
 

@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mentis.embed import HashEmbedder
 from mentis.errors import StoreError
-from mentis.ledger import canonical
+from mentis.ledger.chain import canonical
+from mentis.providers.embed import HashEmbedder
 from mentis.retrieval import query_terms
-from mentis.store.postgres import PostgresStore
-from mentis.store.postgres_schema import SCHEMA_VERSION
+from mentis.store.postgres.schema import SCHEMA_VERSION
+from mentis.store.postgres.store import PostgresStore
 from tests.pg_server import Cluster
 
 DIM = HashEmbedder().dim

@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mentis.store import postgres_vectors
-from mentis.store.base import AttemptRow
-from mentis.store.postgres import PostgresStore
-from mentis.store.postgres_schema import SCHEMA_VERSION
+from mentis.store.postgres import vectors as postgres_vectors
+from mentis.store.postgres.schema import SCHEMA_VERSION
+from mentis.store.postgres.store import PostgresStore
+from mentis.store.protocol import AttemptRow
 from tests.pg_server import Cluster
 
 DIM = 384

@@ -15,12 +15,7 @@ from typing import Any
 
 import pytest
 
-from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.errors import Conflict, IntegrityError, InvalidInput
-from mentis.memory import Caller, Memory
-from mentis.migrate import migrate
-from mentis.model import (
+from mentis.api.models import (
     ForgetInput,
     MarkOutdatedInput,
     RecallInput,
@@ -28,6 +23,11 @@ from mentis.model import (
     SearchInput,
     parse,
 )
+from mentis.config import Settings
+from mentis.errors import Conflict, IntegrityError, InvalidInput
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
+from mentis.service.migrate import migrate
 
 from .conftest import run_sql
 from .helpers import fill, ledger, search, sql

@@ -18,21 +18,21 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.rsa import generate_private_key
 
-from mentis import signing
-from mentis.agent_ops import (
+from mentis.api.models import parse
+from mentis.config import Settings
+from mentis.errors import ConfigError, Forbidden, IntegrityError, InvalidInput
+from mentis.ledger import signing
+from mentis.ledger.chain import entry_hash, sha256_hex
+from mentis.providers.embed import HashEmbedder
+from mentis.service.agents import (
     AddAgentKeyInput,
     DisableAgentInput,
     RegisterAgentInput,
     RevokeAgentKeyInput,
     ShowAgentInput,
 )
-from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.errors import ConfigError, Forbidden, IntegrityError, InvalidInput
-from mentis.ledger import entry_hash, sha256_hex
-from mentis.memory import Caller, Memory
-from mentis.model import parse
-from mentis.store.base import Store
+from mentis.service.memory import Caller, Memory
+from mentis.store.protocol import Store
 from tests.conformance.helpers import REPOS, ledger, record
 
 ADMIN = Caller(agent_id="admin", admin=True)
@@ -410,11 +410,11 @@ def test_an_unsigned_entry_forged_for_a_keyed_agent_refuses_its_chain_at_open(
 
 def _store(settings: Settings, *, verify: bool) -> Store:
     if settings.uses_postgres:
-        from mentis.store.postgres import PostgresStore
+        from mentis.store.postgres.store import PostgresStore
 
         assert settings.database_url is not None
         return PostgresStore(settings.database_url, HashEmbedder().dim, verify=verify)
-    from mentis.store.sqlite import SqliteStore
+    from mentis.store.sqlite.store import SqliteStore
 
     return SqliteStore(settings.db_path, HashEmbedder().dim, verify=verify)
 

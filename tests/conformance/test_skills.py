@@ -20,12 +20,9 @@ from typing import Any
 
 import pytest
 
-from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
-from mentis.memory import Caller, Memory
-from mentis.model import parse
-from mentis.model_skills import (
+from mentis.api.models import parse
+from mentis.api.skill_text import MAX_SKILL_BYTES, content_hash, make_diff
+from mentis.api.skills import (
     DeleteSkillInput,
     ListSkillsInput,
     ReadSkillInput,
@@ -35,9 +32,12 @@ from mentis.model_skills import (
     SkillVersionsInput,
     UploadSkillInput,
 )
-from mentis.records import SkillVersionBody
-from mentis.skill_text import MAX_SKILL_BYTES, content_hash, make_diff
-from mentis.store.base import SkillVersionRow
+from mentis.config import Settings
+from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
+from mentis.ledger.bodies import SkillVersionBody
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
+from mentis.store.protocol import SkillVersionRow
 
 from .helpers import ledger
 

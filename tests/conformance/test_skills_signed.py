@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from mentis import signing
+from mentis.api.models import parse
+from mentis.api.skills import SkillVersionsInput
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
 from mentis.errors import Forbidden
-from mentis.memory import Memory
-from mentis.model import parse
-from mentis.model_skills import SkillVersionsInput
+from mentis.ledger import signing
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Memory
 from tests.conformance.test_signing import ADMIN, ALICE, add_key, register
 from tests.conformance.test_skills import REPO, read, skill_md, upload
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
+from mentis.api.models import AppendThoughtInput, ForgetInput, MarkOutdatedInput, RecordAttemptInput, parse
 from mentis.errors import Forbidden, NotFound
-from mentis.memory import Caller, Memory
-from mentis.model import AppendThoughtInput, ForgetInput, MarkOutdatedInput, RecordAttemptInput, parse
-from mentis.stats import StatsInput
+from mentis.service.memory import Caller, Memory
+from mentis.service.stats import StatsInput
 
 ONE = "github.com/acme/one"
 TWO = "github.com/other/two"

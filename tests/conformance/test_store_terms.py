@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from mentis.memory import Caller, Memory
-from mentis.model import AppendThoughtInput, parse
-from mentis.store.base import ThoughtQuery
+from mentis.api.models import AppendThoughtInput, parse
+from mentis.service.memory import Caller, Memory
+from mentis.store.protocol import ThoughtQuery
 from tests.conformance.helpers import REPOS, record
 
 

@@ -6,9 +6,7 @@ from typing import Any
 
 import pytest
 
-from mentis.errors import Conflict, InvalidInput, NotFound
-from mentis.memory import Caller, Memory
-from mentis.model import (
+from mentis.api.models import (
     AppendThoughtInput,
     ContextBundleInput,
     ForgetThoughtInput,
@@ -25,6 +23,8 @@ from mentis.model import (
     now_iso,
     parse,
 )
+from mentis.errors import Conflict, InvalidInput, NotFound
+from mentis.service.memory import Caller, Memory
 from tests.conftest import REPO
 
 

@@ -8,12 +8,14 @@ from collections.abc import Callable
 
 import pytest
 
+from mentis.api.models import ForgetInput, SearchInput, parse
 from mentis.config import Settings
 from mentis.errors import IntegrityError
-from mentis.memory import Caller, Memory
-from mentis.model import ForgetInput, SearchInput, parse
-from mentis.retrieval import lexical, query_terms
-from mentis.store import postgres_schema, sqlite
+from mentis.index import lexical
+from mentis.retrieval import query_terms
+from mentis.service.memory import Caller, Memory
+from mentis.store.postgres import schema as postgres_schema
+from mentis.store.sqlite import store as sqlite
 
 from .helpers import REPOS, record
 

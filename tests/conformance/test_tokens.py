@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from mentis.auth import TokenStore, bootstrap_admin
 from mentis.config import Settings
 from mentis.errors import InvalidInput, QueryError, StoreError
-from mentis.memory import Caller, Memory
+from mentis.service.memory import Caller, Memory
+from mentis.service.tokens import TokenStore, bootstrap_admin
 from tests.pg_server import Cluster
 
 from .helpers import REPOS, ledger, record, sql

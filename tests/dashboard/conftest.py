@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from mentis.auth import TokenStore
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
 from mentis.http import HttpConfig, build_app
-from mentis.memory import Memory
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Memory
+from mentis.service.tokens import TokenStore
 from tests.dashboard.seed import Seeded, seed
 
 SECRET = b"s" * 32

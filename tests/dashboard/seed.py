@@ -5,14 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mentis.memory import Caller, Memory
-from mentis.model import (
-    AppendThoughtInput,
-    ForgetInput,
-    MarkOutdatedInput,
-    RecordAttemptInput,
-    parse,
-)
+from mentis.api.models import AppendThoughtInput, ForgetInput, MarkOutdatedInput, RecordAttemptInput, parse
+from mentis.service.memory import Caller, Memory
 
 SHOP = "github.com/acme/shop"
 BILLING = "github.com/acme/billing"

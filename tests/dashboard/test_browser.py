@@ -13,10 +13,10 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
+from mentis.api.models import RecallInput, parse
 from mentis.dashboard.session import COOKIE, Signer
-from mentis.embed import Embedder
-from mentis.memory import Caller
-from mentis.model import RecallInput, parse
+from mentis.providers.embed import Embedder
+from mentis.service.memory import Caller
 from tests.dashboard.browser import Guarded, launch, shoot
 from tests.dashboard.conftest import SECRET
 from tests.dashboard.seed import BILLING, LOGIN_TASK, SECRET_REPO, SHOP, Seeded, seed

@@ -9,11 +9,11 @@ from urllib.parse import urlencode
 import pytest
 from starlette.testclient import TestClient
 
-from mentis.auth import TokenStore
+from mentis.api.models import RecallInput, parse
 from mentis.dashboard import build_dashboard
 from mentis.dashboard.session import COOKIE, Signer
-from mentis.memory import Caller, Memory
-from mentis.model import RecallInput, parse
+from mentis.service.memory import Caller, Memory
+from mentis.service.tokens import TokenStore
 from tests.dashboard.conftest import SECRET, csrf_of, login, make_token
 from tests.dashboard.seed import BILLING, LOGIN_TASK, SECRET_REPO, SHOP, Seeded
 

@@ -28,10 +28,10 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from mentis.api.models import RecallInput, RecordAttemptInput
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.memory import Caller, Memory
-from mentis.model import RecallInput, RecordAttemptInput
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
 
 pytestmark = [pytest.mark.drill, pytest.mark.slow]
 
@@ -158,10 +158,10 @@ FSIZE_WRITER = r"""
 import json, resource, signal, sys
 from pathlib import Path
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
+from mentis.providers.embed import HashEmbedder
 from mentis.errors import MentisError
-from mentis.memory import Caller, Memory
-from mentis.model import RecordAttemptInput
+from mentis.service.memory import Caller, Memory
+from mentis.api.models import RecordAttemptInput
 from tests.drills.test_disk_full import MAX_WRITES, attempt
 
 path = Path(sys.argv[1])

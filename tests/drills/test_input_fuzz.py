@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from mentis.operations import OPERATIONS, Operation
+from mentis.service.operations import OPERATIONS, Operation
 
 from ..http_support import LiveServer
 from ..test_http_fuzz import JSON, KNOWN_CODES, post_and_check

@@ -25,10 +25,10 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from mentis.api.models import RecallInput, RecordAttemptInput
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.memory import Caller, Memory
-from mentis.model import RecallInput, RecordAttemptInput
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
 
 from .scale import SIZES
 

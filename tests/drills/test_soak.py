@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
+from mentis.api.models import RecallInput
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.memory import Caller, Memory
-from mentis.model import RecallInput
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
 
 from ..child_lines import Lines
 from ..pg_server import Cluster
@@ -39,10 +39,10 @@ WORKER = r"""
 import json, sys, time, traceback
 from pathlib import Path
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.memory import Caller, Memory
-from mentis.model import (AppendThoughtInput, ForgetInput, MarkOutdatedInput, RecallInput,
-                          RecordAttemptInput, SearchInput, SearchThoughtsInput)
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
+from mentis.api.models import (AppendThoughtInput, ForgetInput, MarkOutdatedInput, RecallInput,
+    RecordAttemptInput, SearchInput, SearchThoughtsInput)
 
 path, url, worker, seconds = Path(sys.argv[1]), sys.argv[2] or None, int(sys.argv[3]), float(sys.argv[4])
 repos = sys.argv[5:]

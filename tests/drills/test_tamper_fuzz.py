@@ -48,11 +48,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.errors import IntegrityError, MentisError, StoreError
-from mentis.memory import Caller, Memory
-from mentis.model import (
+from mentis.api.models import (
     AppendThoughtInput,
     ContextBundleInput,
     ForgetInput,
@@ -68,7 +64,11 @@ from mentis.model import (
     TraverseInput,
     VerifyInput,
 )
-from mentis.operations import OPERATIONS
+from mentis.config import Settings
+from mentis.errors import IntegrityError, MentisError, StoreError
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
+from mentis.service.operations import OPERATIONS
 
 from .scale import REPORTS, SIZES
 

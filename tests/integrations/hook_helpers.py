@@ -85,10 +85,10 @@ def errors(home: Path) -> list[dict[str, Any]]:
 
 def attempts(env: dict[str, str], cwd: Path | None = None) -> list[dict[str, Any]]:
     """Every attempt in the store of ``env``, oldest first, read through the library."""
+    from mentis.api.models import RecallInput
     from mentis.config import Settings
-    from mentis.embed import HashEmbedder
-    from mentis.memory import Caller, Memory
-    from mentis.model import RecallInput
+    from mentis.providers.embed import HashEmbedder
+    from mentis.service.memory import Caller, Memory
 
     home = Path(env["MENTIS_HOME"])
     if not (home / "mentis.db").exists():

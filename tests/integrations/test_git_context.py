@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from mentis.api.models import RecordAttemptInput, SearchInput, parse
 from mentis.integrations.git import normalise_remote, tree_hashes
-from mentis.model import RecordAttemptInput, SearchInput, parse
 
 from .hook_helpers import env_for, git, hash_object, make_repo, mentis
 
@@ -154,10 +154,10 @@ def test_remote_urls_normalise_to_host_and_path(url: str, identity: str) -> None
 
 
 def record(env: dict[str, str], repo: Path, task: str, status: str, hashes: dict[str, str]) -> str:
+    from mentis.api.models import RecordAttemptInput, parse
     from mentis.config import Settings
-    from mentis.embed import HashEmbedder
-    from mentis.memory import Caller, Memory
-    from mentis.model import RecordAttemptInput, parse
+    from mentis.providers.embed import HashEmbedder
+    from mentis.service.memory import Caller, Memory
 
     settings = Settings(home=Path(env["MENTIS_HOME"]), db_path=Path(env["MENTIS_HOME"]) / "mentis.db")
     memory = Memory.open(settings, HashEmbedder())

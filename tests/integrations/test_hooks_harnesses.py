@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from mentis.api.models import RecallInput
 from mentis.errors import ConfigError
 from mentis.integrations.hooks.config import HookConfig, default_checks, load
-from mentis.memory import Caller
-from mentis.model import RecallInput
+from mentis.service.memory import Caller
 
 from ..http_support import LiveServer
 from .hook_helpers import attempts, env_for, errors, hook, make_repo
@@ -241,7 +241,8 @@ def test_the_documented_hook_examples_are_valid_settings(tmp_path: Path) -> None
 def test_the_hook_path_imports_neither_the_store_nor_the_model() -> None:
     code = (
         "import sys, mentis.entry, mentis.integrations.hooks.run;"
-        "heavy = {'numpy', 'onnxruntime', 'tokenizers', 'pydantic', 'mentis.memory', 'mentis.store.sqlite',"
+        "heavy = {'numpy', 'onnxruntime', 'tokenizers', 'pydantic', 'mentis.service.memory',"
+        " 'mentis.store.sqlite.store',"
         " 'typer', 'rich', 'httpx', 'urllib.request'};"
         "print(sorted(heavy & set(sys.modules)))"
     )

@@ -12,11 +12,11 @@ import resource
 import sys
 from pathlib import Path
 
+from mentis.api.models import RecallInput, parse
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
 from mentis.errors import MentisError
-from mentis.memory import Caller, Memory
-from mentis.model import RecallInput, parse
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
 
 
 def main(db_path: str, sql: str, database_url: str | None = None) -> None:

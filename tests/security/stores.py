@@ -18,7 +18,7 @@ import pytest
 import rfc8785
 
 from mentis.config import Settings
-from mentis.memory import Caller, Memory
+from mentis.service.memory import Caller, Memory
 from tests.backends import backend_settings
 
 ADMIN = Caller(agent_id="operator")

@@ -24,14 +24,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from mentis import doctor, signing
-from mentis.cli import app
-from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.errors import IntegrityError, InvalidInput
-from mentis.memory import Caller, Memory
-from mentis.migrate import migrate
-from mentis.model import (
+from mentis.api.models import (
     AppendThoughtInput,
     ForgetThoughtInput,
     GetThoughtInput,
@@ -41,7 +34,15 @@ from mentis.model import (
     SearchThoughtsInput,
     parse,
 )
-from mentis.stats import StatsInput
+from mentis.cli import app
+from mentis.config import Settings
+from mentis.errors import IntegrityError, InvalidInput
+from mentis.ledger import signing
+from mentis.providers.embed import HashEmbedder
+from mentis.service import doctor
+from mentis.service.memory import Caller, Memory
+from mentis.service.migrate import migrate
+from mentis.service.stats import StatsInput
 from tests.backends import backend_settings
 from tests.http_support import LiveServer
 from tests.security.stores import ADMIN, raw_sql, settings  # noqa: F401

@@ -17,11 +17,7 @@ from typing import Any
 
 import pytest
 
-from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.errors import IntegrityError
-from mentis.memory import Caller, Memory
-from mentis.model import (
+from mentis.api.models import (
     AppendThoughtInput,
     GetThoughtInput,
     RecordAttemptInput,
@@ -30,6 +26,10 @@ from mentis.model import (
     SearchThoughtsInput,
     TraverseInput,
 )
+from mentis.config import Settings
+from mentis.errors import IntegrityError
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
 from tests.security.stores import settings  # noqa: F401
 
 REPO = "github.com/acme/shop"

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from mentis.auth import TokenStore, bootstrap_admin
 from mentis.cli import app
 from mentis.errors import Conflict
-from mentis.tls import write_new
+from mentis.http.tls import write_new
+from mentis.service.tokens import TokenStore, bootstrap_admin
 
 
 def plant(link: Path, target: Path) -> None:

@@ -17,11 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from mentis.auth import TokenStore
-from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.memory import Caller, Memory
-from mentis.model import (
+from mentis.api.models import (
     AppendThoughtInput,
     ForgetInput,
     ForgetThoughtInput,
@@ -30,6 +26,10 @@ from mentis.model import (
     SearchInput,
     parse,
 )
+from mentis.config import Settings
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
+from mentis.service.tokens import TokenStore
 
 REPO = "team-b/secret"
 CALLER = Caller(agent_id="agent")
@@ -87,12 +87,12 @@ def test_an_existing_store_open_to_others_is_reported_on_open(
 ) -> None:
     path = tmp_path / "store" / "mentis.db"
     _open(path).close()
-    with caplog.at_level(logging.WARNING, logger="mentis.store.files"):
+    with caplog.at_level(logging.WARNING, logger="mentis.store.shared.files"):
         _open(path).close()
     assert caplog.records == []
     os.chmod(path, 0o644)
     os.chmod(path.parent, 0o755)
-    with caplog.at_level(logging.WARNING, logger="mentis.store.files"):
+    with caplog.at_level(logging.WARNING, logger="mentis.store.shared.files"):
         _open(path).close()
     named = sorted(r.getMessage().split(" is open")[0] for r in caplog.records)
     assert named == [str(path.parent), str(path)]
@@ -150,7 +150,7 @@ def test_a_forget_waits_boundedly_for_an_old_reader_and_erases_after_the_next_wr
     import sqlite3
     import time
 
-    from mentis.store import sqlite_base
+    from mentis.store.sqlite import connection as sqlite_base
 
     path = tmp_path / "mentis.db"
     memory = _open(path)

@@ -16,10 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mentis.config import Settings
-from mentis.errors import Conflict, Forbidden, NotFound
-from mentis.memory import Caller, Memory
-from mentis.model import (
+from mentis.api.models import (
     AppendThoughtInput,
     ContextBundleInput,
     ForgetThoughtInput,
@@ -29,7 +26,10 @@ from mentis.model import (
     TraverseInput,
     parse,
 )
+from mentis.config import Settings
+from mentis.errors import Conflict, Forbidden, NotFound
 from mentis.retrieval import query_terms
+from mentis.service.memory import Caller, Memory
 from tests.security.stores import ADMIN, settings, state  # noqa: F401
 
 REPO, OTHER = "team-b/secret", "team-c/other"
@@ -211,8 +211,8 @@ def test_the_parallel_verifier_agrees_on_a_store_with_a_forgotten_thought(
     """SQLite's parallel block scan (blocks of two rowids here) reads the thought tombstone too."""
     import sqlite3
 
-    from mentis.store import sqlite_verify
-    from mentis.store.sqlite import _LEDGER_SCHEMA
+    from mentis.store.sqlite import verify as sqlite_verify
+    from mentis.store.sqlite.store import _LEDGER_SCHEMA
 
     memory = Memory.open(Settings(home=tmp_path / "p", db_path=tmp_path / "p" / "m.db", embedder="hash"))
     for n in range(6):

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from mentis.tls import self_signed
+from mentis.http.tls import self_signed
 from tests.http_support import LiveServer
 
 WRITE = {"repository": "team-a/app", "task_id": "t", "action": "a", "observation": "o"}

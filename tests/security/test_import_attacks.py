@@ -19,11 +19,7 @@ from typing import Any
 import orjson
 import pytest
 
-from mentis.config import Settings
-from mentis.errors import Conflict, IntegrityError, InvalidInput
-from mentis.ledger import Entry, canonical
-from mentis.memory import Caller, Memory
-from mentis.model import (
+from mentis.api.models import (
     AppendThoughtInput,
     ForgetInput,
     GetThoughtInput,
@@ -33,8 +29,12 @@ from mentis.model import (
     SearchInput,
     parse,
 )
-from mentis.store import sqlite_verify
-from mentis.store.sqlite import _LEDGER_SCHEMA
+from mentis.config import Settings
+from mentis.errors import Conflict, IntegrityError, InvalidInput
+from mentis.ledger.chain import Entry, canonical
+from mentis.service.memory import Caller, Memory
+from mentis.store.sqlite import verify as sqlite_verify
+from mentis.store.sqlite.store import _LEDGER_SCHEMA
 from tests.security.stores import (  # noqa: F401 (fixtures)
     ADMIN,
     export_lines,
@@ -289,8 +289,8 @@ def test_a_verify_worker_process_applies_the_body_rules(
     import orjson
 
     from mentis.config import Settings
-    from mentis.ledger import KINDS, VERSION, canonical
-    from mentis.store import ledger_scan
+    from mentis.ledger.chain import KINDS, VERSION, canonical
+    from mentis.store.sqlite import ledger_scan
 
     memory = Memory.open(Settings(home=tmp_path / "w", db_path=tmp_path / "w" / "m.db", embedder="hash"))
     ids = {"attempt": _attempt(memory, SECRET, "a change"), "thought": _thought(memory, SECRET, "a finding")}
@@ -325,8 +325,8 @@ def test_mentis_verify_and_migrate_refuse_a_store_holding_a_crafted_entry(
     import subprocess
     import sys
 
-    from mentis.embed import HashEmbedder
-    from mentis.migrate import migrate
+    from mentis.providers.embed import HashEmbedder
+    from mentis.service.migrate import migrate
 
     memory, ids = target
     seq = _forget_elsewhere(evil_lines, ids)

@@ -22,13 +22,13 @@ from typing import Any
 import httpx2
 import pytest
 
+from mentis.api.models import RecallInput, RecordAttemptInput, SearchInput, parse
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
 from mentis.errors import QueryError
-from mentis.memory import Caller, Memory
-from mentis.model import RecallInput, RecordAttemptInput, SearchInput, parse
-from mentis.store.recall_limits import LIKE_PATTERN_LIMIT, VALUE_LIMIT_BYTES, limit_connection
-from mentis.store.sqlite_sql import RECALL_NICE
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
+from mentis.store.shared.recall_limits import LIKE_PATTERN_LIMIT, VALUE_LIMIT_BYTES, limit_connection
+from mentis.store.sqlite.recall import RECALL_NICE
 from tests.http_support import LiveServer
 from tests.pg_server import Cluster
 

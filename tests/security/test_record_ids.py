@@ -20,13 +20,7 @@ from typing import Any
 import orjson
 import pytest
 
-from mentis import signing
-from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.errors import Conflict, InvalidInput
-from mentis.ledger import canonical
-from mentis.memory import Caller, Memory
-from mentis.model import (
+from mentis.api.models import (
     AppendThoughtInput,
     ForgetInput,
     ForgetThoughtInput,
@@ -34,12 +28,19 @@ from mentis.model import (
     RecordAttemptInput,
     parse,
 )
-from mentis.model_skills import DeleteSkillInput, UploadSkillInput
-from mentis.records import AttemptBody, ThoughtBody
-from mentis.service import open_store
-from mentis.signed_writes import SignedWriteInput, signed_write
-from mentis.store import postgres_schema, sqlite
-from mentis.store.base import AttemptRow
+from mentis.api.skills import DeleteSkillInput, UploadSkillInput
+from mentis.config import Settings
+from mentis.errors import Conflict, InvalidInput
+from mentis.ledger import signing
+from mentis.ledger.bodies import AttemptBody, ThoughtBody
+from mentis.ledger.chain import canonical
+from mentis.providers.embed import HashEmbedder
+from mentis.service.context import open_store
+from mentis.service.memory import Caller, Memory
+from mentis.service.signed_writes import SignedWriteInput, signed_write
+from mentis.store.postgres import schema as postgres_schema
+from mentis.store.protocol import AttemptRow
+from mentis.store.sqlite import store as sqlite
 from tests.http_support import LiveServer
 from tests.security.stores import ADMIN, export_lines, raw_sql, reseal, scratch, settings, state  # noqa: F401
 from tests.signing_support import prepare, register_key

@@ -5,7 +5,7 @@ hash covers, so an entry put at rowid −1 (before the registry's events) passed
 ``verify --signatures``.
 
 Now the registry chain is folded in its own seq order and every other entry is placed by its
-``at`` (hashed) against the registry events' ``at`` (``mentis.sigcheck``): these tests forge
+``at`` (hashed) against the registry events' ``at`` (``mentis.ledger.signatures``): these tests forge
 entries with the real format and hashes, put them where the old fold would have let them through,
 and check that open and both verifications refuse them, naming the forged entry. Keys are real
 Ed25519 keys; both stores.
@@ -25,15 +25,15 @@ import orjson
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from mentis import signing
-from mentis.agent_ops import AddAgentKeyInput, DisableAgentInput, RegisterAgentInput, RevokeAgentKeyInput
+from mentis.api.models import RecordAttemptInput, parse
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
 from mentis.errors import Conflict, IntegrityError
-from mentis.ledger import canonical, seal
-from mentis.memory import Caller, Memory
-from mentis.model import RecordAttemptInput, parse
-from mentis.store.base import Store
+from mentis.ledger import signing
+from mentis.ledger.chain import canonical, seal
+from mentis.providers.embed import HashEmbedder
+from mentis.service.agents import AddAgentKeyInput, DisableAgentInput, RegisterAgentInput, RevokeAgentKeyInput
+from mentis.service.memory import Caller, Memory
+from mentis.store.protocol import Store
 from tests.security.stores import settings, state  # noqa: F401
 
 REPO = "github.com/acme/shop"
@@ -150,11 +150,11 @@ def last_rowid(settings: Settings) -> int:
 
 def _store(settings: Settings) -> Store:
     if settings.uses_postgres:
-        from mentis.store.postgres import PostgresStore
+        from mentis.store.postgres.store import PostgresStore
 
         assert settings.database_url is not None
         return PostgresStore(settings.database_url, HashEmbedder().dim, verify=False)
-    from mentis.store.sqlite import SqliteStore
+    from mentis.store.sqlite.store import SqliteStore
 
     return SqliteStore(settings.db_path, HashEmbedder().dim, verify=False)
 

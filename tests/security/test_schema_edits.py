@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from mentis.api.models import MarkOutdatedInput, RecallInput, RecordAttemptInput, SearchInput
 from mentis.cli import app
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
 from mentis.errors import StoreError
-from mentis.memory import Caller, Memory
-from mentis.migrate import migrate
-from mentis.model import MarkOutdatedInput, RecallInput, RecordAttemptInput, SearchInput
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
+from mentis.service.migrate import migrate
 from tests.backends import backend_settings
 from tests.security.stores import settings  # noqa: F401
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
+from mentis.api.models import AppendThoughtInput, RecordAttemptInput, SearchInput, SearchThoughtsInput, parse
 from mentis.config import Settings
-from mentis.embed import HashEmbedder
-from mentis.memory import Caller, Memory
-from mentis.model import AppendThoughtInput, RecordAttemptInput, SearchInput, SearchThoughtsInput, parse
+from mentis.providers.embed import HashEmbedder
+from mentis.service.memory import Caller, Memory
 
 OWNER = Caller(agent_id="owner")
 TEAM_A = Caller(agent_id="team-a-agent", can_write=False, repositories=("team-a/*",))

@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from mentis.api.models import parse
+from mentis.api.skill_text import MAX_SKILL_BYTES
+from mentis.api.skills import UploadSkillInput
 from mentis.cli import app
 from mentis.errors import InvalidInput
-from mentis.memory import Memory
-from mentis.model import parse
-from mentis.model_skills import UploadSkillInput
-from mentis.skill_text import MAX_SKILL_BYTES
+from mentis.service.memory import Memory
 from tests.security.stores import ADMIN, settings, state  # noqa: F401
 
 REPO = "team-a/shop"

@@ -24,15 +24,15 @@ import anyio.to_thread
 import httpx2
 import pytest
 
-from mentis import skill_text
-from mentis.auth import TokenStore
+from mentis.api import skill_text
+from mentis.api.models import parse
+from mentis.api.skill_text import parse_skill
+from mentis.api.skills import UploadSkillInput
 from mentis.config import Settings
 from mentis.errors import InvalidInput
 from mentis.http import HttpConfig, build_app, middleware
-from mentis.memory import Memory
-from mentis.model import parse
-from mentis.model_skills import UploadSkillInput
-from mentis.skill_text import parse_skill
+from mentis.service.memory import Memory
+from mentis.service.tokens import TokenStore
 from tests.http_support import LiveServer
 from tests.security.stores import ADMIN, settings, state  # noqa: F401
 

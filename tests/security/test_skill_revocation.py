@@ -20,11 +20,9 @@ from typing import Any
 import orjson
 import pytest
 
-from mentis import skill_text
-from mentis.config import Settings
-from mentis.memory import Caller, Memory
-from mentis.model import parse
-from mentis.model_skills import (
+from mentis.api import skill_text
+from mentis.api.models import parse
+from mentis.api.skills import (
     DeleteSkillInput,
     ListSkillsInput,
     ReadSkillInput,
@@ -32,7 +30,10 @@ from mentis.model_skills import (
     SearchSkillsInput,
     UploadSkillInput,
 )
-from mentis.store import postgres_schema, sqlite
+from mentis.config import Settings
+from mentis.service.memory import Caller, Memory
+from mentis.store.postgres import schema as postgres_schema
+from mentis.store.sqlite import store as sqlite
 from tests.conformance.conftest import run_sql
 from tests.security.stores import ADMIN, settings  # noqa: F401
 

@@ -10,19 +10,8 @@ from __future__ import annotations
 
 import typer
 
-from mentis.cli import (
-    agents,
-    attempts,
-    doctor,
-    hooks,
-    install,
-    maintenance,
-    model,
-    serve,
-    skills,
-    thoughts,
-    tokens,
-)
+from mentis.cli import agents, attempts, doctor, hooks, install, maintenance, serve, skills, thoughts, tokens
+from mentis.cli import embedding_model as model
 
 app = typer.Typer(
     name="mentis",

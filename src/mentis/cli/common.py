@@ -17,13 +17,13 @@ import typer
 from pydantic import BaseModel
 from rich.console import Console
 
+from mentis.api.models import parse
+from mentis.cli.progress import stderr_progress
 from mentis.config import Settings, default_cli_agent
 from mentis.errors import MentisError
-from mentis.memory import Caller, Memory
-from mentis.model import parse
-from mentis.operations import BY_NAME
-from mentis.progress import stderr_progress
-from mentis.service import resolve_caller
+from mentis.service.context import resolve_caller
+from mentis.service.memory import Caller, Memory
+from mentis.service.operations import BY_NAME
 
 err = Console(stderr=True)
 progress = stderr_progress
@@ -110,7 +110,8 @@ def run_op(
     *,
     human_only: bool = False,
 ) -> None:
-    """Run the operation ``name`` (``mentis.operations``): ``data`` is validated before the store opens."""
+    """Run the operation ``name`` (``mentis.service.operations``): ``data`` is validated before the
+    store opens."""
     op = BY_NAME[name]
     with errors():
         req = parse(op.input, data)

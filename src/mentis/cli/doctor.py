@@ -10,9 +10,9 @@ import typer
 from rich.console import Console
 
 from mentis.cli.common import DbOpt, JsonOpt, errors, run_op, settings
-from mentis.doctor import Finding
 from mentis.errors import ConfigError, InvalidInput
-from mentis.stats import StatsResult, result_lines
+from mentis.service.doctor import Finding
+from mentis.service.stats import StatsResult, result_lines
 
 commands = typer.Typer()
 
@@ -31,8 +31,8 @@ def doctor(
 
     Each line is ok, warn or fail with a one-line fix; the exit code is 1 when anything fails.
     """
-    from mentis import doctor as checks
     from mentis.http import parse_bind
+    from mentis.service import doctor as checks
 
     with errors():
         try:

@@ -11,7 +11,7 @@ import typer
 
 from mentis.cli.common import DbOpt, err, errors, open_memory, progress, settings
 from mentis.config import Settings
-from mentis.memory import Memory
+from mentis.service.memory import Memory
 
 commands = typer.Typer()
 
@@ -96,8 +96,8 @@ def migrate(
     target: Annotated[str, typer.Option("--to", help="sqlite:PATH or postgresql://… (an empty store).")],
 ) -> None:
     """Copy every chain to another store (SQLite ⇄ PostgreSQL); hashes are kept and both are verified."""
-    from mentis.migrate import migrate as run
-    from mentis.migrate import store_settings
+    from mentis.service.migrate import migrate as run
+    from mentis.service.migrate import store_settings
 
     base = Settings.from_env()
     with errors(), progress() as bar:

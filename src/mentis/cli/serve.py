@@ -12,8 +12,8 @@ import typer
 
 from mentis.cli.common import DbOpt, err, errors, settings
 from mentis.config import Settings
-from mentis.memory import Memory
-from mentis.remote_http import MAX_RESPONSE_MB, MiB
+from mentis.mcp.remote_http import MAX_RESPONSE_MB, MiB
+from mentis.service.memory import Memory
 
 commands = typer.Typer()
 
@@ -106,8 +106,8 @@ def serve(
     """
     import anyio
 
-    from mentis.heap import tune_for_server
-    from mentis.mcp_server import build_server, run_stdio
+    from mentis.index.malloc import tune_for_server
+    from mentis.mcp.server import build_server, run_stdio
 
     tune_for_server()  # before the preload thread and the model allocate
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
@@ -165,7 +165,7 @@ def _serve_remote(
 ) -> None:
     import anyio
 
-    from mentis import remote
+    from mentis.mcp import remote
 
     with errors():
         url = remote.check_url(url)
@@ -196,9 +196,9 @@ def _serve_http(
     allow_hosts: tuple[str, ...],
     limits: HttpLimits,
 ) -> None:
-    from mentis.auth import ADMIN_TOKEN_FILE, TokenStore, bootstrap_admin
     from mentis.http import HttpConfig, build_app, listen, parse_bind, server
     from mentis.http.connections import raise_fd_limit
+    from mentis.service.tokens import ADMIN_TOKEN_FILE, TokenStore, bootstrap_admin
 
     with ExitStack() as stack, errors():
         host, port = parse_bind(bind)

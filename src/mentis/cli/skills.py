@@ -11,7 +11,7 @@ import typer
 
 from mentis.cli.common import DbOpt, JsonOpt, errors, run, run_op
 from mentis.errors import InvalidInput
-from mentis.skill_files import read_capped
+from mentis.service.skill_files import read_capped
 
 commands = typer.Typer()
 skills_app = typer.Typer(

@@ -28,7 +28,7 @@ commands.add_typer(tls_app)
 
 @contextmanager
 def _tokens(db: Path | None) -> Iterator[Any]:
-    from mentis.auth import TokenStore
+    from mentis.service.tokens import TokenStore
 
     with errors(), closing(TokenStore.open(settings(db))) as tokens:
         yield tokens
@@ -49,7 +49,7 @@ def token_create(
     as_json: JsonOpt = False,
 ) -> None:
     """Create a bearer token and print it once; only a salted hash of it is stored."""
-    from mentis.auth import parse_duration
+    from mentis.service.tokens import parse_duration
 
     with _tokens(db) as tokens:
         expires_at = datetime.now(UTC) + parse_duration(expires) if expires else None
@@ -105,7 +105,7 @@ def tls_self_signed(
     db: DbOpt = None,
 ) -> None:
     """Write a self-signed certificate and key (0600) for localhost, 127.0.0.1 and ::1."""
-    from mentis.tls import self_signed
+    from mentis.http.tls import self_signed
 
     with errors():
         cert, key = self_signed(out or settings(db).db_path.parent / "tls", tuple(host or ()), force=force)

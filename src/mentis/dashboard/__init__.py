@@ -14,12 +14,12 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from mentis.auth import TokenStore
 from mentis.dashboard.actions import Actions
 from mentis.dashboard.core import SECURITY_HEADERS, STATIC, Handler, State, error_page, make_env, page
 from mentis.dashboard.pages import Pages
 from mentis.dashboard.session import DEFAULT_TTL_S, Signer
-from mentis.memory import Caller, Memory
+from mentis.service.memory import Caller, Memory
+from mentis.service.tokens import TokenStore
 
 
 def build_dashboard(

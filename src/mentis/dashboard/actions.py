@@ -12,12 +12,12 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mentis.admin import create_token, revoke_token
+from mentis.api.models import AppendThoughtInput, ForgetInput, MarkOutdatedInput, parse
 from mentis.dashboard.core import COOKIE_PATH, Ctx, State, redirect, render, set_session
 from mentis.dashboard.pages import CURATE_KINDS, Pages
 from mentis.dashboard.session import COOKIE
 from mentis.errors import InvalidInput, MentisError
-from mentis.model import AppendThoughtInput, ForgetInput, MarkOutdatedInput, parse
+from mentis.service.token_admin import create_token, revoke_token
 
 Form = Mapping[str, str]
 MAX_TOKEN_CHARS = 200

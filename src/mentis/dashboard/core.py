@@ -23,12 +23,12 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from mentis.admin import is_admin
-from mentis.auth import TokenInfo, TokenStore
+from mentis.api.models import VerifyResult
 from mentis.dashboard.session import COOKIE, Session, Signer
 from mentis.errors import InvalidInput, MentisError
-from mentis.memory import Caller, Memory
-from mentis.model import VerifyResult
+from mentis.service.memory import Caller, Memory
+from mentis.service.token_admin import is_admin
+from mentis.service.tokens import TokenInfo, TokenStore
 
 log = logging.getLogger(__name__)
 

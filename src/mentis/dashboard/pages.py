@@ -9,11 +9,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mentis.admin import list_tokens
-from mentis.dashboard.core import Ctx, State, int_param, markup, param, redirect, render
-from mentis.dashboard.graph import Edge, Node, relation_svg
-from mentis.errors import InvalidInput, NotFound
-from mentis.model import (
+from mentis.api.models import (
     THOUGHT_ROLES,
     THOUGHT_TYPES,
     GetThoughtInput,
@@ -22,7 +18,11 @@ from mentis.model import (
     TraverseInput,
     parse,
 )
-from mentis.store.browse import TASK_STATUSES
+from mentis.dashboard.core import Ctx, State, int_param, markup, param, redirect, render
+from mentis.dashboard.graph import Edge, Node, relation_svg
+from mentis.errors import InvalidInput, NotFound
+from mentis.service.token_admin import list_tokens
+from mentis.store.shared.browse import TASK_STATUSES
 
 Form = Mapping[str, str]
 CURATE_KINDS = ("Supersedes", "Invalidates")

@@ -2,8 +2,8 @@
 
 ``/mcp`` is the official SDK's streamable HTTP transport (stateless, JSON responses) over the same
 tools as stdio; ``/v1`` is the REST mirror (:mod:`mentis.http.rest`). Both are generated from
-:data:`mentis.operations.OPERATIONS` when the app is built, so a new operation appears on both.
-One :class:`~mentis.memory.Memory`, opened and verified before serving, is shared by every request;
+:data:`mentis.service.operations.OPERATIONS` when the app is built, so a new operation appears on both.
+One :class:`~mentis.service.memory.Memory`, opened and verified before serving, is shared by every request;
 operations run in worker threads so SQLite never blocks the event loop. ``/dashboard`` is the web
 dashboard (:mod:`mentis.dashboard`), signed in with the same tokens.
 """
@@ -31,7 +31,6 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
 
 from mentis import __version__
-from mentis.auth import TokenStore
 from mentis.dashboard import build_dashboard
 from mentis.errors import ConfigError
 from mentis.http.connections import (
@@ -56,10 +55,11 @@ from mentis.http.middleware import (
     TokenBucket,
 )
 from mentis.http.rest import OTHER_ERRORS, endpoint, error_response, openapi
-from mentis.mcp_server import build_server
-from mentis.memory import Memory
-from mentis.operations import OPERATIONS
-from mentis.service import resolve_caller
+from mentis.mcp.server import build_server
+from mentis.service.context import resolve_caller
+from mentis.service.memory import Memory
+from mentis.service.operations import OPERATIONS
+from mentis.service.tokens import TokenStore
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ caller's share of the worker threads.
 Order (outermost first): :class:`HostGuard` → :class:`Authenticate` → :class:`RateLimit` →
 :class:`Timeout` → :class:`BodyLimit` → :class:`CallerLimit` → the routes. They only check and
 attach; authorisation (what a caller may read or write) happens in ``memory.py``, from the
-:class:`~mentis.memory.Caller` that :class:`Authenticate` puts under ``scope["mentis.caller"]``.
+:class:`~mentis.service.memory.Caller` that :class:`Authenticate` puts under ``scope["mentis.caller"]``.
 
 Operations run in worker threads of anyio's default limiter (40 at once), which every request
 shares, so no one caller may fill it: :class:`CallerLimit` lets at most ``per_caller`` requests of
@@ -30,10 +30,10 @@ import anyio.to_thread
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mentis.auth import CALLER_SCOPE_KEY, TokenStore
 from mentis.errors import ConfigError
 from mentis.http.rest import error_response
-from mentis.memory import Caller
+from mentis.service.memory import Caller
+from mentis.service.tokens import CALLER_SCOPE_KEY, TokenStore
 
 TOKEN_ID_KEY = "mentis.token_id"
 PUBLIC_PATHS = frozenset({"/health"})

@@ -1,4 +1,4 @@
-"""The REST API: ``POST /v1/<operation>`` for every operation in :data:`mentis.operations.OPERATIONS`.
+"""The REST API: ``POST /v1/<operation>`` for every operation in :data:`mentis.service.operations.OPERATIONS`.
 
 The request body is the operation's input model as JSON, the response its output model. Errors are
 ``{"error": {"code", "message", "field"?}}`` with the status from :data:`STATUS`, the one table
@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from mentis import __version__
-from mentis.auth import CALLER_SCOPE_KEY
+from mentis.api.models import parse
 from mentis.errors import (
     ConfigError,
     Conflict,
@@ -33,9 +33,9 @@ from mentis.errors import (
     QueryError,
     StoreError,
 )
-from mentis.memory import Caller, Memory
-from mentis.model import parse
-from mentis.operations import Operation
+from mentis.service.memory import Caller, Memory
+from mentis.service.operations import Operation
+from mentis.service.tokens import CALLER_SCOPE_KEY
 
 log = logging.getLogger(__name__)
 

@@ -83,9 +83,9 @@ class LocalBackend:
 
     def __init__(self, agent_id: str) -> None:
         from mentis.config import Settings
-        from mentis.memory import Memory
-        from mentis.service import resolve_caller
-        from mentis.store import sqlite_base
+        from mentis.service.context import resolve_caller
+        from mentis.service.memory import Memory
+        from mentis.store.sqlite import connection as sqlite_base
 
         # a hook waits on a locked store for seconds, not the 30 s a CLI or server may wait
         sqlite_base.BUSY_TIMEOUT_MS = min(sqlite_base.BUSY_TIMEOUT_MS, HOOK_BUSY_TIMEOUT_MS)
@@ -95,8 +95,8 @@ class LocalBackend:
         self.caller = resolve_caller(self.memory.settings, default=agent_id)  # the signing key's agent
 
     def call(self, operation: str, body: dict[str, Any]) -> dict[str, Any]:
-        from mentis.model import parse
-        from mentis.operations import BY_NAME
+        from mentis.api.models import parse
+        from mentis.service.operations import BY_NAME
 
         op = BY_NAME[operation]
         result = op.call(self.memory, self.caller, parse(op.input, body))

@@ -61,7 +61,7 @@ def _empty(harness: str, event: str) -> payload.HookInput:
 
 def log_error(harness: str, event: str, exc: BaseException) -> None:
     """Append ``{"at", "harness", "event", "error"}`` to the hook error log; never raises."""
-    from mentis.scrub import scrub_text
+    from mentis.providers.scrub import scrub_text
 
     text = str(exc) if isinstance(exc, MentisError) else f"{type(exc).__name__}: {exc}"
     line = {
@@ -103,7 +103,7 @@ def record(hook: payload.HookInput, cfg: hook_config.HookConfig, home: Path, top
         raise NothingToRecord(
             f"a check ran in {top} on a detached HEAD with no task; run `mentis task start <id>` there"
         )
-    from mentis.scrub import scrub_text
+    from mentis.providers.scrub import scrub_text
 
     since, since_hashes = state.changed_since_last(st, ctx)
     since = [p for p in since if _storable_path(p)]

@@ -1,0 +1,185 @@
+"""Reads for people browsing a store (the dashboard): repository summaries, a repository's tasks
+filtered and paginated, and a task's tombstones.
+
+A mixin of both backends: the SQL is written once with ``?`` placeholders and the backend's
+dialect spells them (the tables and columns are the same). Like every store read it knows
+nothing of scopes; :mod:`mentis.service.browse` filters by the caller before anything is shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from mentis.ledger.chain import Entry
+
+if TYPE_CHECKING:
+    from mentis.store.shared.dialect import Dialect
+
+TASK_STATUSES = ("passed", "failed", "unverified", "outdated")
+
+
+@dataclass(frozen=True, slots=True)
+class RepositoryRow:
+    repository: str
+    head_seq: int
+    head_hash: str
+    last_at: str
+    tasks: int
+    attempts: int
+    thoughts: int
+    forgotten: int
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRow:
+    task_id: str
+    attempts: int
+    passed: int
+    failed: int
+    unverified: int
+    outdated: int
+    last_rowid: int
+
+
+_OUTDATED = (
+    "CASE WHEN EXISTS(SELECT 1 FROM correction_idx c WHERE c.attempt_rowid = a.rowid) THEN 1 ELSE 0 END"
+)
+
+
+class BrowseReads:
+    """Needs the backend's ``_read`` (a snapshot connection) and ``_load`` (hash-checked bodies)."""
+
+    if TYPE_CHECKING:  # the backends define them
+        D: ClassVar[Dialect]
+
+        def _read(self) -> AbstractContextManager[Any]: ...
+        def _load(
+            self, conn: Any, rowids: Sequence[int], kind: str
+        ) -> dict[int, tuple[Entry, dict[str, Any]]]: ...
+
+    def _sql(self, sql: str) -> str:
+        return self.D.q(sql)
+
+    def repository_rows(self) -> list[RepositoryRow]:
+        """Every chain with its head, newest entry time and live counts, newest activity first."""
+        sql = (
+            "SELECT h.chain, h.seq, h.hash, e.at, "
+            "(SELECT count(*) FROM task_idx t WHERE t.repository = h.chain), "
+            "(SELECT count(*) FROM attempt_idx a WHERE a.repository = h.chain), "
+            "(SELECT count(*) FROM thought_idx t WHERE t.repository = h.chain), "
+            "(SELECT count(*) FROM forgotten f WHERE f.repository = h.chain) "
+            "FROM heads h JOIN entries e ON e.chain = h.chain AND e.seq = h.seq ORDER BY e.at DESC, h.chain"
+        )
+        with self._read() as conn:
+            rows = conn.execute(sql).fetchall()
+        return [
+            RepositoryRow(str(r[0]), int(r[1]), str(r[2]), str(r[3]), *(int(x) for x in r[4:8]))
+            for r in rows
+            if not str(r[0]).startswith("__")  # system chains (the agent registry) are no repository
+        ]
+
+    def task_rows(
+        self, repository: str, status: str | None, agent: str | None, offset: int, limit: int
+    ) -> tuple[int, list[TaskRow], dict[int, str]]:
+        """(matching task count, one page of tasks newest first, entry time of each page row's
+        newest attempt). A task matches when one of its attempts has ``status`` and one was
+        recorded by ``agent``.
+
+        The page is chosen from the ``(repository, task_id)`` index alone; the per-status counts
+        are computed for the page's tasks only, so a page costs about the same on any store size.
+        """
+        where, args = "a.repository = ?", [repository]
+        if status == "outdated":
+            where += (
+                " AND a.task_id IN (SELECT x.task_id FROM correction_idx c "
+                "JOIN attempt_idx x ON x.rowid = c.attempt_rowid WHERE x.repository = ?)"
+            )
+            args.append(repository)
+        elif status is not None:
+            where += (
+                " AND a.task_id IN (SELECT x.task_id FROM attempt_idx x "
+                "WHERE x.repository = ? AND x.status = ?)"
+            )
+            args += [repository, status]
+        if agent is not None:
+            where += (
+                " AND a.task_id IN (SELECT x.task_id FROM entries e JOIN attempt_idx x ON x.rowid = e.rowid "
+                "WHERE e.chain = ? AND e.kind = 'attempt' AND e.agent = ?)"
+            )
+            args += [repository, agent]
+        with self._read() as conn:
+            count = f"SELECT count(DISTINCT a.task_id) FROM attempt_idx a WHERE {where}"
+            total = conn.execute(self._sql(count), args).fetchone()[0]
+            page = conn.execute(
+                self._sql(
+                    f"SELECT a.task_id, max(a.rowid) AS last FROM attempt_idx a WHERE {where} "
+                    "GROUP BY a.task_id ORDER BY last DESC LIMIT ? OFFSET ?"
+                ),
+                [*args, limit, offset],
+            ).fetchall()
+            order = [(str(t), int(last)) for t, last in page]
+            stats: dict[str, tuple[int, int, int, int, int]] = {}
+            times: dict[int, str] = {}
+            if order:
+                marks = ",".join("?" * len(order))
+                for row in conn.execute(
+                    self._sql(
+                        "SELECT a.task_id, count(*), "
+                        "sum(CASE WHEN a.status = 'passed' THEN 1 ELSE 0 END), "
+                        "sum(CASE WHEN a.status = 'failed' THEN 1 ELSE 0 END), "
+                        "sum(CASE WHEN a.status = 'unverified' THEN 1 ELSE 0 END), "
+                        f"sum({_OUTDATED}) FROM attempt_idx a "
+                        f"WHERE a.repository = ? AND a.task_id IN ({marks}) GROUP BY a.task_id"
+                    ),
+                    [repository, *(t for t, _ in order)],
+                ):
+                    stats[str(row[0])] = (int(row[1]), int(row[2]), int(row[3]), int(row[4]), int(row[5]))
+                times = {
+                    int(r): str(at)
+                    for r, at in conn.execute(
+                        self._sql(f"SELECT rowid, at FROM entries WHERE rowid IN ({marks})"),
+                        [last for _, last in order],
+                    )
+                }
+        rows = [TaskRow(t, *stats[t], last) for t, last in order if t in stats]
+        return int(total), rows, times
+
+    def attempt_agents(self, repository: str) -> list[str]:
+        """The agents that recorded attempts in ``repository`` (for a filter's choices).
+
+        Kept per chain with the seq it was read up to: ledger entries are never changed or
+        removed, so only entries appended since are read again.
+        """
+        cache: dict[str, tuple[int, frozenset[str]]] = self.__dict__.setdefault("_agents_seen", {})
+        upto, agents = cache.get(repository, (-1, frozenset()))
+        with self._read() as conn:
+            head = conn.execute(self._sql("SELECT seq FROM heads WHERE chain = ?"), [repository]).fetchone()
+            if head is None:
+                return []
+            if int(head[0]) > upto:
+                fresh = conn.execute(
+                    self._sql(
+                        "SELECT DISTINCT agent FROM entries WHERE chain = ? AND seq > ? AND seq <= ? "
+                        "AND kind = 'attempt'"
+                    ),
+                    [repository, upto, int(head[0])],
+                )
+                agents = agents | {str(a) for (a,) in fresh}
+                cache[repository] = (int(head[0]), agents)
+        return sorted(agents)
+
+    def tombstones(self, repository: str) -> list[tuple[Entry, dict[str, Any]]]:
+        """The hash-checked forget bodies of ``repository``, oldest first."""
+        with self._read() as conn:
+            rowids = [
+                int(r)
+                for (r,) in conn.execute(
+                    self._sql("SELECT tomb_rowid FROM forgotten WHERE repository = ? ORDER BY tomb_rowid"),
+                    [repository],
+                )
+            ]
+            loaded = self._load(conn, rowids, "forget")
+        return [loaded[r] for r in rowids if r in loaded]
