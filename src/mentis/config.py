@@ -23,6 +23,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import platformdirs
 
@@ -49,6 +50,30 @@ class Settings:
     @property
     def uses_postgres(self) -> bool:
         return (self.database_url or "").startswith(("postgresql://", "postgres://"))
+
+    def store_location(self) -> str:
+        """Where the store is: the PostgreSQL URL without its password, or the SQLite file's
+        absolute path."""
+        if self.uses_postgres:
+            assert self.database_url is not None
+            url = urlsplit(self.database_url)
+            user = f"{url.username}@" if url.username else ""
+            port = f":{url.port}" if url.port else ""
+            query = "&".join(p for p in url.query.split("&") if not p.startswith("password="))
+            return urlunsplit((url.scheme, f"{user}{url.hostname or ''}{port}", url.path, query, ""))
+        return f"sqlite:{self.db_path.resolve()}"
+
+    def store_identity(self) -> str:
+        """:meth:`store_location`, and for a SQLite file the device and inode it has now, so a
+        file that was deleted or replaced since is another store."""
+        location = self.store_location()
+        if self.uses_postgres:
+            return location
+        try:
+            st = os.stat(self.db_path)
+        except OSError:
+            return f"{location} (absent)"
+        return f"{location} ({st.st_dev}:{st.st_ino})"
 
     @classmethod
     def from_env(cls, db: str | Path | None = None) -> Settings:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,7 @@ from mentis.http.middleware import (
     CallerLimit,
     CallerLimits,
     HostGuard,
+    LocalUser,
     RateLimit,
     Timeout,
     TokenBucket,
@@ -122,9 +124,21 @@ class HttpConfig:
     session_secret: bytes | None = None  # dashboard cookies; None: a random secret per process
     session_ttl_s: int = 12 * 3600
     token_concurrency: int = PER_CALLER  # requests of one token served at once; the rest wait
+    unix_socket: Path | None = None
+    """Served on this unix socket instead of HOST:PORT. Its mode (0600) admits only this user, so
+    every request is the local user's, as on stdio: no token, no rate limit, no Host to check."""
+    idle_exit_s: float | None = None
+    """Exit once no connection has been open for this many seconds (None: never)."""
 
     def __post_init__(self) -> None:
-        if not self.auth and not is_loopback(self.host):
+        if self.unix_socket is not None and (self.auth or self.tls_cert or self.allowed_hosts):
+            raise ConfigError(
+                "a unix socket serves the local user: it takes no token (--no-auth is implied), "
+                "--tls-cert or --allow-host"
+            )
+        if self.idle_exit_s is not None and not self.idle_exit_s > 0:
+            raise ConfigError("--idle-exit must be a positive number of seconds")
+        if not self.auth and self.unix_socket is None and not is_loopback(self.host):
             raise ConfigError(
                 f"--no-auth is only allowed on a loopback address (127.0.0.1, ::1, localhost), not "
                 f"{self.host!r}; create a token with `mentis token create` instead"
@@ -143,6 +157,11 @@ class HttpConfig:
     def scheme(self) -> str:
         return "https" if self.tls_cert else "http"
 
+    @property
+    def local(self) -> bool:
+        """Served on a unix socket, to the local user only."""
+        return self.unix_socket is not None
+
     def hosts(self) -> tuple[str, ...]:
         """Host names the Host and Origin headers may carry."""
         names = [*LOOPBACK_NAMES, *self.allowed_hosts]
@@ -155,6 +174,19 @@ class HttpConfig:
 
 def _health(_: Request) -> Response:
     return Response(b'{"status":"ok","version":"%s"}' % __version__.encode(), media_type="application/json")
+
+
+def _local_health(memory: Memory) -> Callable[[Request], Awaitable[Response]]:
+    """``/health`` on a unix socket also names the process and the store it opened, so a hook can
+    tell a server of another version, or of a store file since replaced, and stop it
+    (:mod:`mentis.integrations.hooks.background`)."""
+    answer = {"status": "ok", "version": __version__, "pid": os.getpid()}
+    body = orjson.dumps({**answer, "store": memory.settings.store_identity()})
+
+    async def health(_: Request) -> Response:
+        return Response(body, media_type="application/json")
+
+    return health
 
 
 async def _http_error(_: Request, exc: Exception) -> Response:
@@ -194,7 +226,8 @@ def build_app(
         async with mcp.session_manager.run():
             yield
 
-    anonymous = None if config.auth else resolve_caller(memory.settings, default="http-anonymous")
+    default = "local-user" if config.local else "http-anonymous"
+    anonymous = None if config.auth else resolve_caller(memory.settings, default=default)
     dashboard = build_dashboard(
         memory,
         tokens if config.auth else None,
@@ -204,7 +237,7 @@ def build_app(
         ttl_s=config.session_ttl_s,
     )
     routes = [
-        Route("/health", _health, methods=["GET"]),
+        Route("/health", _local_health(memory) if config.local else _health, methods=["GET"]),
         Mount("/dashboard", dashboard),
         Route("/mcp", StreamableHTTPASGIApp(mcp.session_manager)),
         Route("/v1/openapi.json", _openapi, methods=["GET"]),
@@ -218,6 +251,8 @@ def build_app(
     app = CallerLimit(app, limits or CallerLimits(config.token_concurrency))
     app = BodyLimit(app, config.max_body_bytes)
     app = Timeout(app, config.request_timeout_s)
+    if config.local:  # browsers cannot reach a unix socket: no DNS rebinding to guard against
+        return LocalUser(app, memory.settings, default)
     app = RateLimit(app, TokenBucket(config.rate_per_second, config.rate_burst))
     app = Authenticate(app, tokens if config.auth else None, anonymous)
     return HostGuard(app, config.hosts())
@@ -267,4 +302,4 @@ def server(app: ASGIApp, config: HttpConfig, **uvicorn_options: Any) -> uvicorn.
     options.update(uvicorn_options)
     if config.tls_cert is not None:
         options.update(ssl_certfile=str(config.tls_cert), ssl_keyfile=str(config.tls_key))
-    return GuardedServer(uvicorn.Config(app, **options))
+    return GuardedServer(uvicorn.Config(app, **options), guard, config.idle_exit_s)

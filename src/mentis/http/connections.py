@@ -144,6 +144,8 @@ class ConnectionGuard:
     """Connections waiting for a request head, longest-waiting first."""
     receiving: dict[Connection, None] = field(default_factory=dict)
     """Connections sending a request body, longest-sending first."""
+    active_at: float = field(default_factory=time.monotonic)
+    """When a connection last opened or closed (:class:`GuardedServer`'s idle clock)."""
     _warned_at: float = -WARN_EVERY_S
 
     def timeout(self, phase: Phase) -> float:
@@ -168,6 +170,7 @@ class ConnectionGuard:
             self.drop(victim)
             victim.abort()
         self.open.add(connection)
+        self.active_at = time.monotonic()
         return True
 
     def enter(self, connection: Connection, phase: Phase) -> None:
@@ -180,6 +183,7 @@ class ConnectionGuard:
             self.receiving[connection] = None
 
     def drop(self, connection: Connection) -> None:
+        self.active_at = time.monotonic()
         self.open.discard(connection)
         self.waiting.pop(connection, None)
         self.receiving.pop(connection, None)
@@ -255,9 +259,26 @@ def guarded_h11(guard: ConnectionGuard) -> type[asyncio.Protocol]:
 
 class GuardedServer(uvicorn.Server):
     """uvicorn's server, with the kernel's listen queue set back to :data:`LISTEN_BACKLOG` after
-    asyncio set it to its accept batch (``Config(backlog=ACCEPT_BATCH)``)."""
+    asyncio set it to its accept batch (``Config(backlog=ACCEPT_BATCH)``), and with
+    ``idle_exit_s``, an exit once ``guard`` has had no connection open for that long."""
+
+    def __init__(self, config: Config, guard: ConnectionGuard, idle_exit_s: float | None = None) -> None:
+        super().__init__(config)
+        self.guard = guard
+        self.idle_exit_s = idle_exit_s
+
+    async def on_tick(self, counter: int) -> bool:
+        if await super().on_tick(counter):
+            return True
+        if self.idle_exit_s is None or self.guard.open:
+            return False
+        if time.monotonic() - self.guard.active_at < self.idle_exit_s:
+            return False
+        log.warning("no connection for %g s: exiting", self.idle_exit_s)
+        return True
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
+        self.guard.active_at = time.monotonic()  # the idle clock starts when serving does
         for sock in sockets or ():  # mentis passes its own listening sockets (http.app.listen)
             sock.listen(LISTEN_BACKLOG)

@@ -2,7 +2,8 @@
 caller's share of the worker threads.
 
 Order (outermost first): :class:`HostGuard` → :class:`Authenticate` → :class:`RateLimit` →
-:class:`Timeout` → :class:`BodyLimit` → :class:`CallerLimit` → the routes. They only check and
+:class:`Timeout` → :class:`BodyLimit` → :class:`CallerLimit` → the routes; on a unix socket
+:class:`LocalUser` → :class:`Timeout` → … instead. They only check and
 attach; authorisation (what a caller may read or write) happens in ``memory.py``, from the
 :class:`~mentis.service.memory.Caller` that :class:`Authenticate` puts under ``scope["mentis.caller"]``.
 
@@ -30,12 +31,17 @@ import anyio.to_thread
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mentis.errors import ConfigError
+from mentis.config import Settings
+from mentis.errors import ConfigError, InvalidInput
 from mentis.http.rest import error_response
+from mentis.ledger.registry import RegistryError, check_agent_id
+from mentis.service.context import resolve_caller
 from mentis.service.memory import Caller
 from mentis.service.tokens import CALLER_SCOPE_KEY, TokenStore
 
 TOKEN_ID_KEY = "mentis.token_id"
+AGENT_HEADER = "X-Mentis-Agent"
+"""The agent a local user's client calls for, over a unix socket (:class:`LocalUser`)."""
 PUBLIC_PATHS = frozenset({"/health"})
 LOOKUP_THREADS = 4
 """Token lookups running at once, on their own limiter (the PostgreSQL token table's pool is as
@@ -190,6 +196,34 @@ class Authenticate:
         challenge = 'Bearer realm="mentis"' + (', error="invalid_token"' if invalid else "")
         response = error_response(401, "unauthorized", message, headers={"WWW-Authenticate": challenge})
         await response(scope, receive, send)
+
+
+class LocalUser:
+    """Every request over a unix socket is the local user's (the socket's mode 0600 admits only
+    the user who may open the store file anyway), as on stdio: unscoped and an admin. Its agent
+    is the server's ``MENTIS_AGENT_ID``, else the one the client names in ``X-Mentis-Agent`` (a
+    hook sends its harness's), else ``default``."""
+
+    def __init__(self, app: ASGIApp, settings: Settings, default: str) -> None:
+        self.app = app
+        self.settings = settings
+        self.default = default
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        name = Headers(scope=scope).get(AGENT_HEADER)
+        if name is not None:
+            try:
+                check_agent_id(name, AGENT_HEADER)
+            except RegistryError as exc:
+                await error_response(422, InvalidInput.code, str(exc), field=AGENT_HEADER)(
+                    scope, receive, send
+                )
+                return
+        scope[CALLER_SCOPE_KEY] = resolve_caller(self.settings, client_name=name, default=self.default)
+        await self.app(scope, receive, send)
 
 
 @dataclass
