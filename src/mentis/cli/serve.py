@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import logging
 import sys
-from contextlib import ExitStack, closing
+from contextlib import ExitStack, closing, suppress
 from pathlib import Path
-from typing import Annotated, NamedTuple
+from typing import TYPE_CHECKING, Annotated, NamedTuple
 
 import typer
 
 from mentis.cli.common import DbOpt, err, errors, settings
 from mentis.config import Settings
+from mentis.errors import ConfigError
 from mentis.mcp.remote_http import MAX_RESPONSE_MB, MiB
 from mentis.service.memory import Memory
+
+if TYPE_CHECKING:
+    from mentis.http import HttpConfig
+    from mentis.integrations.hooks.background import Slot
 
 commands = typer.Typer()
 
@@ -25,6 +30,14 @@ class HttpLimits(NamedTuple):
 
     header_timeout_s: float | None
     max_connections: int | None
+    idle_exit_s: float | None
+
+
+class Inherited(NamedTuple):
+    """The lock and listening socket a hook handed to the background server it started."""
+
+    lock_fd: int
+    socket_fd: int
 
 
 @commands.command()
@@ -37,7 +50,8 @@ def serve(
         str | None,
         typer.Argument(
             metavar="[HOST:PORT]",
-            help="With --http: where to listen (default 127.0.0.1:9471).",
+            help="With --http: where to listen (default 127.0.0.1:9471), or unix:PATH for a unix "
+            "socket (mode 0600) that serves the local user without tokens.",
             show_default=False,
         ),
     ] = None,
@@ -73,6 +87,16 @@ def serve(
             "the connection longest waiting for its request head is closed.",
         ),
     ] = None,
+    idle_exit: Annotated[
+        float | None,
+        typer.Option(
+            min=1,
+            help="With --http: exit after this many seconds without an open connection (the hooks' "
+            "background server does).",
+        ),
+    ] = None,
+    lock_fd: Annotated[int | None, typer.Option(hidden=True)] = None,
+    socket_fd: Annotated[int | None, typer.Option(hidden=True)] = None,
     remote: Annotated[
         str | None,
         typer.Option(
@@ -128,6 +152,7 @@ def serve(
             or db
             or header_timeout
             or max_connections
+            or idle_exit
         ):
             err.print("error: --remote serves stdio; it takes no --http, HOST:PORT, --db or TLS options")
             raise typer.Exit(2)
@@ -136,14 +161,21 @@ def serve(
     if token_file or ca_file:
         err.print("error: --token-file and --ca-file need --remote", highlight=False)
         raise typer.Exit(2)
+    if (lock_fd is None) != (socket_fd is None) or (
+        lock_fd is not None and not (bind or "").startswith("unix:")
+    ):
+        err.print("error: --lock-fd and --socket-fd go together, with --http unix:PATH", highlight=False)
+        raise typer.Exit(2)
     if http:
-        limits = HttpLimits(header_timeout, max_connections)
-        _serve_http(config, bind or "", no_auth, tls_cert, tls_key, tuple(allow_host or ()), limits)
+        limits = HttpLimits(header_timeout, max_connections, idle_exit)
+        inherited = None if lock_fd is None or socket_fd is None else Inherited(lock_fd, socket_fd)
+        hosts = tuple(allow_host or ())
+        _serve_http(config, bind or "", no_auth, tls_cert, tls_key, hosts, limits, inherited)
         return
-    if bind or no_auth or tls_cert or tls_key or allow_host or header_timeout or max_connections:
+    if bind or no_auth or tls_cert or tls_key or allow_host or header_timeout or max_connections or idle_exit:
         err.print(
-            "error: HOST:PORT, --no-auth, --tls-cert, --tls-key, --allow-host, --header-timeout and "
-            "--max-connections need --http",
+            "error: HOST:PORT, --no-auth, --tls-cert, --tls-key, --allow-host, --header-timeout, "
+            "--max-connections and --idle-exit need --http",
             highlight=False,
         )
         raise typer.Exit(2)
@@ -195,34 +227,72 @@ def _serve_http(
     tls_key: Path | None,
     allow_hosts: tuple[str, ...],
     limits: HttpLimits,
+    inherited: Inherited | None,
 ) -> None:
     from mentis.http import HttpConfig, build_app, listen, parse_bind, server
     from mentis.http.connections import raise_fd_limit
     from mentis.service.tokens import ADMIN_TOKEN_FILE, TokenStore, bootstrap_admin
 
     with ExitStack() as stack, errors():
-        host, port = parse_bind(bind)
+        unix = Path(bind.removeprefix("unix:")).absolute() if bind.startswith("unix:") else None
+        host, port = parse_bind("" if unix else bind)
         http = HttpConfig(
             host=host,
             port=port,
-            auth=not no_auth,
+            auth=not no_auth and unix is None,
             allowed_hosts=allow_hosts,
             tls_cert=tls_cert,
             tls_key=tls_key,
+            unix_socket=unix,
             **{k: v for k, v in limits._asdict().items() if v is not None},
         )
+        slot = None if unix is None else _unix_slot(unix, inherited)  # clients queue on it meanwhile
+        if slot is not None and unix is not None:
+            stack.callback(_release, slot, unix)
         raise_fd_limit()  # before the store opens its files; the connection cap fits under it
-        tokens = None if no_auth else stack.enter_context(closing(TokenStore.open(config)))
+        tokens = stack.enter_context(closing(TokenStore.open(config))) if http.auth else None
         admin_file = config.db_path.parent / ADMIN_TOKEN_FILE
         created = tokens is not None and bootstrap_admin(tokens, admin_file)
         memory = stack.enter_context(closing(Memory.open(config)))
         memory.warm_up()
-        sock = stack.enter_context(closing(listen(http)))
-        name = sock.getsockname()
-        url = f"{http.scheme}://{'[' + name[0] + ']' if ':' in name[0] else name[0]}:{name[1]}"
-        for line in _http_banner(config, url, tokens is not None, admin_file, created):
+        if slot is not None:
+            sock, lines = slot.sock, _unix_banner(config, http)
+        else:
+            sock = stack.enter_context(closing(listen(http)))
+            name = sock.getsockname()
+            url = f"{http.scheme}://{'[' + name[0] + ']' if ':' in name[0] else name[0]}:{name[1]}"
+            lines = _http_banner(config, url, tokens is not None, admin_file, created)
+        for line in lines:
             err.print(line, highlight=False, soft_wrap=True, markup=False)
         server(build_app(memory, tokens, http), http).run(sockets=[sock])
+
+
+def _unix_slot(path: Path, inherited: Inherited | None) -> Slot:
+    """The lock beside ``path`` and a socket listening on it: handed down by the hook that
+    started this server, else taken here (refused while another server holds the lock)."""
+    from mentis.integrations.hooks.background import Slot, claim, lock_path
+
+    if inherited is not None:
+        return Slot.adopt(inherited.lock_fd, inherited.socket_fd)
+    slot = claim(path)
+    if slot is None:
+        raise ConfigError(f"another mentis server serves {path} (it holds {lock_path(path)}); stop it first")
+    return slot
+
+
+def _release(slot: Slot, path: Path) -> None:
+    """Remove the socket file, then let go of the lock (so no newer server's socket is removed)."""
+    with suppress(FileNotFoundError):
+        path.unlink()
+    slot.close()
+
+
+def _unix_banner(config: Settings, http: HttpConfig) -> list[str]:
+    idle = f"; exits after {http.idle_exit_s:g} s without a connection" if http.idle_exit_s else ""
+    return [
+        f"mentis: serving HTTP on unix:{http.unix_socket} for the local user (no token: the socket's "
+        f"mode 0600 admits only you; REST /v1, MCP /mcp); store {config.db_path} verified{idle}."
+    ]
 
 
 def _http_banner(config: Settings, url: str, auth: bool, admin_file: Path, created: bool) -> list[str]:
