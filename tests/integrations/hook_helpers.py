@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +82,24 @@ def hook(
     return done
 
 
+def popen_hook(
+    env: dict[str, str], event: str, payload: dict[str, Any], cwd: Path, harness: str = "claude-code"
+) -> subprocess.Popen[bytes]:
+    """The hook started with its payload on stdin (already closed) and its output discarded."""
+    proc = subprocess.Popen(
+        [*MENTIS, "hook", harness, event],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(payload).encode())
+    proc.stdin.close()
+    return proc
+
+
 def errors(home: Path) -> list[dict[str, Any]]:
     log = home / "logs" / "hook-errors.jsonl"
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
@@ -104,3 +126,52 @@ def attempts(env: dict[str, str], cwd: Path | None = None) -> list[dict[str, Any
     finally:
         memory.close()
     return [dict(zip(data.columns, row, strict=True)) for row in data.rows]
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.01) -> None:
+    """Poll ``condition`` until it holds; fail the test with ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s:g} s: {what}")
+        time.sleep(poll_s)
+
+
+def server_sockets(under: Path) -> dict[int, str]:
+    """The live ``mentis serve --http unix:…`` processes whose socket is under ``under``, each pid
+    with its socket (read from /proc; a zombie is dead and not counted)."""
+    found = {}
+    prefix = f"unix:{under.resolve()}/"
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes()
+            if prefix.encode() not in argv:
+                continue
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:  # it ended while we looked
+            continue
+        args = [a.decode(errors="replace") for a in argv.split(b"\0")]
+        sockets = [a.removeprefix("unix:") for a in args if a.startswith(prefix)]
+        if state != "Z" and "serve" in args and sockets:
+            found[int(entry.name)] = sockets[0]
+    return found
+
+
+def servers(under: Path) -> list[int]:
+    """Pids of the live background servers whose socket is under ``under``."""
+    return sorted(server_sockets(under))
+
+
+def stop_servers(under: Path, timeout_s: float = 30.0) -> None:
+    """SIGTERM every background server under ``under`` and wait until they are gone (SIGKILL
+    after ``timeout_s``)."""
+    for pid in servers(under):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while servers(under) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    for pid in servers(under):
+        os.kill(pid, signal.SIGKILL)

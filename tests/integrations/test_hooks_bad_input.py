@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from mentis.config import Settings
+from mentis.integrations.hooks.recorder import wait_for_pending
 
-from .hook_helpers import attempts, env_for, errors, hook, make_repo, mentis
+from .hook_helpers import attempts, env_for, errors, hook, make_repo, mentis, servers, stop_servers
 
 
 @pytest.fixture
@@ -109,28 +110,35 @@ def test_a_store_that_cannot_be_opened_exits_0_and_logs_it(repo: Path, home: Pat
     assert str(blocker) in line["error"]
 
 
-def test_a_store_that_does_not_verify_is_not_written_and_the_hook_exits_0(
-    repo: Path, env: dict[str, str], home: Path
+def test_a_store_edited_behind_the_servers_back_is_refused_when_it_starts_again_and_the_hook_exits_0(
+    repo: Path, env: dict[str, str], home: Path, tmp_path: Path
 ) -> None:
     assert hook(env, "claude-code", "post-tool-use", bash(repo), repo).returncode == 0
     with sqlite3.connect(home / "mentis.db") as db:  # edit history behind Mentis's back
         db.execute("update entries set at = '2000-01-01T00:00:00.000000Z' where seq = 0")
+    stop_servers(tmp_path)  # as its idle period would: the next hook starts one, which verifies
     done = hook(env, "claude-code", "post-tool-use", bash(repo), repo)
     assert (done.returncode, done.stdout) == (0, "")
-    assert "seq 0" in errors(home)[-1]["error"]
+    [line] = errors(home)
+    assert "HTTP 500 integrity" in line["error"] and "seq 0 does not verify" in line["error"]
+    with sqlite3.connect(home / "mentis.db") as db:
+        assert db.execute("select count(*) from entries").fetchone() == (1,)
 
 
-def test_a_locked_store_is_reported_after_a_short_wait(repo: Path, env: dict[str, str], home: Path) -> None:
+def test_a_check_recorded_while_the_store_is_locked_lands_once_the_lock_is_released(
+    repo: Path, env: dict[str, str], home: Path
+) -> None:
     assert hook(env, "claude-code", "post-tool-use", bash(repo), repo).returncode == 0
     locker = sqlite3.connect(home / "mentis.db", isolation_level=None)
     try:
         locker.execute("begin exclusive")
-        done = hook(env, "claude-code", "post-tool-use", bash(repo), repo)
+        done = mentis(env, "hook", "claude-code", "post-tool-use", cwd=repo, stdin=json.dumps(bash(repo)))
+        assert (done.returncode, done.stdout) == (0, "")  # the harness did not wait for the lock
     finally:
         locker.close()
-    assert (done.returncode, done.stdout) == (0, "")
-    assert "locked past 3 s" in errors(home)[-1]["error"]
-    assert len(attempts(env)) == 1
+    wait_for_pending(home)  # the background child's call, once the server got the lock
+    assert errors(home) == []
+    assert len(attempts(env)) == 2
 
 
 def test_a_broken_hooks_toml_is_reported_and_nothing_is_recorded(
@@ -208,3 +216,4 @@ def test_with_local_hooks_forbidden_and_no_server_nothing_is_opened_or_recorded(
     assert [e["event"] for e in errors(home)] == ["post-tool-use", "user-prompt-submit"]
     assert all("MENTIS_HOOK_LOCAL=0" in e["error"] for e in errors(home))
     assert not (home / "mentis.db").exists()
+    assert servers(home) == [] and not (home / "run").exists()

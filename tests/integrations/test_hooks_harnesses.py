@@ -17,7 +17,7 @@ from mentis.integrations.hooks.config import HookConfig, default_checks, load
 from mentis.service.memory import Caller
 
 from ..http_support import LiveServer
-from .hook_helpers import attempts, env_for, errors, hook, make_repo
+from .hook_helpers import attempts, env_for, errors, hook, make_repo, servers
 
 REPO = "github.com/acme/shop"
 
@@ -138,6 +138,7 @@ def test_a_hook_talks_to_a_running_http_server_as_the_tokens_agent(
         assert hook(env, "claude-code", "post-tool-use", payload, repo).returncode == 0
         assert errors(home) == []
         assert not (home / "mentis.db").exists()  # nothing went to the local store
+        assert servers(home) == [] and not (home / "run").exists()  # no background server either
         history = live.memory.recall(
             Caller(agent_id="reader"), RecallInput(sql="select agent_id, status, task_id from attempts")
         )
@@ -229,11 +230,12 @@ def test_the_documented_hook_examples_are_valid_settings(tmp_path: Path) -> None
                 }, event
     (tmp_path / "hooks.toml").write_text(section.split("```toml\n", 1)[1].split("```", 1)[0])
     cfg = load(tmp_path, None)
-    assert (cfg.url, cfg.budget_tokens, cfg.min_similarity, cfg.limit) == (
+    assert (cfg.url, cfg.budget_tokens, cfg.min_similarity, cfg.limit, cfg.idle_s) == (
         "http://127.0.0.1:9471",
         1500,
         0.38,
         5,
+        1800,
     )
     assert cfg.check_in("just test") is not None
 

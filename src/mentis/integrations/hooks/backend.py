@@ -1,129 +1,113 @@
-"""How a hook reaches the memory: a running ``mentis serve --http`` (fast: no model to load), or
-the store in this process (the fallback: opens the store and loads the embedding model on
-every call; ``bench/hooks.py`` measures both).
+"""How a hook reaches the memory: the ``mentis serve --http`` named in hooks.toml ``[server] url``
+(it wins), else the background server every hook of this user and store shares
+(:mod:`mentis.integrations.hooks.background`, started by the first hook that needs it).
 
-Both take and return the JSON of the ``record_attempt`` and ``search`` operations, so the hook
-never holds a rule of its own: the server (or ``Memory``) validates and scopes every call.
+Either way it is a REST call taking and returning the JSON of the ``record_attempt`` and
+``search`` operations, so the hook never holds a rule of its own: the server validates and
+scopes every call. ``bench/hooks.py`` measures both.
 """
 
 from __future__ import annotations
 
-import json
+import http.client
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+from urllib.parse import urlsplit
 
-from mentis.errors import ConfigError, MentisError
+from mentis.config import Settings
+from mentis.errors import ConfigError
+from mentis.integrations.hooks import background
+from mentis.integrations.hooks.background import Client, HookCallFailed
 
-HTTP_TIMEOUT_S = 5.0
-HOOK_BUSY_TIMEOUT_MS = 3_000
+__all__ = ["Backend", "HookCallFailed", "check_local_allowed", "local_allowed", "open_backend"]
+
+CALL_TIMEOUT_S = 10.0
 
 
-class HookCallFailed(MentisError):
-    """The memory refused or failed a hook's call (the message carries the server's error)."""
+class Backend:
+    """``POST <prefix>/v1/<operation>`` over a connection (standard library only)."""
 
+    def __init__(self, client: Client, where: str, prefix: str = "") -> None:
+        self.client = client
+        self.where = where
+        self.prefix = prefix
 
-class HttpBackend:
-    """REST calls to ``POST {url}/v1/<operation>`` with the token from a file (standard library only)."""
-
-    def __init__(self, url: str, token_file: Path | None) -> None:
-        self.url = url
-        self.token: str | None = None
+    @classmethod
+    def at_url(cls, url: str, token_file: Path | None) -> Backend:
+        """The server at ``url``, with the bearer token read from ``token_file``."""
+        token = None
         if token_file is not None:
             try:
-                self.token = token_file.read_text().strip()
+                token = token_file.read_text().strip()
             except OSError as exc:
                 raise ConfigError(
                     f"cannot read the hook token file {token_file} ({exc.strerror}); "
                     "create one with `mentis token create` or fix [server] token_file in hooks.toml"
                 ) from None
-            if not self.token:
+            if not token:
                 raise ConfigError(f"the hook token file {token_file} is empty")
+        parts = urlsplit(url)
+        host, port = parts.hostname or "", parts.port
+        connection: http.client.HTTPConnection
+        if parts.scheme == "https":
+            connection = http.client.HTTPSConnection(host, port, timeout=CALL_TIMEOUT_S)
+        else:
+            connection = http.client.HTTPConnection(host, port, timeout=CALL_TIMEOUT_S)
+        return cls(Client(connection, token=token), url, parts.path.rstrip("/"))
 
     def call(self, operation: str, body: dict[str, Any]) -> dict[str, Any]:
-        import urllib.error  # here, not at the top: the hook's start-up pays only when it calls
-        import urllib.request
-
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        request = urllib.request.Request(
-            f"{self.url}/v1/{operation}", data=json.dumps(body).encode(), headers=headers, method="POST"
-        )
         try:
-            with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
-                data = json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            raise HookCallFailed(f"{operation} at {self.url}: HTTP {exc.code} {_error_text(exc)}") from None
-        except (urllib.error.URLError, OSError, TimeoutError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise HookCallFailed(
-                f"{operation}: cannot reach {self.url} ({reason}); is `mentis serve --http` running?"
-            ) from None
+            status, data = self.client.request("POST", f"{self.prefix}/v1/{operation}", body)
+        except (OSError, http.client.HTTPException) as exc:
+            hint = "is `mentis serve --http` running?" if self.where.startswith("http") else "see its log"
+            raise HookCallFailed(f"{operation}: cannot reach {self.where} ({_reason(exc)}); {hint}") from None
         except ValueError:
-            raise HookCallFailed(f"{operation} at {self.url}: the answer is not JSON") from None
+            raise HookCallFailed(f"{operation} at {self.where}: the answer is not JSON") from None
+        if status >= 400:
+            raise HookCallFailed(f"{operation} at {self.where}: HTTP {status} {_error_text(data)}")
         if not isinstance(data, dict):
-            raise HookCallFailed(f"{operation} at {self.url}: the answer is not a JSON object")
+            raise HookCallFailed(f"{operation} at {self.where}: the answer is not a JSON object")
         return data
 
     def close(self) -> None:
-        return None
+        self.client.close()
 
 
-def _error_text(exc: urllib.error.HTTPError) -> str:
-    try:
-        error = json.loads(exc.read()).get("error", {})
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+def _error_text(data: object) -> str:
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict):
         return f"{error.get('code', '')}: {error.get('message', '')}"
-    except (ValueError, AttributeError, OSError):
-        return str(exc.reason)
+    return "(no error message)"
 
 
-class LocalBackend:
-    """The store opened in this process, as the CLI opens it (``MENTIS_DB``, ``MENTIS_HOME``…)."""
-
-    def __init__(self, agent_id: str) -> None:
-        from mentis.config import Settings
-        from mentis.service.context import resolve_caller
-        from mentis.service.memory import Memory
-        from mentis.store.sqlite import connection as sqlite_base
-
-        # a hook waits on a locked store for seconds, not the 30 s a CLI or server may wait
-        sqlite_base.BUSY_TIMEOUT_MS = min(sqlite_base.BUSY_TIMEOUT_MS, HOOK_BUSY_TIMEOUT_MS)
-
-        settings = Settings.from_env()
-        self.memory = Memory.open(settings)
-        self.caller = resolve_caller(self.memory.settings, default=agent_id)  # the signing key's agent
-
-    def call(self, operation: str, body: dict[str, Any]) -> dict[str, Any]:
-        from mentis.api.models import parse
-        from mentis.service.operations import BY_NAME
-
-        op = BY_NAME[operation]
-        result = op.call(self.memory, self.caller, parse(op.input, body))
-        out: dict[str, Any] = result.model_dump(mode="json")
-        return out
-
-    def close(self) -> None:
-        self.memory.close()
-
-
-if TYPE_CHECKING:
-    import urllib.error
-
-Backend = HttpBackend | LocalBackend
+def local_allowed() -> bool:
+    """False with ``MENTIS_HOOK_LOCAL=0``: a hook without ``[server] url`` must not open the store
+    on this machine, neither itself nor through a background server."""
+    return os.environ.get("MENTIS_HOOK_LOCAL", "1") != "0"
 
 
 def check_local_allowed() -> None:
-    """``MENTIS_HOOK_LOCAL=0``: a hook without a server must not open the store itself."""
-    if os.environ.get("MENTIS_HOOK_LOCAL", "1") == "0":
+    if not local_allowed():
         raise ConfigError(
             "no hook server configured ([server] url in hooks.toml or MENTIS_HOOK_URL) and "
-            "MENTIS_HOOK_LOCAL=0 forbids opening the store in the hook"
+            "MENTIS_HOOK_LOCAL=0 forbids opening the store for the hook"
         )
 
 
-def open_backend(url: str | None, token_file: Path | None, agent_id: str) -> Backend:
+def open_backend(
+    url: str | None, token_file: Path | None, settings: Settings, agent: str, idle_s: int
+) -> Backend:
+    """The server at ``url``, else this store's background server (started when none answers)."""
     if url:
-        return HttpBackend(url, token_file)
+        return Backend.at_url(url, token_file)
     check_local_allowed()
-    return LocalBackend(agent_id)
+    client = background.reach(settings, settings.agent_id or agent, idle_s)
+    client.set_timeout(CALL_TIMEOUT_S)
+    return Backend(client, f"the background server on {background.place(settings).socket}")

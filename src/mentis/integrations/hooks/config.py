@@ -28,6 +28,9 @@ Who may widen what the hooks record:
     url = "http://127.0.0.1:9471"             # or MENTIS_HOOK_URL
     token_file = "~/.local/share/mentis/admin.token"   # or MENTIS_HOOK_TOKEN_FILE
 
+    [background]                              # without [server] url: the shared background server
+    idle_s = 1800                             # exits after this many seconds unused (or MENTIS_HOOK_IDLE_S)
+
     [context]
     budget_tokens = 1500                      # additionalContext size (tokens ≈ characters / 4)
     min_similarity = 0.38                     # cosine of the best attempt; below it nothing is said
@@ -78,6 +81,11 @@ DEFAULT_CHECKS: tuple[str, ...] = (
     r"mix test\b",
     r"swift test\b",
 )
+
+DEFAULT_IDLE_S = 1800
+"""Seconds the background server stays up unused: a working session keeps it, a pause of half an
+hour costs one start (about 2 s) against holding the model's memory (about 300 MB) for hours."""
+MAX_IDLE_S = 7 * 24 * 3600
 
 RUNNERS: frozenset[str] = frozenset(
     """bazel bazelisk buck2 bun bunx cabal cargo cmake composer ctest dart deno dotnet dune earthly
@@ -170,6 +178,7 @@ class HookConfig:
     min_similarity: float = 0.38
     limit: int = 5
     output_tail_chars: int = 4000
+    idle_s: int = DEFAULT_IDLE_S
     sources: tuple[str, ...] = field(default=())
 
     @cached_property
@@ -225,8 +234,15 @@ def default_checks() -> list[CheckPattern]:
 def _number(table: dict[str, Any], key: str, default: float, where: str, *, lo: float, hi: float) -> float:
     value = table.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float) or not lo <= value <= hi:
-        raise ConfigError(f"{where}.{key} must be a number from {lo} to {hi}")
+        raise ConfigError(f"{where + '.' if where else ''}{key} must be a number from {lo:g} to {hi:g}")
     return float(value)
+
+
+def _float(text: str) -> float | str:
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def load(home: Path, checkout: Path | None) -> HookConfig:
@@ -261,6 +277,13 @@ def load(home: Path, checkout: Path | None) -> HookConfig:
     ctx = user.get("context", {})
     rec = user.get("record", {})
     where = str(user_path)
+    idle_s = _number(
+        user.get("background", {}), "idle_s", DEFAULT_IDLE_S, f"{where} [background]", lo=1, hi=MAX_IDLE_S
+    )
+    if idle := os.environ.get("MENTIS_HOOK_IDLE_S"):
+        idle_s = _number(
+            {"MENTIS_HOOK_IDLE_S": _float(idle)}, "MENTIS_HOOK_IDLE_S", 0, "", lo=1, hi=MAX_IDLE_S
+        )
     return HookConfig(
         checks=tuple(checks),
         url=str(url).rstrip("/") if url else None,
@@ -271,5 +294,6 @@ def load(home: Path, checkout: Path | None) -> HookConfig:
         output_tail_chars=int(
             _number(rec, "output_tail_chars", 4000, f"{where} [record]", lo=200, hi=16_000)
         ),
+        idle_s=int(idle_s),
         sources=tuple(sources),
     )

@@ -1,9 +1,10 @@
 """Recording in the background when no server is configured.
 
-Opening the store and loading the embedding model takes seconds, so without a server the
-post-tool-use hook hands the prepared ``record_attempt`` body to a detached child process
-(``python -m mentis.integrations.hooks.recorder HARNESS``, the body on stdin) and returns at once.
-The child records it in-process and logs any error to the hook error log.
+Without ``[server] url`` the post-tool-use hook hands the prepared ``record_attempt`` body to a
+detached child process (``python -m mentis.integrations.hooks.recorder HARNESS``, the body on
+stdin) and returns at once. The child sends it to the background server
+(:mod:`mentis.integrations.hooks.background`), starting that server when none runs, so the hook
+never waits for the model to load; it logs any error to the hook error log.
 
 While a child runs it holds a shared ``flock`` on ``$MENTIS_HOME/hooks/recording.lock`` (the
 parent takes the lock and the child inherits it), so anyone who takes the lock exclusively, such
@@ -19,6 +20,10 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+RECORD_TIMEOUT_S = 60.0
+"""Seconds the child waits for the server's answer: longer than the server waits for a locked
+store (30 s), so a recording is not given up while another process holds the store."""
 
 
 def lock_path(home: Path) -> Path:
@@ -59,13 +64,18 @@ def wait_for_pending(home: Path) -> None:
 
 
 def main() -> None:
-    from mentis.integrations.hooks.backend import LocalBackend
+    from mentis.config import Settings
+    from mentis.integrations.hooks import config as hook_config
+    from mentis.integrations.hooks.backend import open_backend
     from mentis.integrations.hooks.run import log_error
 
     harness = sys.argv[1] if len(sys.argv) > 1 else ""
     try:
         body = json.loads(sys.stdin.buffer.read())
-        backend = LocalBackend(harness)
+        settings = Settings.from_env()
+        idle_s = hook_config.load(settings.home, None).idle_s
+        backend = open_backend(None, None, settings, harness, idle_s)
+        backend.client.set_timeout(RECORD_TIMEOUT_S)  # no one waits for this process: outwait a lock
         try:
             backend.call("record_attempt", body)
         finally:

@@ -24,7 +24,8 @@ from mentis.errors import MentisError
 from mentis.integrations import git
 from mentis.integrations.hooks import config as hook_config
 from mentis.integrations.hooks import payload, recorder, state, surface
-from mentis.integrations.hooks.backend import check_local_allowed, open_backend
+from mentis.integrations.hooks.backend import check_local_allowed, local_allowed, open_backend
+from mentis.integrations.hooks.background import warm
 
 MAX_FILES = 1000
 MAX_COMMAND_CHARS = 8192
@@ -86,13 +87,14 @@ def handle(hook: payload.HookInput) -> str | None:
     top = git.toplevel(cwd)
     cfg = hook_config.load(settings.home, top)
     if hook.event == "post-tool-use":
-        record(hook, cfg, settings.home, top)
+        record(hook, cfg, settings, top)
         return payload.output(hook.harness, hook, None)
-    return payload.output(hook.harness, hook, related(hook, cfg, settings.home, top))
+    return payload.output(hook.harness, hook, related(hook, cfg, settings, top))
 
 
-def record(hook: payload.HookInput, cfg: hook_config.HookConfig, home: Path, top: Path) -> str | None:
+def record(hook: payload.HookInput, cfg: hook_config.HookConfig, settings: Settings, top: Path) -> str | None:
     """Record the check this shell command ran; None (and nothing written) for any other command."""
+    home = settings.home
     run = hook.run
     if run is None or run.exit_code is None or cfg.check_in(run.command) is None:
         return None
@@ -132,10 +134,10 @@ def record(hook: payload.HookInput, cfg: hook_config.HookConfig, home: Path, top
         body["session_id"] = hook.session_id[:256]
     if cfg.url is None and os.environ.get("MENTIS_HOOK_DETACH", "1") != "0":
         check_local_allowed()
-        recorder.detach(home, hook.harness, body)  # no server: record in the background
+        recorder.detach(home, hook.harness, body)  # a child reaches the background server
         attempt_id = None
     else:
-        backend = open_backend(cfg.url, cfg.token_file, hook.harness)
+        backend = open_backend(cfg.url, cfg.token_file, settings, hook.harness, cfg.idle_s)
         try:
             attempt_id = str(backend.call("record_attempt", body).get("attempt_id"))
         finally:
@@ -159,21 +161,23 @@ def _short(command: str) -> str:
     return one_line if len(one_line) <= 200 else one_line[:199] + "…"
 
 
-def related(hook: payload.HookInput, cfg: hook_config.HookConfig, home: Path, top: Path) -> str | None:
+def related(
+    hook: payload.HookInput, cfg: hook_config.HookConfig, settings: Settings, top: Path
+) -> str | None:
     """The related attempts as additional context, or None when nothing reaches the threshold."""
     if hook.event == "user-prompt-submit":
         query = hook.prompt or ""
     else:
-        st = state.load(home, top)
+        st = state.load(settings.home, top)
         if st.task_id:
             query = f"{st.task_id}: {st.title}" if st.title else st.task_id
         else:
             branch = git.head(top)[1]
-            if branch is None or branch in state.DEFAULT_BRANCHES:
-                return None  # nothing says what this session is about yet
-            query = branch
+            query = "" if branch is None or branch in state.DEFAULT_BRANCHES else branch
     query = _clean(query).strip()[:MAX_QUERY_CHARS]
-    if not query:
+    if not query:  # nothing says what this session is about yet
+        if hook.event == "session-start" and cfg.url is None and local_allowed():
+            warm(settings, cfg.idle_s)  # so the session's first prompt finds the model loaded
         return None
     repository = git.repository_identity(top)
     request: dict[str, Any] = {"query": query, "repository": repository, "limit": cfg.limit}
@@ -181,7 +185,7 @@ def related(hook: payload.HookInput, cfg: hook_config.HookConfig, home: Path, to
     small = len(tree) <= MAX_FILES
     if small:  # today's blob id of every file: one search names each attempt's stale files
         request["current_file_hashes"] = {p: h for p, h in tree.items() if _storable_path(p)}
-    backend = open_backend(cfg.url, cfg.token_file, hook.harness)
+    backend = open_backend(cfg.url, cfg.token_file, settings, hook.harness, cfg.idle_s)
     try:
         tasks = surface.relevant(backend.call("search", request)["tasks"], cfg.min_similarity)
         paths = sorted({f for t in tasks for f in (t.get("attempt") or {}).get("files", [])})[:MAX_FILES]
