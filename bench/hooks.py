@@ -1,20 +1,24 @@
 """Hook latency, and the similarity threshold under which a hook says nothing.
 
-    .venv/bin/python bench/hooks.py [--runs 3] [--calls 20] [--local-calls 5]
+    .venv/bin/python bench/hooks.py [--runs 3] [--calls 20] [--modes http,background]
                                     [--out bench/results/hooks.json]
 
 Latency: the real `mentis hook claude-code <event>` command (a new process per call, as a harness
 runs it) on a real git checkout and a store of 200 attempts embedded with the real model, in two
 modes:
 
-- ``http``: hooks talk to a running ``mentis serve --http`` (model loaded once, in the server);
-- ``local``: no server configured. post-tool-use hands the attempt to a background child and
-  returns (the child's time is not counted; the next call starts after it ended);
-  user-prompt-submit opens the store and loads the model itself.
+- ``http``: hooks talk to a hand-started ``mentis serve --http`` named by ``MENTIS_HOOK_URL``;
+- ``background``: no server configured. The session's first user-prompt-submit finds no server,
+  starts the shared background server (``mentis serve --http unix:…``) and waits for it (timed
+  apart: "first call"); every later hook reaches that server. post-tool-use hands the attempt to
+  a background child that sends it there and returns (the child's time is not counted; the next
+  call starts after it ended); "post-tool-use, recorded before returning" is the same call with
+  ``MENTIS_HOOK_DETACH=0``. The server's resident memory after the calls is reported too.
 
 For each mode and event (post-tool-use recording a failed pytest; user-prompt-submit searching and
 answering with context) it makes ``--calls`` calls after two warm-up calls and takes p50 and p95;
-this is repeated ``--runs`` times and the medians of those are reported.
+this is repeated ``--runs`` times (each on a new store, so each has its own first call) and the
+medians of those are reported.
 
 Threshold: 12 attempts on different subjects and, for each, a prompt paraphrasing its problem in
 other words; the cosine of each prompt to its own attempt (what ``score_parts.vector`` reports) is
@@ -38,6 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mentis.integrations.hooks.background import Client, UnixConnection
 from mentis.integrations.hooks.recorder import wait_for_pending
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -168,8 +173,8 @@ def run_hook(env: dict[str, str], repo: Path, event: str, payload: dict[str, Any
     return elapsed * 1000
 
 
-def measure(env: dict[str, str], repo: Path, calls: int, home: Path) -> dict[str, dict[str, float]]:
-    payloads = {
+def payloads(repo: Path) -> dict[str, dict[str, Any]]:
+    return {
         "post-tool-use": {
             "cwd": str(repo),
             "hook_event_name": "PostToolUseFailure",
@@ -183,6 +188,14 @@ def measure(env: dict[str, str], repo: Path, calls: int, home: Path) -> dict[str
             "prompt": "the basket sum is a penny wrong when a discount code is used",
         },
     }
+
+
+SYNC = "post-tool-use, recorded before returning"
+
+
+def measure(
+    env: dict[str, str], repo: Path, calls: int, home: Path, sync: bool = False
+) -> dict[str, dict[str, float]]:
     out = {}
     start = []  # a Python process that does nothing, on the same machine at the same time: the floor
     for _ in range(calls):
@@ -190,11 +203,16 @@ def measure(env: dict[str, str], repo: Path, calls: int, home: Path) -> dict[str
         subprocess.run([sys.executable, "-c", "pass"], check=True)
         start.append((time.perf_counter() - t0) * 1000)
     out["python -c pass"] = {"p50_ms": percentile(start, 0.5), "p95_ms": percentile(start, 0.95)}
-    for event, payload in payloads.items():
+    cases = [(event, event, payload, env) for event, payload in payloads(repo).items()]
+    if sync:
+        cases.append(
+            (SYNC, "post-tool-use", payloads(repo)["post-tool-use"], {**env, "MENTIS_HOOK_DETACH": "0"})
+        )
+    for name, event, payload, call_env in cases:
         for _ in range(2):
-            run_hook(env, repo, event, payload)
-        times = [run_hook(env, repo, event, payload) for _ in range(calls)]
-        out[event] = {"p50_ms": percentile(times, 0.5), "p95_ms": percentile(times, 0.95)}
+            run_hook(call_env, repo, event, payload)
+        times = [run_hook(call_env, repo, event, payload) for _ in range(calls)]
+        out[name] = {"p50_ms": percentile(times, 0.5), "p95_ms": percentile(times, 0.95)}
     log = home / "logs" / "hook-errors.jsonl"
     if log.exists():
         raise SystemExit(f"hooks logged errors: {log.read_text()}")
@@ -225,14 +243,43 @@ def serve(home: Path, port: int) -> subprocess.Popen[bytes]:
     raise SystemExit("mentis serve --http did not start within 120 s")
 
 
-def latency(runs: int, calls: int, local_calls: int, modes: list[str]) -> dict[str, Any]:
+FIRST = "first user-prompt-submit (starts the server)"
+
+
+def background_server(home: Path) -> int:
+    """The pid of the background server of ``home`` (it answers /health on its socket)."""
+    [sock] = (home / "run").glob("*.sock")
+    client = Client(UnixConnection(sock, timeout=60))
+    try:
+        pid = client.health()["pid"]
+    finally:
+        client.close()
+    assert isinstance(pid, int)
+    return pid
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+def stop(pid: int) -> None:
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 60
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def latency(runs: int, calls: int, modes: list[str]) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for mode in modes:
         per_run: list[dict[str, dict[str, float]]] = []
         for _ in range(runs):
             with tempfile.TemporaryDirectory(prefix="mentis-bench-hooks-") as tmp:
                 home, repo = Path(tmp) / "home", Path(tmp) / "shop"
-                home.mkdir()
+                home.mkdir(mode=0o700)
                 repo.mkdir()
                 git(repo, "init", "-q", "-b", "fix/cart-rounding")
                 git(repo, "remote", "add", "origin", "git@github.com:acme/shop.git")
@@ -257,11 +304,18 @@ def latency(runs: int, calls: int, local_calls: int, modes: list[str]) -> dict[s
                         server.send_signal(signal.SIGINT)
                         server.wait(timeout=60)
                 else:
-                    per_run.append(measure(env, repo, local_calls, home))
+                    first = run_hook(env, repo, "user-prompt-submit", payloads(repo)["user-prompt-submit"])
+                    pid = background_server(home)
+                    try:
+                        run = measure(env, repo, calls, home, sync=True)
+                        run[FIRST] = {"ms": round(first, 1)}
+                        run["server"] = {"rss_mb": rss_mb(pid)}
+                        per_run.append(run)
+                    finally:
+                        stop(pid)
         results[mode] = {
             event: {
-                key: round(statistics.median(r[event][key] for r in per_run), 1)
-                for key in ("p50_ms", "p95_ms")
+                key: round(statistics.median(r[event][key] for r in per_run), 1) for key in per_run[0][event]
             }
             for event in per_run[0]
         }
@@ -310,17 +364,18 @@ def main() -> None:
     )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--calls", type=int, default=20)
-    parser.add_argument("--local-calls", type=int, default=5)
-    parser.add_argument("--modes", default="http,local", help="http, local or both (comma-separated)")
+    parser.add_argument(
+        "--modes", default="http,background", help="http, background or both (comma-separated)"
+    )
     parser.add_argument("--skip-threshold", action="store_true")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "hooks.json")
     args = parser.parse_args()
     if shutil.which("git") is None:
         raise SystemExit("git is needed")
-    report = {
+    report: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load": os.getloadavg()},
         "threshold": None if args.skip_threshold else threshold(),
-        "latency": latency(args.runs, args.calls, args.local_calls, args.modes.split(",")),
+        "latency": latency(args.runs, args.calls, args.modes.split(",")),
     }
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     t = report["threshold"]
@@ -330,9 +385,11 @@ def main() -> None:
             f"best other max {t['other_max']} median {t['other_median']}"
         )
     for mode in args.modes.split(","):
-        for event in ("python -c pass", "post-tool-use", "user-prompt-submit"):
-            r = report["latency"][mode][event]
-            print(f"{mode:6} {event:20} p50 {r['p50_ms']:8.1f} ms   p95 {r['p95_ms']:8.1f} ms")
+        for event, r in report["latency"][mode].items():
+            if "p50_ms" in r:
+                print(f"{mode:10} {event:42} p50 {r['p50_ms']:8.1f} ms   p95 {r['p95_ms']:8.1f} ms")
+            elif event != "runs":
+                print(f"{mode:10} {event:42} {r}")
 
 
 if __name__ == "__main__":
