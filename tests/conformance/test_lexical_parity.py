@@ -178,7 +178,7 @@ def test_thought_bm25_is_equal_on_both_backends(pair: tuple[Memory, Memory]) -> 
         for scope in (None, ["github.com/acme/r1"]):
             hits = memory.store.thought_lexical(query_terms("cache stampede under load"), scope, 200)
             bodies = memory.store.load_thoughts([r for r, _ in hits])
-            views.append([(bodies[r][1]["content"], s) for r, s in hits])
+            views.append([(bodies[r].body.content, s) for r, s in hits])
     lite, pg = views[:2], views[2:]
     assert lite[0] and lite[1]
     for got, want in zip(pg, lite, strict=True):

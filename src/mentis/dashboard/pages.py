@@ -22,7 +22,7 @@ from mentis.dashboard.core import Ctx, State, int_param, markup, param, redirect
 from mentis.dashboard.graph import Edge, Node, relation_svg
 from mentis.errors import InvalidInput, NotFound
 from mentis.service.token_admin import list_tokens
-from mentis.store.shared.browse import TASK_STATUSES
+from mentis.store.protocol import TASK_STATUSES
 
 Form = Mapping[str, str]
 CURATE_KINDS = ("Supersedes", "Invalidates")

@@ -137,8 +137,7 @@ class SkillOps:
         against its content hash."""
         out: list[Version] = []
         text = ""
-        for entry, raw in self.store.skill_history(repository, skill_id):
-            body = SkillVersionBody.from_json(raw)
+        for entry, body in self.store.skill_history(repository, skill_id):
             try:
                 if body.content is not None:
                     text = body.content
@@ -205,8 +204,8 @@ class SkillOps:
         out = []
         for row in rows:
             if row.rowid in loaded:
-                entry, raw = loaded[row.rowid]
-                out.append(self.summary(row, entry, SkillVersionBody.from_json(raw)))
+                entry, body = loaded[row.rowid]
+                out.append(self.summary(row, entry, body))
         return out
 
     def _live(self, caller: Caller, repository: str, skill_id: str) -> tuple[SkillRow, list[Version]]:
@@ -221,11 +220,11 @@ class SkillOps:
         found = self.store.skill_revocation(repository, skill_id, instructions)
         if found is None:
             return None
-        entry, raw = found
-        reason = raw.get("reason") or "no reason given"
-        if raw["skill_id"] != skill_id:
+        entry, revocation = found
+        reason = revocation.reason or "no reason given"
+        if revocation.skill_id != skill_id:
             return (
-                f"its instructions are those of skill {raw['skill_id']} in {repository}, revoked at "
+                f"its instructions are those of skill {revocation.skill_id} in {repository}, revoked at "
                 f"{entry.at} by {entry.agent}: {reason}"
             )
         return f"skill {skill_id} in {repository} was revoked at {entry.at} by {entry.agent}: {reason}"
@@ -371,10 +370,7 @@ class SkillOps:
         row = self.store.skill_row(req.repository, req.skill_id)
         if row is None:
             raise NotFound(f"no skill {req.skill_id} in repository {req.repository}; list_skills shows them")
-        versions = [
-            self.version_out(e, SkillVersionBody.from_json(b))
-            for e, b in self.store.skill_history(req.repository, req.skill_id)
-        ]
+        versions = [self.version_out(e, b) for e, b in self.store.skill_history(req.repository, req.skill_id)]
         return SkillVersionsResult(
             repository=req.repository, skill_id=req.skill_id, status=row.status, versions=versions,  # type: ignore[arg-type]
         )  # fmt: skip

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Annotated
 from pydantic import Field
 
 from mentis.api.models import FilePath, GitSha, Identifier, Out, Strict
-from mentis.ledger.bodies import AttemptBody
 from mentis.service.context import may_read
 
 if TYPE_CHECKING:
@@ -71,7 +70,7 @@ def stale_attempts(store: Store, caller: Caller, req: StaleInput) -> StaleResult
     checked = 0
     for (task_id,) in found.rows:
         for stored in store.task_history(req.repository, str(task_id)):
-            b = AttemptBody.from_json(stored.body)
+            b = stored.body
             hashes = (b.code_context and b.code_context.file_hashes) or {}
             if b.check is None or b.status != "passed" or not hashes:
                 continue

@@ -316,9 +316,17 @@ def parse_envelope(sig: str) -> tuple[str, int, str, str] | None:
 
 
 def render_entry_signed(
-    agent: str, at: str, body_hash: str, chain: str, id_: str, key_id: str, kind: str, prev: str, seq: int,
+    agent: str,
+    at: str,
+    body_hash: str,
+    chain: str,
+    id_: str,
+    key_id: str,
+    kind: str,
+    prev: str,
+    seq: int,
     v: int,
-) -> str:  # fmt: skip
+) -> str:
     """The document of a signed entry (with ``key_id``), every string escaped."""
     q = quote
     return (
@@ -328,9 +336,17 @@ def render_entry_signed(
 
 
 def render_statement(
-    agent: str, at: str, body_hash: str, chain: str, id_: str, key_id: str, kind: str, n: int, prev: str,
+    agent: str,
+    at: str,
+    body_hash: str,
+    chain: str,
+    id_: str,
+    key_id: str,
+    kind: str,
+    n: int,
+    prev: str,
     stream: str,
-) -> bytes:  # fmt: skip
+) -> bytes:
     """The canonical bytes of a signed statement (``mentis.ledger.signing.Statement.canonical``)."""
     q = quote
     return (
