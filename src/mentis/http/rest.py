@@ -18,7 +18,6 @@ from pydantic.json_schema import models_json_schema
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mentis import __version__
 from mentis.api.models import parse
 from mentis.errors import (
     ConfigError,
@@ -36,6 +35,7 @@ from mentis.errors import (
 from mentis.service.memory import Caller, Memory
 from mentis.service.operations import Operation
 from mentis.service.tokens import CALLER_SCOPE_KEY
+from mentis.version import __version__
 
 log = logging.getLogger(__name__)
 

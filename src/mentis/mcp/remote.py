@@ -48,9 +48,9 @@ from mcp_types import (
     Tool,
 )
 
-from mentis import __version__
 from mentis.errors import ConfigError, MentisError
 from mentis.mcp.remote_http import MAX_RESPONSE_MB, TOO_LARGE, CappedTransport, MiB, env_proxy
+from mentis.version import __version__
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,6 @@ from mcp.types import ToolAnnotations
 from mcp_types import PARSE_ERROR, ErrorData, JSONRPCError
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from mentis import __version__
 from mentis.api.models import parse
 from mentis.config import Settings
 from mentis.errors import Forbidden, MentisError
@@ -35,6 +34,7 @@ from mentis.service.context import resolve_caller
 from mentis.service.memory import Caller, Memory
 from mentis.service.operations import OPERATIONS, Operation
 from mentis.service.tokens import CALLER_SCOPE_KEY
+from mentis.version import __version__
 
 log = logging.getLogger(__name__)
 
