@@ -107,7 +107,8 @@ def serve(
     import anyio
 
     from mentis.index.malloc import tune_for_server
-    from mentis.mcp.server import build_server, run_stdio
+    from mentis.mcp.server import build_server
+    from mentis.mcp.stdio import run_stdio
 
     tune_for_server()  # before the preload thread and the model allocate
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
@@ -166,16 +167,15 @@ def _serve_remote(
     import anyio
 
     from mentis.mcp import remote
+    from mentis.mcp.remote_link import Remote, RemoteConfig, check_url, read_token
 
     with errors():
-        url = remote.check_url(url)
-        token = remote.read_token(token_file)
-        target = remote.RemoteConfig(
-            url, token, ca_file, call_timeout_s=timeout, max_response_bytes=max_mb * MiB
-        )
+        url = check_url(url)
+        token = read_token(token_file)
+        target = RemoteConfig(url, token, ca_file, call_timeout_s=timeout, max_response_bytes=max_mb * MiB)
         key = config.signing_key
 
-        def ready(found: remote.Remote) -> None:
+        def ready(found: Remote) -> None:
             signs = f"; signing writes with {key}" if key else ""
             err.print(
                 f"mentis: serving MCP on stdio, forwarding {len(found.tools)} tools to {url}{signs}.",

@@ -40,7 +40,7 @@ from mentis.api.models import parse
 from mentis.errors import Forbidden, InvalidInput
 from mentis.ledger import signing
 from mentis.ledger.chain import canonical
-from mentis.mcp.remote import Forward, Link
+from mentis.mcp.remote_link import Forward, Link
 from mentis.mcp.remote_writes import PASSED, WRITES, Shape, StatementRefused, is_uuid, known, unsignable
 from mentis.version import __version__
 
