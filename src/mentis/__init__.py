@@ -7,7 +7,7 @@ The public names are imported on first use (PEP 562), so a light entry point suc
 import importlib as _importlib
 import typing as _typing
 
-__version__ = "0.1.0"
+from mentis.version import __version__
 
 if _typing.TYPE_CHECKING:
     from mentis.config import Settings
