@@ -48,9 +48,9 @@ def keygen(
     the agent if it is new and add the public key."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from mentis.api.models import parse
+    from mentis.api.agents import AddAgentKeyInput, RegisterAgentInput
+    from mentis.api.common import parse
     from mentis.ledger import signing
-    from mentis.service.agents import AddAgentKeyInput, RegisterAgentInput
 
     key = Ed25519PrivateKey.generate()
     public, key_id = signing.public_text(key.public_key()), signing.key_id_of(key.public_key())

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from mentis import __version__
-from mentis.api.models import parse
+from mentis.api.common import parse
 from mentis.errors import InvalidInput, MentisError
 from mentis.service.memory import Caller, Memory
 from mentis.service.operations import Operation

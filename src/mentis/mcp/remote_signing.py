@@ -37,12 +37,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
 
 from mentis import __version__
-from mentis.api.models import parse
-from mentis.errors import Forbidden, InvalidInput
+from mentis.api.common import parse
+from mentis.errors import Forbidden, InvalidInput, StatementRefused
 from mentis.ledger import signing
-from mentis.ledger.chain import canonical
+from mentis.ledger.canonical import canonical
 from mentis.mcp.remote import Forward, Link
-from mentis.mcp.remote_writes import PASSED, WRITES, Shape, StatementRefused, is_uuid, known, unsignable
+from mentis.mcp.remote_writes import PASSED, WRITES, Shape, is_uuid, known, unsignable
 
 log = logging.getLogger(__name__)
 

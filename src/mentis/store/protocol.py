@@ -27,7 +27,8 @@ import orjson
 
 from mentis.errors import IntegrityError
 from mentis.ledger.bodies import AttemptBody, ThoughtBody
-from mentis.ledger.chain import ChainReport, Entry
+from mentis.ledger.chain import ChainReport
+from mentis.ledger.entry import Entry
 from mentis.ledger.registry import Registry
 
 if TYPE_CHECKING:

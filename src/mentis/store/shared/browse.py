@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from mentis.ledger.chain import Entry
+from mentis.ledger.entry import Entry
 
 if TYPE_CHECKING:
     from mentis.store.shared.dialect import Dialect

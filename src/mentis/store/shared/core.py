@@ -29,16 +29,9 @@ import orjson
 from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
 from mentis.ledger import signing
 from mentis.ledger.bodies import AttemptBody, ThoughtBody, tombstone
-from mentis.ledger.chain import (
-    ChainReport,
-    Entry,
-    canonical,
-    chain_refused,
-    entry_hash,
-    isolate,
-    seal,
-    sha256_hex,
-)
+from mentis.ledger.canonical import canonical, sha256_hex
+from mentis.ledger.chain import ChainReport, chain_refused, isolate
+from mentis.ledger.entry import Entry, entry_hash, seal
 from mentis.ledger.fingerprint import fingerprint
 from mentis.store.protocol import AttemptRow, Embed, SqlResult, replay
 from mentis.store.shared.agents import AgentCore
@@ -50,7 +43,7 @@ from mentis.store.shared.recall_limits import RecallBounds
 log = logging.getLogger(__name__)
 
 ENTRY_COLS = "e.v, e.chain, e.seq, e.kind, e.id, e.at, e.agent, e.prev, e.body_hash, e.key_id, e.sig, e.hash"
-"""A ledger entry's columns, in :class:`~mentis.ledger.chain.Entry` order (see :func:`entry_of`)."""
+"""A ledger entry's columns, in :class:`~mentis.ledger.entry.Entry` order (see :func:`entry_of`)."""
 LABEL_FANOUT = 200
 ATTEMPT_KEYS = ("attempt_id", "repository", "task_id", "action", "observation")
 """Body keys every stored attempt has (the derived tables and the lexical index read them)."""
