@@ -13,7 +13,7 @@ import anyio
 import httpx2
 import pytest
 
-from mentis.api.models import RecordAttemptInput
+from mentis.api.attempts import RecordAttemptInput
 from mentis.errors import ConfigError, Conflict, InvalidInput, NotFound
 from mentis.http import HttpConfig
 from mentis.service.memory import Caller

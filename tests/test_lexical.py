@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mentis.api.models import ForgetInput, RecordAttemptInput, SearchInput, parse
+from mentis.api.attempts import ForgetInput, RecordAttemptInput, SearchInput
+from mentis.api.common import parse
 from mentis.config import Settings
 from mentis.index import lexical
 from mentis.providers.embed import HashEmbedder

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mentis.api.models import ForgetInput, parse
+from mentis.api.attempts import ForgetInput
+from mentis.api.common import parse
 from mentis.config import Settings
 from mentis.index import signbits, vectors
 from mentis.index.vectors import VectorIndex

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from mentis.api.models import ForgetInput, MarkOutdatedInput, RecordAttemptInput, parse
+from mentis.api.attempts import ForgetInput, MarkOutdatedInput, RecordAttemptInput
+from mentis.api.common import parse
 from mentis.errors import Forbidden, InvalidInput, NotFound
 from mentis.service.memory import Caller, Memory
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from mentis.api.models import parse
+from mentis.api.common import parse
 from mentis.api.skill_text import MAX_SKILL_BYTES, content_hash, make_diff
 from mentis.api.skills import (
     DeleteSkillInput,

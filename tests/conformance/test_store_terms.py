@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from mentis.api.models import AppendThoughtInput, parse
+from mentis.api.common import parse
+from mentis.api.thoughts import AppendThoughtInput
 from mentis.service.memory import Caller, Memory
 from mentis.store.protocol import ThoughtQuery
 from tests.conformance.helpers import REPOS, record

@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 from mentis.api import skill_text
-from mentis.api.models import parse
+from mentis.api.common import parse
 from mentis.api.skills import (
     DeleteSkillInput,
     ListSkillsInput,

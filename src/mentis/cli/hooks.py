@@ -9,12 +9,12 @@ import typer
 from pydantic import TypeAdapter, ValidationError
 from rich.console import Console
 
-from mentis.api.models import Identifier, Title, parse
+from mentis.api.attempts import StaleInput, StaleResult
+from mentis.api.common import Identifier, Title, parse
 from mentis.cli.common import DbOpt, JsonOpt, RepoOpt, emit, errors, run, settings
 from mentis.errors import InvalidInput
 from mentis.integrations import git
 from mentis.integrations.hooks import payload, state
-from mentis.service.staleness import StaleInput, StaleResult
 
 commands = typer.Typer()
 

@@ -23,7 +23,7 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from mentis.api.models import VerifyResult
+from mentis.api.verify import VerifyResult
 from mentis.dashboard.session import COOKIE, Session, Signer
 from mentis.errors import InvalidInput, MentisError
 from mentis.service.memory import Caller, Memory

@@ -9,18 +9,13 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mentis.api.models import (
-    THOUGHT_ROLES,
-    THOUGHT_TYPES,
-    GetThoughtInput,
-    SearchInput,
-    SearchThoughtsInput,
-    TraverseInput,
-    parse,
-)
+from mentis.api.attempts import SearchInput
+from mentis.api.common import parse
+from mentis.api.thoughts import GetThoughtInput, SearchThoughtsInput, TraverseInput
 from mentis.dashboard.core import Ctx, State, int_param, markup, param, redirect, render
 from mentis.dashboard.graph import Edge, Node, relation_svg
 from mentis.errors import InvalidInput, NotFound
+from mentis.ledger.bodies import THOUGHT_ROLES, THOUGHT_TYPES
 from mentis.service.token_admin import list_tokens
 from mentis.store.protocol import TASK_STATUSES
 

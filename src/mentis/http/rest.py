@@ -18,7 +18,7 @@ from pydantic.json_schema import models_json_schema
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mentis.api.models import parse
+from mentis.api.common import parse
 from mentis.errors import InvalidInput, MentisError
 from mentis.service.memory import Caller, Memory
 from mentis.service.operations import Operation

@@ -40,7 +40,7 @@ from mcp_types import (
     Tool,
 )
 
-from mentis.errors import ConfigError, MentisError
+from mentis.errors import ConfigError, MentisError, RemoteUnavailable, ResponseTooLarge
 from mentis.mcp.remote_http import MAX_RESPONSE_MB, TOO_LARGE, CappedTransport, MiB, env_proxy
 from mentis.version import __version__
 
@@ -51,20 +51,6 @@ CONNECT_TIMEOUT_S = 10.0
 """Opening a connection (TCP + TLS) to the remote server."""
 CALL_TIMEOUT_S = 120.0
 """One remote call, from sending it to its answer (a search may embed, a write may wait on a lock)."""
-
-
-class RemoteUnavailable(MentisError):
-    """The remote Mentis could not be reached, refused the token, or did not answer in time."""
-
-    exit_code = 12
-    code = "unavailable"
-
-
-class ResponseTooLarge(MentisError):
-    """The remote's answer to a call was more than the proxy reads (``--max-response-mb``)."""
-
-    exit_code = 12
-    code = "too_large"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """MCP tools: thin adapters over :class:`mentis.service.memory.Memory` (official ``mcp`` SDK, MCPServer).
 
-Each tool is generated from its input model in ``mentis.api.models``: the published input schema is
+Each tool is generated from its input model in ``mentis.api``: the published input schema is
 that model's JSON schema (``additionalProperties: false`` at every level), and the arguments are
 validated by the same model the CLI uses, so limits and messages are defined once. MCPServer
 builds an arguments model from a function signature that ignores unknown top-level arguments;
@@ -21,7 +21,7 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict
 
-from mentis.api.models import parse
+from mentis.api.common import parse
 from mentis.config import Settings
 from mentis.errors import Forbidden, MentisError
 from mentis.service.context import resolve_caller

@@ -11,9 +11,9 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from mentis.api.models import parse
+from mentis.api.agents import AddAgentKeyInput, RegisterAgentInput
+from mentis.api.common import parse
 from mentis.ledger import signing
-from mentis.service.agents import AddAgentKeyInput, RegisterAgentInput
 from mentis.service.context import Caller
 from mentis.service.memory import Memory
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mentis.api.models import MAX_ID_CHARS
+from mentis.api.common import MAX_ID_CHARS
 from mentis.errors import Forbidden, InvalidInput, NotFound
 from mentis.ledger.bodies import AttemptBody
-from mentis.ledger.chain import Entry
+from mentis.ledger.entry import Entry
 from mentis.service.context import Caller, ServiceContext, may_read
 from mentis.store.protocol import TASK_STATUSES, RepositoryRow, StoredAttempt, TaskRow
 

@@ -2,7 +2,7 @@
 
 ``Memory`` owns one store and one embedder for the life of a process. Each operation takes
 the :class:`Caller` (who is asking, and what they may touch) and a validated input model from
-``mentis.api.models``; it authorises, embeds before it writes, and returns an output model.
+``mentis.api``; it authorises, embeds before it writes, and returns an output model.
 """
 
 from __future__ import annotations
@@ -15,34 +15,34 @@ from typing import Any
 import orjson
 
 from mentis import retrieval
-from mentis.api.models import (
+from mentis.api.attempts import (
     AttemptPreview,
-    ChainResult,
     CorrectionOut,
     ForgetInput,
     ForgetResult,
-    LedgerRef,
     MarkOutdatedInput,
     MarkOutdatedResult,
     RecallInput,
     RecallResult,
     RecordAttemptInput,
     RecordAttemptResult,
-    Rejection,
-    ScoreParts,
     SearchInput,
     SearchResult,
+    StaleInput,
+    StaleResult,
     TaskResult,
-    VerifyResult,
 )
+from mentis.api.common import LedgerRef, Rejection, ScoreParts
+from mentis.api.stats import StatsInput, StatsResult
+from mentis.api.verify import ChainResult, VerifyResult
 from mentis.config import Settings
-from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
+from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound, RerankFailed
 from mentis.ledger.bodies import AttemptBody, CheckBody, CodeContextBody, CorrectionBody
 from mentis.ledger.bodies import attempt_text as attempt_text
-from mentis.ledger.chain import Entry
+from mentis.ledger.entry import Entry
 from mentis.ledger.signing import write_at, write_id
 from mentis.providers.embed import Embedder, load_embedder
-from mentis.providers.rerank import Reranker, RerankFailed, RerankItem, apply_rerank, load_reranker
+from mentis.providers.rerank import Reranker, RerankItem, apply_rerank, load_reranker
 from mentis.retrieval import pipeline, titles
 from mentis.service.agents import AgentOps
 from mentis.service.browse import BrowseOps
@@ -57,8 +57,8 @@ from mentis.service.context import (
 )
 from mentis.service.local_signing import LocalSigning
 from mentis.service.skills import SkillOps
-from mentis.service.staleness import StaleInput, StaleResult, stale_attempts
-from mentis.service.stats import StatsInput, StatsResult, collect_stats
+from mentis.service.staleness import stale_attempts
+from mentis.service.stats import collect_stats
 from mentis.service.thoughts import ThoughtOps, rejection_out, stored_reasserts
 from mentis.service.transfer import TransferOps, read_export
 from mentis.store.protocol import Store, StoredAttempt

@@ -29,10 +29,9 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from mentis.api.models import LedgerRef
+from mentis.api.common import LedgerRef
 from mentis.api.skill_text import (
     SKILL_FILE,
-    SkillTextError,
     apply_diff,
     check_size,
     content_hash,
@@ -66,10 +65,10 @@ from mentis.api.skills import (
     UploadSkillInput,
     UploadSkillResult,
 )
-from mentis.errors import Conflict, IntegrityError, InvalidInput, MentisError, NotFound
+from mentis.errors import Conflict, IntegrityError, InvalidInput, MentisError, NotFound, SkillTextError
 from mentis.ledger import signing
 from mentis.ledger.bodies import SkillStatusBody, SkillVersionBody
-from mentis.ledger.chain import Entry
+from mentis.ledger.entry import Entry
 from mentis.ledger.signing import write_at, write_id
 from mentis.retrieval import pipeline
 from mentis.service.context import Caller, ServiceContext, may_read, may_write, secret_warnings

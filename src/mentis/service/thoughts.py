@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mentis import retrieval
-from mentis.api.models import (
-    THOUGHT_TYPES,
+from mentis.api.common import LedgerRef, Rejection, ScoreParts, parse
+from mentis.api.thoughts import (
     AppendThoughtInput,
     AppendThoughtResult,
     BundleItem,
@@ -34,16 +34,13 @@ from mentis.api.models import (
     ForgetThoughtInput,
     ForgetThoughtResult,
     GetThoughtInput,
-    LedgerRef,
     MemoryMdExportInput,
     MemoryMdExportResult,
     MemoryMdImportInput,
     MemoryMdImportResult,
     RecentContextInput,
     RecentContextResult,
-    Rejection,
     ScoredThought,
-    ScoreParts,
     SearchThoughtsInput,
     SearchThoughtsResult,
     ThoughtOut,
@@ -51,20 +48,18 @@ from mentis.api.models import (
     TraverseEdge,
     TraverseInput,
     TraverseResult,
-    now_iso,
-    parse,
 )
 from mentis.errors import Conflict, InvalidInput, NotFound
-from mentis.ledger.bodies import AttemptBody, RelationBody, ThoughtBody
+from mentis.ledger.bodies import THOUGHT_TYPES, AttemptBody, RelationBody, ThoughtBody
 from mentis.ledger.fingerprint import fingerprint
-from mentis.ledger.signing import write_at, write_id
+from mentis.ledger.signing import now_iso, write_at, write_id
 from mentis.retrieval import pipeline
 from mentis.service.context import Caller, ServiceContext, left_out_note, may_read, may_write, secret_warnings
 from mentis.service.session_windows import SessionNeighbours
 from mentis.store.protocol import ThoughtQuery
 
 if TYPE_CHECKING:
-    from mentis.ledger.chain import Entry
+    from mentis.ledger.entry import Entry
 
 NEAR_DUPLICATE = 0.95
 NEAR_DUPLICATE_WINDOW = 200

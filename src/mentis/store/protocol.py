@@ -36,7 +36,8 @@ from mentis.ledger.bodies import (
     ThoughtBody,
     TombstoneBody,
 )
-from mentis.ledger.chain import ChainReport, Entry
+from mentis.ledger.chain import ChainReport
+from mentis.ledger.entry import Entry
 from mentis.ledger.registry import Registry
 
 BodyT = TypeVar("BodyT", bound=Body)

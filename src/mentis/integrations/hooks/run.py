@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mentis.config import Settings
-from mentis.errors import MentisError
+from mentis.errors import MentisError, NothingToRecord
 from mentis.integrations import git
 from mentis.integrations.hooks import config as hook_config
 from mentis.integrations.hooks import payload, recorder, state, surface
@@ -28,10 +28,6 @@ from mentis.integrations.hooks.error_log import log_error
 MAX_FILES = 1000
 MAX_COMMAND_CHARS = 8192
 MAX_QUERY_CHARS = 8192
-
-
-class NothingToRecord(MentisError):
-    """The check ran where no task can be named (detached HEAD without `mentis task start`)."""
 
 
 def main(args: list[str]) -> int:

@@ -1,6 +1,6 @@
 """The agent registry in the store, and the signed-write rules every append passes (both backends).
 
-The registry is the system chain :data:`mentis.ledger.signing.AGENTS_CHAIN`, folded by
+The registry is the system chain :data:`mentis.ledger.links.AGENTS_CHAIN`, folded by
 :class:`mentis.ledger.registry.Registry`; a process caches the fold and re-reads it when that chain's head
 moves (checked inside each write transaction, so processes sharing a store see each other's
 changes). ``sig_streams`` (stream → last n, its statement's digest, key id) is derived from the
@@ -24,10 +24,18 @@ from typing import Any
 
 import orjson
 
-from mentis.errors import Conflict, Forbidden, IntegrityError, InvalidInput, MentisError, NotFound
+from mentis.errors import (
+    Conflict,
+    Forbidden,
+    IntegrityError,
+    InvalidInput,
+    MentisError,
+    NotFound,
+    RegistryError,
+)
 from mentis.ledger import signing
-from mentis.ledger.chain import sha256_hex
-from mentis.ledger.registry import AgentRecord, Registry, RegistryError
+from mentis.ledger.canonical import sha256_hex
+from mentis.ledger.registry import AgentRecord, Registry
 from mentis.store.shared.backend import Backend, ConnT
 
 _REFUSAL: dict[str, type[MentisError]] = {

@@ -16,7 +16,8 @@ import numpy as np
 
 from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
 from mentis.ledger.bodies import AttemptBody, CorrectionBody, tombstone
-from mentis.ledger.chain import Entry, canonical
+from mentis.ledger.canonical import canonical
+from mentis.ledger.entry import Entry
 from mentis.ledger.fingerprint import fingerprint
 from mentis.store.protocol import AttemptRow, StoredAttempt
 from mentis.store.shared.backend import ConnT

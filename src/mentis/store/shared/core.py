@@ -29,16 +29,9 @@ from mentis.ledger.bodies import (
     ThoughtBody,
     TombstoneBody,
 )
-from mentis.ledger.chain import (
-    ChainReport,
-    Entry,
-    canonical,
-    chain_refused,
-    entry_hash,
-    isolate,
-    seal,
-    sha256_hex,
-)
+from mentis.ledger.canonical import canonical, sha256_hex
+from mentis.ledger.chain import ChainReport, chain_refused, isolate
+from mentis.ledger.entry import Entry, entry_hash, seal
 from mentis.store.protocol import BodyT, SqlParams, SqlResult, Stored
 from mentis.store.shared.agents import AgentCore
 from mentis.store.shared.backend import ConnT
@@ -50,7 +43,7 @@ from mentis.store.shared.recall_limits import RecallBounds
 log = logging.getLogger(__name__)
 
 ENTRY_COLS = "e.v, e.chain, e.seq, e.kind, e.id, e.at, e.agent, e.prev, e.body_hash, e.key_id, e.sig, e.hash"
-"""A ledger entry's columns, in :class:`~mentis.ledger.chain.Entry` order (see :func:`entry_of`)."""
+"""A ledger entry's columns, in :class:`~mentis.ledger.entry.Entry` order (see :func:`entry_of`)."""
 ENTRY_KIND: dict[type[Body], str] = {
     AttemptBody: "attempt",
     CorrectionBody: "correction",

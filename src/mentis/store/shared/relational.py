@@ -29,7 +29,7 @@ from mentis.ledger.bodies import (
     ThoughtBody,
     TombstoneBody,
 )
-from mentis.ledger.chain import Entry
+from mentis.ledger.entry import Entry
 from mentis.store.protocol import Embed
 from mentis.store.shared.attempts import AttemptCore
 from mentis.store.shared.backend import ConnT

@@ -28,10 +28,11 @@ from typing import Any
 import numpy as np
 import orjson
 
-from mentis.api.skill_text import SkillTextError, apply_diff, instructions_hash, skill_body
-from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
+from mentis.api.skill_text import apply_diff, instructions_hash, skill_body
+from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound, SkillTextError
 from mentis.ledger.bodies import SkillStatusBody, SkillVersionBody, tombstone
-from mentis.ledger.chain import Entry, canonical
+from mentis.ledger.canonical import canonical
+from mentis.ledger.entry import Entry
 from mentis.store.protocol import Embed, SkillRow, SkillVersionRow, StoredSkillStatus, StoredSkillVersion
 from mentis.store.shared.backend import ConnT
 from mentis.store.shared.core import LedgerCore, check_list, checked_body, derived_mismatch

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from mentis.api.models import INVALIDATING_KINDS, REJECTING_KINDS
 from mentis.errors import Conflict, NotFound
-from mentis.ledger.bodies import CorrectionBody, ThoughtBody, tombstone
-from mentis.ledger.chain import Entry, canonical
+from mentis.ledger.bodies import INVALIDATING_KINDS, REJECTING_KINDS, CorrectionBody, ThoughtBody, tombstone
+from mentis.ledger.canonical import canonical
+from mentis.ledger.entry import Entry
 from mentis.ledger.fingerprint import fingerprint
 from mentis.store.protocol import RejectionRow, StoredThought, ThoughtQuery
 from mentis.store.shared.backend import ConnT
