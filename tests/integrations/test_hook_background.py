@@ -202,7 +202,7 @@ def test_a_server_of_another_version_is_stopped_and_replaced(
     sock = socket_of(home)
     stop_servers(tmp_path)
     older = (
-        "import sys, mentis; mentis.__version__ = '0.0.1'; "
+        "import sys, mentis.version; mentis.version.__version__ = '0.0.1'; "
         "sys.argv = ['mentis', 'serve', '--http', 'unix:' + sys.argv[1], '--idle-exit', '120']; "
         "from mentis.cli import main; main()"
     )

@@ -32,9 +32,9 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mentis.config import Settings
-from mentis.errors import ConfigError, InvalidInput
+from mentis.errors import ConfigError, InvalidInput, RegistryError
 from mentis.http.rest import error_response
-from mentis.ledger.registry import RegistryError, check_agent_id
+from mentis.ledger.registry import check_agent_id
 from mentis.service.context import resolve_caller
 from mentis.service.memory import Caller
 from mentis.service.tokens import CALLER_SCOPE_KEY, TokenStore
@@ -124,17 +124,20 @@ class HostGuard:
         if host is None or not self._admits(host[0], host[1] or DEFAULT_PORTS.get(scheme, 0), served_port):
             names = sorted(f"{h}:{p or served_port}" for h, p in self.allowed)
             response = error_response(
-                421, "misdirected", f"Host {raw_host!r} is not served here; allowed: {', '.join(names)} "
+                421,
+                "misdirected",
+                f"Host {raw_host!r} is not served here; allowed: {', '.join(names)} "
                 "(add one with --allow-host NAME or NAME:PORT)",
-            )  # fmt: skip
+            )
             await response(scope, receive, send)
             return
         origin = headers.get("origin")
         if origin is not None and not self._origin_ok(origin, scheme, served_port):
             response = error_response(
-                403, "forbidden_origin",
+                403,
+                "forbidden_origin",
                 f"Origin {origin!r} is not allowed: it must be {scheme}://HOST:PORT of this server",
-            )  # fmt: skip
+            )
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
@@ -272,9 +275,11 @@ class RateLimit:
         if wait > 0:
             retry = max(1, math.ceil(wait))
             response = error_response(
-                429, "rate_limited", f"too many requests for this token; retry in {retry} s",
+                429,
+                "rate_limited",
+                f"too many requests for this token; retry in {retry} s",
                 headers={"Retry-After": str(retry)},
-            )  # fmt: skip
+            )
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)

@@ -16,9 +16,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mentis.config import Settings
-from mentis.errors import ConfigError
+from mentis.errors import ConfigError, HookCallFailed
 from mentis.integrations.hooks import background
-from mentis.integrations.hooks.background import Client, HookCallFailed
+from mentis.integrations.hooks.background import Client
 
 __all__ = ["Backend", "HookCallFailed", "check_local_allowed", "local_allowed", "open_backend"]
 

@@ -49,9 +49,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from mentis import __version__
 from mentis.config import Settings
-from mentis.errors import ConfigError, MentisError
+from mentis.errors import ConfigError, HookCallFailed
+from mentis.version import __version__
 
 START_TIMEOUT_S = 30.0
 """Seconds a hook waits for a server to answer, one it started included (model load, verify)."""
@@ -63,10 +63,6 @@ path is reached through ``/proc/self/fd`` of its directory where there is one (:
 LOG_MAX_BYTES = 1 << 20
 AGENT_HEADER = "X-Mentis-Agent"
 """The agent a hook calls for (``MENTIS_AGENT_ID``, else the harness's name)."""
-
-
-class HookCallFailed(MentisError):
-    """The memory refused or failed a hook's call (the message carries the server's error)."""
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,7 @@ def main() -> None:
     from mentis.config import Settings
     from mentis.integrations.hooks import config as hook_config
     from mentis.integrations.hooks.backend import open_backend
-    from mentis.integrations.hooks.run import log_error
+    from mentis.integrations.hooks.error_log import log_error
 
     harness = sys.argv[1] if len(sys.argv) > 1 else ""
     try:
