@@ -19,6 +19,7 @@ class Sizes:
     fuzz_examples: int  # hypothesis examples per tool and transport
     soak_processes: int
     soak_seconds: float
+    hook_calls: int = 1_000  # CI: calls of the hook's code from four processes; full: `mentis hook` processes
 
 
 CI = Sizes("ci", kills=20, tamper_edits=200, fuzz_examples=25, soak_processes=8, soak_seconds=15.0)

@@ -23,11 +23,9 @@ from .hook_helpers import (
     attempts,
     env_for,
     errors,
-    git,
     hook,
     make_repo,
     mentis,
-    popen_hook,
     servers,
     stop_servers,
     wait_until,
@@ -120,47 +118,6 @@ def test_a_hook_names_the_agent_from_mentis_agent_id_and_the_server_refuses_a_ma
         client.close()
     assert status == 422 and isinstance(answer, dict)
     assert answer["error"]["field"] == "X-Mentis-Agent"
-
-
-def test_hooks_started_at_once_from_two_checkouts_of_two_repositories_start_one_server(
-    home: Path, env: dict[str, str], tmp_path: Path
-) -> None:
-    shop = make_repo(tmp_path / "shop", remote="git@github.com:acme/shop.git")
-    api = make_repo(tmp_path / "api", branch="fix/auth", remote="git@github.com:acme/api.git")
-    git(shop, "worktree", "add", "-q", "-b", "fix/coupons", str(tmp_path / "shop-2"))
-    git(api, "worktree", "add", "-q", "-b", "fix/tokens", str(tmp_path / "api-2"))
-    checkouts = [shop, tmp_path / "shop-2", api, tmp_path / "api-2"]
-    synchronous = {**env, "MENTIS_HOOK_DETACH": "0"}  # the attempt is written before the hook exits
-    running = []
-    for i in range(12):
-        cwd = checkouts[i % 4]
-        if i < 8:
-            event, payload, hook_env = "post-tool-use", check(cwd, f"invoice rounding case {i}"), synchronous
-        else:
-            event, payload, hook_env = "user-prompt-submit", ask(cwd), env
-        running.append(popen_hook(hook_env, event, payload, cwd))
-    assert [proc.wait(timeout=START_S * 2) for proc in running] == [0] * 12
-    assert errors(home) == []
-    assert len(servers(tmp_path)) == 1
-    tasks = sorted(a["task_id"] for a in attempts(env))
-    assert tasks == sorted(["fix/cart-rounding", "fix/coupons", "fix/auth", "fix/tokens"] * 2)
-
-
-@pytest.mark.parametrize("moment", ["once its socket is bound", "once the server process runs"])
-def test_a_hook_killed_while_it_starts_the_server_leaves_exactly_one_server(
-    moment: str, repo: Path, home: Path, env: dict[str, str], tmp_path: Path
-) -> None:
-    proc = popen_hook(env, "user-prompt-submit", ask(repo), repo)
-    if moment == "once its socket is bound":
-        wait_until(lambda: any((home / "run").glob("*.sock")), START_S, "a socket bound")
-    else:
-        wait_until(lambda: bool(servers(tmp_path)), START_S, "a server process")
-    proc.kill()
-    proc.wait(timeout=START_S)
-    hook(env, "claude-code", "post-tool-use", check(repo), repo)
-    assert "invoice rounding" in context(hook(env, "claude-code", "user-prompt-submit", ask(repo), repo))
-    assert len(servers(tmp_path)) == 1
-    assert errors(home) == []
 
 
 def test_a_hook_killed_between_taking_the_lock_and_starting_the_server_leaves_it_to_the_next(
