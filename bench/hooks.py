@@ -220,6 +220,64 @@ def measure(
     return out
 
 
+PARTS = """
+import json, sys, time
+from pathlib import Path
+from mentis.config import Settings
+from mentis.integrations import git
+from mentis.integrations.hooks.backend import open_backend
+
+cwd, calls, prompt = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+settings, times = Settings.from_env(), {"git": [], "call": []}
+for _ in range(calls):
+    t0 = time.perf_counter()
+    top = git.toplevel(cwd)
+    request = {"query": prompt, "repository": git.repository_identity(top), "limit": 5}
+    request["current_file_hashes"] = git.tree_hashes(top)
+    t1 = time.perf_counter()
+    backend = open_backend(None, None, settings, "claude-code", 1800)
+    backend.call("search", request)
+    backend.close()
+    times["git"].append((t1 - t0) * 1000)
+    times["call"].append((time.perf_counter() - t1) * 1000)
+print(json.dumps(times))
+"""
+
+
+def parts(env: dict[str, str], repo: Path, calls: int) -> dict[str, dict[str, float]]:
+    """Where a prompt hook's time goes: Python with the hook's imports, its git commands, and
+    finding the background server plus its search (these two timed in one process)."""
+    imports = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import mentis.integrations.hooks.run"], env=env, check=True)
+        imports.append((time.perf_counter() - t0) * 1000)
+    prompt = payloads(repo)["user-prompt-submit"]["prompt"]
+    done = subprocess.run(
+        [sys.executable, "-c", PARTS, str(repo), str(calls), prompt],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    times = json.loads(done.stdout)
+    return {
+        "part: python and the hook's imports": {
+            "p50_ms": percentile(imports, 0.5),
+            "p95_ms": percentile(imports, 0.95),
+        },
+        "part: git (toplevel, remote, tree hashes)": {
+            "p50_ms": percentile(times["git"], 0.5),
+            "p95_ms": percentile(times["git"], 0.95),
+        },
+        "part: reach the server and search": {
+            "p50_ms": percentile(times["call"], 0.5),
+            "p95_ms": percentile(times["call"], 0.95),
+        },
+    }
+
+
 def serve(home: Path, port: int) -> subprocess.Popen[bytes]:
     env = {**os.environ, "MENTIS_HOME": str(home), "MENTIS_EMBEDDER": "local"}
     env.pop("MENTIS_DB", None)
@@ -308,7 +366,7 @@ def latency(runs: int, calls: int, modes: list[str]) -> dict[str, Any]:
                     first = run_hook(env, repo, "user-prompt-submit", payloads(repo)["user-prompt-submit"])
                     pid = background_server(home)
                     try:
-                        run = measure(env, repo, calls, home, sync=True)
+                        run = measure(env, repo, calls, home, sync=True) | parts(env, repo, calls)
                         run[FIRST] = {"ms": round(first, 1)}
                         run["server"] = {"rss_mb": rss_mb(pid)}
                         per_run.append(run)
