@@ -22,8 +22,9 @@ from evaluation.runner import (
 )
 from mentis import retrieval
 from mentis.api.models import MAX_QUERY_CHARS, MAX_TEXT_BYTES, RecordAttemptInput, SearchInput
+from mentis.ledger.bodies import attempt_text
 from mentis.providers.embed.local import LocalEmbedder
-from mentis.service.memory import Caller, Memory, attempt_text
+from mentis.service.memory import Caller, Memory
 from mentis.store.sqlite.store import SqliteStore
 
 REPO = "mozilla/seamonkey"

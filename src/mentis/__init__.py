@@ -12,10 +12,11 @@ __version__ = "0.1.0"
 if _typing.TYPE_CHECKING:
     from mentis.config import Settings
     from mentis.errors import MentisError
-    from mentis.service.memory import Caller, Memory, open_memory
+    from mentis.service.access import Caller
+    from mentis.service.memory import Memory, open_memory
 
 _WHERE = {
-    "Caller": "mentis.service.memory",
+    "Caller": "mentis.service.access",
     "Memory": "mentis.service.memory",
     "open_memory": "mentis.service.memory",
     "Settings": "mentis.config",

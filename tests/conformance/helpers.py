@@ -6,11 +6,15 @@ from typing import Any
 
 from mentis.api.models import RecallInput, RecordAttemptInput, SearchInput, parse
 from mentis.service.memory import Caller, Memory
+from mentis.store.seal import Seal
 
 REPOS = ("github.com/acme/shop", "github.com/acme/billing")
 
 
-def record(memory: Memory, caller: Caller, repository: str = REPOS[0], **fields: Any) -> Any:
+def record(
+    memory: Memory, caller: Caller, repository: str = REPOS[0], *, seal: Seal | None = None, **fields: Any
+) -> Any:
+    """One attempt by ``caller`` (with ``seal``: sealed so, e.g. signed)."""
     data = {
         "repository": repository,
         "task_id": "T-1",
@@ -20,7 +24,7 @@ def record(memory: Memory, caller: Caller, repository: str = REPOS[0], **fields:
         "files": ["src/shop/checkout.py"],
         **fields,
     }
-    return memory.record_attempt(caller, parse(RecordAttemptInput, data))
+    return memory.record_attempt(caller, parse(RecordAttemptInput, data), seal=seal)
 
 
 def search(memory: Memory, caller: Caller, query: str, **fields: Any) -> list[tuple[str, str]]:

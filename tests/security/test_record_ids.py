@@ -37,9 +37,11 @@ from mentis.ledger.chain import canonical
 from mentis.providers.embed import HashEmbedder
 from mentis.service.context import open_store
 from mentis.service.memory import Caller, Memory
-from mentis.service.signed_writes import SignedWriteInput, signed_write
+from mentis.service.operations import signed_write
+from mentis.service.signed_writes import SignedWriteInput
 from mentis.store.postgres import schema as postgres_schema
 from mentis.store.protocol import AttemptRow
+from mentis.store.seal import Seal
 from mentis.store.sqlite import store as sqlite
 from tests.http_support import LiveServer
 from tests.security.stores import ADMIN, export_lines, raw_sql, reseal, scratch, settings, state  # noqa: F401
@@ -317,13 +319,13 @@ def test_a_bulk_append_that_repeats_an_id_or_takes_a_used_one_writes_nothing(mem
             observation="o",
             files=[],
             tags=[],
-        ).to_json()
-        return AttemptRow(ATTACKER, attempt_id, signing.now_iso(), "w", body, vector)
+        )
+        return AttemptRow(body, vector)
 
     twice = str(uuid.uuid4())
     for rows in ([row(str(uuid.uuid4())), row(twice), row(twice)], [row(str(uuid.uuid4())), row(used)]):
         with pytest.raises(Conflict):
-            memory.store.append_attempts(rows)
+            memory.store.append_attempts(rows, Seal())
         assert state(memory) == before
 
 

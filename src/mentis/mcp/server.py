@@ -31,7 +31,7 @@ from mentis import __version__
 from mentis.api.models import parse
 from mentis.config import Settings
 from mentis.errors import Forbidden, MentisError
-from mentis.service.context import resolve_caller
+from mentis.service.access import resolve_caller
 from mentis.service.memory import Caller, Memory
 from mentis.service.operations import OPERATIONS, Operation
 from mentis.service.tokens import CALLER_SCOPE_KEY

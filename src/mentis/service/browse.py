@@ -14,7 +14,8 @@ from mentis.api.models import MAX_ID_CHARS
 from mentis.errors import Forbidden, InvalidInput, NotFound
 from mentis.ledger.bodies import AttemptBody, TombstoneBody
 from mentis.ledger.chain import Entry
-from mentis.service.context import Caller, ServiceContext, may_read
+from mentis.service.access import Caller, may_read
+from mentis.service.context import ServiceContext
 from mentis.store.protocol import StoredAttempt
 from mentis.store.shared.browse import TASK_STATUSES, RepositoryRow, TaskRow
 

@@ -15,10 +15,10 @@ from pydantic import Field
 
 from mentis.api.models import FilePath, GitSha, Identifier, Out, Strict
 from mentis.ledger.bodies import AttemptBody
-from mentis.service.context import may_read
+from mentis.service.access import may_read
 
 if TYPE_CHECKING:
-    from mentis.service.context import Caller
+    from mentis.service.access import Caller
     from mentis.store.protocol import Store
 
 MAX_TREE_FILES = 1_000_000

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from mentis.api.models import Identifier, Out, Strict
 from mentis.errors import NotFound
-from mentis.service.context import Caller, may_read
+from mentis.service.access import Caller, may_read
 from mentis.store.protocol import Store
 
 STATUSES = ("passed", "failed", "unverified")

@@ -19,7 +19,8 @@ from mentis.api.models import now_iso
 from mentis.errors import IntegrityError, InvalidInput
 from mentis.ledger.chain import Entry, canonical, entry_rows, verify_rows
 from mentis.ledger.signing import AGENTS_CHAIN
-from mentis.service.context import Caller, ServiceContext, may_admin, may_read, may_write
+from mentis.service.access import Caller, may_admin, may_read, may_write
+from mentis.service.context import ServiceContext
 
 EXPORT_FORMAT = "mentis-ledger"
 

@@ -26,9 +26,17 @@ import numpy as np
 import orjson
 
 from mentis.errors import IntegrityError
-from mentis.ledger.bodies import AttemptBody, ThoughtBody
+from mentis.ledger.bodies import (
+    AgentEventBody,
+    AttemptBody,
+    CorrectionBody,
+    SkillStatusBody,
+    SkillVersionBody,
+    ThoughtBody,
+)
 from mentis.ledger.chain import ChainReport, Entry
 from mentis.ledger.registry import Registry
+from mentis.store.seal import Seal
 
 if TYPE_CHECKING:
     from mentis.store.shared.browse import RepositoryRow, TaskRow
@@ -58,13 +66,9 @@ class RejectionRow:
 
 
 class AttemptRow(NamedTuple):
-    """One attempt for :meth:`Store.append_attempts`: the arguments of ``append_attempt``."""
+    """One attempt for :meth:`Store.append_attempts`: its body and its vector."""
 
-    repository: str
-    attempt_id: str
-    at: str
-    agent: str
-    body: dict[str, Any]
+    body: AttemptBody
     vector: np.ndarray
 
 
@@ -72,11 +76,7 @@ class SkillVersionRow(NamedTuple):
     """One skill version for :meth:`Store.append_skill_versions`: its body, the version's whole
     text (which the lexical index takes) and its vector."""
 
-    repository: str
-    version_id: str
-    at: str
-    agent: str
-    body: dict[str, Any]
+    body: SkillVersionBody
     content: str
     vector: np.ndarray
 
@@ -135,29 +135,25 @@ class Store(Protocol):
     damaged: dict[str, IntegrityError]
 
     def warm(self) -> None: ...
-    def append_attempt(
-        self, chain: str, attempt_id: str, at: str, agent: str, body: dict[str, Any], vector: np.ndarray
-    ) -> Entry: ...
-    def append_attempts(self, rows: Sequence[AttemptRow]) -> list[Entry]: ...
+    # writes: each takes the typed body, and the seal that says how its entries are made
+    def append_attempt(self, body: AttemptBody, vector: np.ndarray, seal: Seal) -> Entry: ...
+    def append_attempts(self, rows: Sequence[AttemptRow], seal: Seal) -> list[Entry]: ...
     def append_correction(
-        self,
-        chain: str,
-        correction_id: str,
-        at: str,
-        agent: str,
-        body: dict[str, Any],
-        conclusion: np.ndarray,
+        self, body: CorrectionBody, conclusion: np.ndarray, seal: Seal
     ) -> tuple[Entry, int]: ...
-    def append_thought(
-        self, chain: str, thought_id: str, at: str, agent: str, body: dict[str, Any], vector: np.ndarray
+    def append_thought(self, body: ThoughtBody, vector: np.ndarray, seal: Seal) -> Entry: ...
+    def forget_attempt(
+        self, chain: str, attempt_id: str, reason: str | None, agent: str, seal: Seal
     ) -> Entry: ...
+    def forget_thought(
+        self, chain: str, thought_id: str, reason: str | None, agent: str, seal: Seal
+    ) -> Entry: ...
+    def append_agent_event(self, body: AgentEventBody, seal: Seal) -> tuple[Entry, Registry]: ...
     # skills (mentis.store.shared.skills, shared by both backends)
-    def append_skill_versions(self, rows: Sequence[SkillVersionRow]) -> list[Entry]: ...
-    def append_skill_status(
-        self, chain: str, status_id: str, at: str, agent: str, body: dict[str, Any]
-    ) -> Entry: ...
+    def append_skill_versions(self, rows: Sequence[SkillVersionRow], seal: Seal) -> list[Entry]: ...
+    def append_skill_status(self, body: SkillStatusBody, seal: Seal) -> Entry: ...
     def delete_skill(
-        self, chain: str, tombstone_id: str, at: str, agent: str, skill_id: str, reason: str | None
+        self, chain: str, skill_id: str, reason: str | None, agent: str, seal: Seal
     ) -> Entry: ...
     def skill_row(self, repository: str, skill_id: str) -> SkillRow | None: ...
     def skill_rows(self, repositories: Sequence[str] | None, statuses: Sequence[str]) -> list[SkillRow]: ...
@@ -183,12 +179,6 @@ class Store(Protocol):
     def filter_thoughts(self, rowids: Sequence[int] | None, query: ThoughtQuery, limit: int) -> list[int]: ...
     def find_attempt(self, attempt_id: str) -> tuple[str, bool] | None: ...
     def find_records(self, ids: Iterable[str]) -> dict[str, tuple[str, str]]: ...
-    def forget_attempt(
-        self, chain: str, tombstone_id: str, at: str, agent: str, attempt_id: str, reason: str | None
-    ) -> Entry: ...
-    def forget_thought(
-        self, chain: str, tombstone_id: str, at: str, agent: str, thought_id: str, reason: str | None
-    ) -> Entry: ...
     def get_meta(self, key: str) -> str | None: ...
     def has_rejections(self, repository: str) -> bool: ...
     def import_ledger(self, items: Sequence[tuple[Entry, bytes | None]], embed: Embed) -> int: ...
@@ -242,7 +232,6 @@ class Store(Protocol):
     ) -> list[tuple[int, float]]: ...
     def verify(self, signatures: bool = False) -> list[ChainReport]: ...
     def verify_chains(self, signatures: bool = False) -> list[ChainReport]: ...
-    def append_agent_event(self, id_: str, at: str | None, agent: str, body: dict[str, Any]) -> Entry: ...
     def agent_registry(self) -> Registry: ...
     def agent_key(self, key_id: str) -> tuple[str, str, str, str | None] | None: ...
     def counts(self) -> dict[str, int]: ...
@@ -265,8 +254,8 @@ def replay(
     embed: Embed,
     progress: Callable[[int], None] | None,
     *,
-    attempt: Callable[[int, dict[str, Any], np.ndarray], None],
-    thought: Callable[[int, dict[str, Any], np.ndarray], None],
+    attempt: Callable[[int, AttemptBody, np.ndarray], None],
+    thought: Callable[[int, ThoughtBody, np.ndarray], None],
     correction: Callable[[int, dict[str, Any]], None],
     forget: Callable[[int, dict[str, Any]], None],
     skill: Callable[[int, dict[str, Any]], None] | None = None,
@@ -278,15 +267,15 @@ def replay(
     flushes the batch so it sees every entry before it (skill versions embed themselves).
     Entries whose body was erased derive nothing.
     """
-    batch: list[tuple[int, str, dict[str, Any]]] = []
+    batch: list[tuple[int, AttemptBody | ThoughtBody]] = []
 
     def flush() -> None:
         if batch:
-            texts = [
-                (AttemptBody if k == "attempt" else ThoughtBody).from_json(b).embed_text for _, k, b in batch
-            ]
-            for (rowid, kind, body), vec in zip(batch, embed(texts), strict=True):
-                (attempt if kind == "attempt" else thought)(rowid, body, vec)
+            for (rowid, record), vec in zip(batch, embed([r.embed_text for _, r in batch]), strict=True):
+                if isinstance(record, AttemptBody):
+                    attempt(rowid, record, vec)
+                else:
+                    thought(rowid, record, vec)
             if progress is not None:
                 progress(len(batch))
             batch.clear()
@@ -294,13 +283,13 @@ def replay(
     for rowid, entry, raw in placed:
         if raw is None:
             continue
-        body = orjson.loads(raw)
         if entry.kind in ("attempt", "thought"):
-            batch.append((rowid, entry.kind, body))
+            batch.append((rowid, (AttemptBody if entry.kind == "attempt" else ThoughtBody).parse(raw)))
             if len(batch) >= REPLAY_BATCH:
                 flush()
             continue
         flush()
+        body = orjson.loads(raw)
         if entry.kind == "correction":
             correction(rowid, body)
         elif entry.kind == "forget":

@@ -20,14 +20,17 @@ cannot commit around it: one of them waits for the other and then sees it.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import orjson
 
 from mentis.errors import Conflict, Forbidden, IntegrityError, InvalidInput, MentisError, NotFound
 from mentis.ledger import signing
+from mentis.ledger.bodies import AgentEventBody
 from mentis.ledger.chain import Entry, canonical, sha256_hex
 from mentis.ledger.registry import AgentRecord, Registry, RegistryError
+from mentis.store.seal import Seal
 
 _REFUSAL: dict[str, type[MentisError]] = {
     "invalid": InvalidInput,
@@ -48,10 +51,10 @@ class AgentCore:
     if TYPE_CHECKING:
 
         def _read(self) -> Any: ...
-        def _write(self, *chains: str) -> Any: ...
+        def _write(self, *chains: str, commit: bool = True) -> Any: ...
         def _append(
-            self, conn: Any, chain: str, kind: str, id_: str, at: str, agent: str, body: bytes
-        ) -> tuple[int, Entry]: ...
+            self, conn: Any, seal: Seal, chain: str, kind: str, id_: str, at: str, agent: str, body: bytes
+        ) -> tuple[int | None, Entry]: ...
 
     def _registry_lock(self, conn: Any, exclusive: bool) -> None:
         """Order registry writes against other appends (SQLite: its write lock already does)."""
@@ -102,26 +105,28 @@ class AgentCore:
         key = self.agent_registry().keys.get(key_id)
         return None if key is None else (key.agent_id, key.public_key, key.added_at, key.revoked_at)
 
-    def append_agent_event(self, id_: str, at: str | None, agent: str, body: dict[str, Any]) -> Entry:
-        """Append one registry event (``mentis.ledger.registry``) by ``agent``; InvalidInput, NotFound or
-        Conflict when it may not follow the registry as it stands, and nothing is written. With
-        ``at`` None the event is dated here, once the registry's lock is held: every append that
-        committed before it read the clock earlier (verification compares those times)."""
-        with self._write(signing.AGENTS_CHAIN) as conn:
+    def append_agent_event(self, body: AgentEventBody, seal: Seal) -> tuple[Entry, Registry]:
+        """Append one registry event (``mentis.ledger.registry``) by ``body.by``; InvalidInput,
+        NotFound or Conflict when it may not follow the registry as it stands, and nothing is
+        written. The event is dated with the seal's planned time, else here, once the registry's
+        lock is held: every append that committed before it read the clock earlier (verification
+        compares those times). Returns the entry and the registry with the event applied."""
+        with self._write(signing.AGENTS_CHAIN, commit=seal.commit) as conn:
             self._registry_lock(conn, True)
-            if at is None:
-                at = signing.now_iso()
-                body = {**body, "at": at}
+            body = replace(body, at=seal.at or signing.now_iso())
+            doc = body.to_json()
             before = self._registry_in(conn)
             after = before.copy()
             try:
-                after.apply(body)
+                after.apply(doc)
             except RegistryError as exc:
                 raise _REFUSAL[exc.kind](str(exc)) from None
-            if body["op"] == "key_add" and not before.agents[body["agent_id"]].keys:
-                self._refuse_unsigned_after(conn, before.agents[body["agent_id"]], body["at"])
-            _, entry = self._append(conn, signing.AGENTS_CHAIN, "agent", id_, at, agent, canonical(body))
-        return entry
+            if body.op == "key_add" and not before.agents[body.agent_id].keys:
+                self._refuse_unsigned_after(conn, before.agents[body.agent_id], body.at)
+            _, entry = self._append(
+                conn, seal, signing.AGENTS_CHAIN, "agent", seal.record_id(), body.at, body.by, canonical(doc)
+            )
+        return entry, after
 
     def _refuse_unsigned_after(self, conn: Any, who: AgentRecord, at: str) -> None:
         """Conflict when an unsigned entry by ``who`` is dated at or after ``at``, the time of its

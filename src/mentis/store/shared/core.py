@@ -28,7 +28,7 @@ import orjson
 
 from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
 from mentis.ledger import signing
-from mentis.ledger.bodies import AttemptBody, ThoughtBody, tombstone
+from mentis.ledger.bodies import AttemptBody, CorrectionBody, ThoughtBody, tombstone
 from mentis.ledger.chain import (
     ChainReport,
     Entry,
@@ -36,11 +36,14 @@ from mentis.ledger.chain import (
     chain_refused,
     entry_hash,
     isolate,
-    seal,
     sha256_hex,
+)
+from mentis.ledger.chain import (
+    seal as seal_entry,
 )
 from mentis.ledger.fingerprint import fingerprint
 from mentis.store.protocol import AttemptRow, Embed, SqlResult, replay
+from mentis.store.seal import Seal
 from mentis.store.shared.agents import AgentCore
 from mentis.store.shared.derived_check import pg_vector_check, vector_check
 from mentis.store.shared.dialect import Dialect, as_array
@@ -109,7 +112,7 @@ class RelationalCore(AgentCore):
     if TYPE_CHECKING:  # each backend defines these (see the module docstring)
 
         def _read(self) -> Any: ...
-        def _write(self, *chains: str) -> Any: ...
+        def _write(self, *chains: str, commit: bool = True) -> Any: ...
         def _peek(self) -> Any: ...
         def _scan(self, conn: Any, sql: str, name: str) -> Iterable[Sequence[Any]]: ...
         def _index_terms(
@@ -140,7 +143,7 @@ class RelationalCore(AgentCore):
         def _after_rebuild(self) -> None: ...
         def _recall(self, sql: str, params: dict[str, Any] | None, bounds: RecallBounds) -> SqlResult: ...
         def _derive_thought(
-            self, conn: Any, rowid: int, body: dict[str, Any], vector: np.ndarray
+            self, conn: Any, rowid: int, thought: ThoughtBody, vector: np.ndarray
         ) -> None: ...
         def _derive_forget_thought(self, conn: Any, tomb_rowid: int, tomb: dict[str, Any]) -> None: ...
         def _derive_forget_skill(self, conn: Any, tomb_rowid: int, tomb: dict[str, Any]) -> None: ...
@@ -179,27 +182,25 @@ class RelationalCore(AgentCore):
             )
 
     def _append(
-        self, conn: Any, chain: str, kind: str, id_: str, at: str, agent: str, body: bytes
-    ) -> tuple[int, Entry]:
+        self, conn: Any, seal: Seal, chain: str, kind: str, id_: str, at: str, agent: str, body: bytes
+    ) -> tuple[int | None, Entry]:
         """Append at the chain's head; the caller's write transaction holds the chain's lock.
 
-        The entry is signed by :func:`mentis.ledger.signing.current_sign` when the service set one, and
-        refused (:meth:`AgentCore._enforce`) when the agent registry does not allow it."""
+        The entry is signed as ``seal`` says (:meth:`Seal.signature`), refused
+        (:meth:`AgentCore._enforce`) when the agent registry does not allow it, and inserted;
+        returns its rowid (for the caller to derive its rows) and the entry. A seal that does not
+        commit stops at the entry: nothing is inserted, the rowid is None (and the caller's
+        transaction rolls back)."""
         if chain in self.damaged:
             raise chain_refused(self.damaged[chain])
         head = conn.execute(self.D.q("SELECT seq, hash FROM heads WHERE chain=?"), (chain,)).fetchone()
         seq, prev = (0, "") if head is None else (head[0] + 1, head[1])
-        body_hash = sha256_hex(body)
-        fields = signing.Unsigned(chain, kind, id_, at, agent, body_hash)
-        key_id = sig = None
-        sign = signing.current_sign()
-        if sign is not None:
-            key_id, sig = signing.sign_append(sign, fields, body)
+        fields = signing.Unsigned(chain, kind, id_, at, agent, sha256_hex(body))
+        key_id, sig = seal.signature(fields, body)
+        entry = seal_entry(**fields._asdict(), seq=seq, prev=prev, key_id=key_id, sig=sig)
+        if not seal.commit:
+            return None, entry
         self._enforce(conn, fields, key_id, sig)
-        entry = seal(
-            chain=chain, seq=seq, prev=prev, kind=kind, id=id_, at=at, agent=agent, body_hash=body_hash,
-            key_id=key_id, sig=sig,
-        )  # fmt: skip
         return self._insert(conn, entry, body), entry
 
     def _insert(self, conn: Any, e: Entry, body: bytes | None) -> int:
@@ -290,77 +291,74 @@ class RelationalCore(AgentCore):
 
     # ------------------------------------------------------------ attempt writes
 
-    def _check_attempt(self, row: AttemptRow) -> None:
-        """What every appended attempt must be: its body names its own id and repository, has the
-        keys the derived tables read, and its vector is ``dim`` finite numbers."""
-        body = row.body
-        missing = [k for k in ATTEMPT_KEYS if k not in body]
-        if missing:
-            raise InvalidInput(f"attempt {row.attempt_id}: body lacks {', '.join(missing)}")
-        if body["attempt_id"] != row.attempt_id or body["repository"] != row.repository:
-            raise InvalidInput(
-                f"attempt {row.attempt_id}: body names attempt {body['attempt_id']!r} in "
-                f"{body['repository']!r}, not its own id and repository {row.repository!r}"
-            )
-        vector = np.asarray(row.vector)
+    def _check_vector(self, what: str, vector: np.ndarray) -> None:
+        """A record's vector is ``dim`` finite numbers (InvalidInput naming ``what`` otherwise)."""
+        vector = np.asarray(vector)
         if vector.shape != (self.dim,) or not np.isfinite(vector).all():
             raise InvalidInput(
-                f"attempt {row.attempt_id}: its vector must be {self.dim} finite numbers "
-                f"(got shape {vector.shape})"
+                f"{what}: its vector must be {self.dim} finite numbers (got shape {vector.shape})"
             )
 
-    def append_attempt(
-        self, chain: str, attempt_id: str, at: str, agent: str, body: dict[str, Any], vector: np.ndarray
-    ) -> Entry:
-        return self.append_attempts([AttemptRow(chain, attempt_id, at, agent, body, vector)])[0]
+    def append_attempt(self, body: AttemptBody, vector: np.ndarray, seal: Seal) -> Entry:
+        return self.append_attempts([AttemptRow(body, vector)], seal)[0]
 
-    def append_attempts(self, rows: Sequence[AttemptRow]) -> list[Entry]:
-        """Append attempts in order in one write transaction: every row is checked first, and a
-        failure at any row writes nothing."""
+    def append_attempts(self, rows: Sequence[AttemptRow], seal: Seal) -> list[Entry]:
+        """Append attempts in order in one write transaction (each entry is its body's attempt
+        id, repository, agent and time): every vector is checked first, and a failure at any row
+        writes nothing."""
         for row in rows:
-            self._check_attempt(row)
-        raws = [canonical(row.body) for row in rows]
+            self._check_vector(f"attempt {row.body.attempt_id}", row.vector)
         entries: list[Entry] = []
         if not rows:
             return entries
         with (
-            self._write(*{row.repository for row in rows}) as conn,
+            self._write(*{row.body.repository for row in rows}, commit=seal.commit) as conn,
             self.D.pipelined(conn),
             self._terms_batch(conn),
         ):
-            for row, raw in zip(rows, raws, strict=True):
+            for body, vector in rows:
+                raw = canonical(body.to_json())
                 rowid, entry = self._append(
-                    conn, row.repository, "attempt", row.attempt_id, row.at, row.agent, raw
+                    conn,
+                    seal,
+                    body.repository,
+                    "attempt",
+                    body.attempt_id,
+                    body.created_at,
+                    body.agent_id,
+                    raw,
                 )
-                self._derive_attempt(conn, rowid, row.body, row.vector)
+                if rowid is not None:
+                    self._derive_attempt(conn, rowid, body, vector)
                 entries.append(entry)
         return entries
 
     def append_correction(
-        self,
-        chain: str,
-        correction_id: str,
-        at: str,
-        agent: str,
-        body: dict[str, Any],
-        conclusion: np.ndarray,
+        self, body: CorrectionBody, conclusion: np.ndarray, seal: Seal
     ) -> tuple[Entry, int]:
-        """Append a correction; ``conclusion`` is the vector of the attempt's rejected conclusion."""
-        raw = canonical(body)
-        with self._write(chain) as conn:
-            attempt_rowid = self._live_attempt_rowid(conn, chain, body["attempt_id"])
-            rowid, entry = self._append(conn, chain, "correction", correction_id, at, agent, raw)
-            self._derive_correction(conn, rowid, attempt_rowid, body, conclusion)
+        """Append a correction (its entry id is the seal's); ``conclusion`` is the vector of the
+        attempt's rejected conclusion. Returns the entry and the attempt's count of corrections."""
+        chain, doc = body.repository, body.to_json()
+        with self._write(chain, commit=seal.commit) as conn:
+            attempt_rowid = self._live_attempt_rowid(conn, chain, body.attempt_id)
+            rowid, entry = self._append(
+                conn, seal, chain, "correction", seal.record_id(), body.at, body.agent_id, canonical(doc)
+            )
+            if rowid is not None:
+                self._derive_correction(conn, rowid, attempt_rowid, doc, conclusion)
             row = conn.execute(
                 self.D.q("SELECT count(*) FROM correction_idx WHERE attempt_rowid=?"), (attempt_rowid,)
             ).fetchone()
         return entry, int(row[0]) if row else 0
 
     def forget_attempt(
-        self, chain: str, tombstone_id: str, at: str, agent: str, attempt_id: str, reason: str | None
+        self, chain: str, attempt_id: str, reason: str | None, agent: str, seal: Seal
     ) -> Entry:
+        """Erase an attempt's body and its corrections'; the chain keeps a tombstone (the seal's
+        id and time) listing their seqs."""
         q = self.D.q
-        with self._write(chain) as conn:
+        at = seal.time()
+        with self._write(chain, commit=seal.commit) as conn:
             rowid = self._live_attempt_rowid(conn, chain, attempt_id)
             erased = [rowid] + [
                 int(r)
@@ -373,8 +371,11 @@ class RelationalCore(AgentCore):
             found = conn.execute(q("SELECT task_id FROM attempt_idx WHERE rowid=?"), (rowid,)).fetchone()
             task_id = found[0] if found is not None else None
             body = tombstone("attempt", attempt_id, chain, seqs, reason, agent, at, task_id).to_json()
-            tomb_rowid, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(body))
-            self._derive_forget(conn, tomb_rowid, body)
+            tomb_rowid, entry = self._append(
+                conn, seal, chain, "forget", seal.record_id(), at, agent, canonical(body)
+            )
+            if tomb_rowid is not None:
+                self._derive_forget(conn, tomb_rowid, body)
         self._after_forget()
         return entry
 
@@ -394,12 +395,12 @@ class RelationalCore(AgentCore):
 
     # ------------------------------------------------------------ derivation (live and rebuild)
 
-    def _derive_attempt(self, conn: Any, rowid: int, body: dict[str, Any], vector: np.ndarray) -> None:
+    def _derive_attempt(self, conn: Any, rowid: int, attempt: AttemptBody, vector: np.ndarray) -> None:
         q = self.D.q
-        repo, task, attempt = body["repository"], body["task_id"], AttemptBody.from_json(body)
+        repo, task = attempt.repository, attempt.task_id
         conn.execute(
             q("INSERT INTO attempt_idx(rowid, attempt_id, repository, task_id, status) VALUES(?,?,?,?,?)"),
-            (rowid, body["attempt_id"], repo, task, attempt.status),
+            (rowid, attempt.attempt_id, repo, task, attempt.status),
         )
         self._index_record(conn, "attempt_terms", rowid, attempt)
         self._index_title(conn, rowid, attempt)
@@ -412,7 +413,7 @@ class RelationalCore(AgentCore):
                 "ON CONFLICT(repository, task_id) DO UPDATE SET "
                 "title_rowid = coalesce(excluded.title_rowid, task_idx.title_rowid)"
             ),
-            (repo, task, rowid if body.get("task_title") else None),
+            (repo, task, rowid if attempt.task_title else None),
         )
 
     def _insert_vector(self, conn: Any, table: str, rowid: int, repository: str, vector: np.ndarray) -> None:

@@ -24,6 +24,7 @@ from mentis.ledger.bodies import ThoughtBody, tombstone
 from mentis.ledger.chain import Entry, canonical
 from mentis.ledger.fingerprint import fingerprint
 from mentis.store.protocol import RejectionRow, ThoughtQuery
+from mentis.store.seal import Seal
 from mentis.store.shared.core import check_list, checked_body, derived_mismatch
 from mentis.store.shared.reads import AttemptReads
 
@@ -45,19 +46,20 @@ def _edges_of(body: dict[str, Any]) -> list[tuple[Any, ...]]:
 class ThoughtCore(AttemptReads):
     """Thought reads and writes (``self`` is the store)."""
 
-    def append_thought(
-        self, chain: str, thought_id: str, at: str, agent: str, body: dict[str, Any], vector: np.ndarray
-    ) -> Entry:
-        raw = canonical(body)
-        with self._write(chain) as conn:
-            rowid, entry = self._append(conn, chain, "thought", thought_id, at, agent, raw)
-            self._derive_thought(conn, rowid, body, vector)
+    def append_thought(self, body: ThoughtBody, vector: np.ndarray, seal: Seal) -> Entry:
+        """Append a thought (its entry is its body's thought id, repository, agent and time)."""
+        raw = canonical(body.to_json())
+        with self._write(body.repository, commit=seal.commit) as conn:
+            rowid, entry = self._append(
+                conn, seal, body.repository, "thought", body.thought_id, body.created_at, body.agent_id, raw
+            )
+            if rowid is not None:
+                self._derive_thought(conn, rowid, body, vector)
         return entry
 
-    def _derive_thought(self, conn: Any, rowid: int, body: dict[str, Any], vector: np.ndarray) -> None:
+    def _derive_thought(self, conn: Any, rowid: int, thought: ThoughtBody, vector: np.ndarray) -> None:
         q = self.D.q
-        tid, repo, at = body["thought_id"], body["repository"], body["created_at"]
-        confidence = body.get("confidence")
+        tid, repo, at = thought.thought_id, thought.repository, thought.created_at
         conn.execute(
             q(
                 "INSERT INTO thought_idx(rowid, thought_id, repository, type, role, agent_id, task_id, "
@@ -67,22 +69,19 @@ class ThoughtCore(AttemptReads):
                 rowid,
                 tid,
                 repo,
-                body["type"],
-                body["role"],
-                body["agent_id"],
-                body.get("task_id"),
+                thought.type,
+                thought.role,
+                thought.agent_id,
+                thought.task_id,
                 at,
-                float(body["importance"]),
-                None if confidence is None else float(confidence),
+                float(thought.importance),
+                None if thought.confidence is None else float(thought.confidence),
             ),
         )
-        thought = ThoughtBody.from_json(body)
         labels = [(rowid, kind, label) for kind, label in thought.labels]
-        edges = [(rowid, tid, "ref", ref, None, None, at) for ref in body.get("refs", [])]
-        edges += [
-            (rowid, tid, r["kind"], r["target_id"], r.get("valid_at"), r.get("invalid_at"), at)
-            for r in body.get("relations", [])
-        ]
+        edges: list[tuple[int, str, str, str, str | None, str | None, str]]
+        edges = [(rowid, tid, "ref", ref, None, None, at) for ref in thought.refs]
+        edges += [(rowid, tid, r.kind, r.target_id, r.valid_at, r.invalid_at, at) for r in thought.relations]
         self.D.many(conn, "INSERT INTO thought_label(rowid, kind, label) VALUES(?,?,?)", labels)
         self.D.many(
             conn,
@@ -93,9 +92,9 @@ class ThoughtCore(AttemptReads):
         self._index_record(conn, "thought_terms", rowid, thought)
         self._index_window(conn, rowid, thought)
         self._insert_vector(conn, "thought_vectors", rowid, repo, vector)
-        for r in body.get("relations", []):
-            if r["kind"] in REJECTING_KINDS:
-                self._reject_thought(conn, rowid, tid, repo, at, r["target_id"])
+        for r in thought.relations:
+            if r.kind in REJECTING_KINDS:
+                self._reject_thought(conn, rowid, tid, repo, at, r.target_id)
 
     def _index_window(self, conn: Any, rowid: int, thought: ThoughtBody) -> None:
         """The thought's causal window row in ``window_terms``: the content of the thought just
@@ -133,11 +132,13 @@ class ThoughtCore(AttemptReads):
         return int(conn.execute("SELECT count(*) FROM window_terms").fetchone()[0]) - int(before)
 
     def forget_thought(
-        self, chain: str, tombstone_id: str, at: str, agent: str, thought_id: str, reason: str | None
+        self, chain: str, thought_id: str, reason: str | None, agent: str, seal: Seal
     ) -> Entry:
-        """Erase a thought's body and derived rows; the chain keeps a tombstone listing its seq."""
+        """Erase a thought's body and derived rows; the chain keeps a tombstone (the seal's id and
+        time) listing its seq."""
         q = self.D.q
-        with self._write(chain) as conn:
+        at = seal.time()
+        with self._write(chain, commit=seal.commit) as conn:
             row = conn.execute(
                 q(
                     "SELECT t.rowid, e.seq FROM thought_idx t JOIN entries e ON e.rowid = t.rowid "
@@ -157,8 +158,11 @@ class ThoughtCore(AttemptReads):
                     raise Conflict(f"thought {thought_id} in {chain} was forgotten; its content is erased")
                 raise NotFound(f"no thought {thought_id} in repository {chain}; search_thoughts finds ids")
             body = tombstone("thought", thought_id, chain, [int(row[1])], reason, agent, at).to_json()
-            tomb_rowid, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(body))
-            self._derive_forget_thought(conn, tomb_rowid, body)
+            tomb_rowid, entry = self._append(
+                conn, seal, chain, "forget", seal.record_id(), at, agent, canonical(body)
+            )
+            if tomb_rowid is not None:
+                self._derive_forget_thought(conn, tomb_rowid, body)
         self._after_forget()
         return entry
 

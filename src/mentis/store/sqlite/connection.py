@@ -65,9 +65,10 @@ class SqliteBase:
             raise _store_error(what, self.path, sqlite3.DatabaseError(text)) from exc
 
     @contextmanager
-    def _write(self, *chains: str) -> Iterator[sqlite3.Connection]:
+    def _write(self, *chains: str, commit: bool = True) -> Iterator[sqlite3.Connection]:
         """One IMMEDIATE transaction: the write lock (of the whole file, so of every one of
-        ``chains``) is held from the first statement."""
+        ``chains``) is held from the first statement. ``commit=False`` rolls it back at the end
+        (a write prepared, not made)."""
         with self._lock, self._translate("write"):
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
@@ -76,6 +77,9 @@ class SqliteBase:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+            if not commit:
+                conn.execute("ROLLBACK")
+                return
             conn.execute("COMMIT")
             self._committed()
             self._writes += 1
