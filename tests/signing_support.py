@@ -6,16 +6,11 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from mentis.api.signed import PrepareWriteInput, PrepareWriteResult, SignedWriteInput, SignedWriteResult
 from mentis.ledger import signing
 from mentis.ledger.bodies import AgentEventBody
 from mentis.service.memory import Caller, Memory
 from mentis.service.operations import prepare_write, signed_write
-from mentis.service.signed_writes import (
-    PrepareWriteInput,
-    PrepareWriteResult,
-    SignedWriteInput,
-    SignedWriteResult,
-)
 from mentis.store.protocol import Store
 from mentis.store.seal import Seal
 

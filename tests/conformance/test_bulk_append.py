@@ -11,7 +11,6 @@ import pytest
 
 from mentis.config import Settings
 from mentis.errors import Conflict, InvalidInput, MentisError
-from mentis.ledger.bodies import AttemptBody
 from mentis.providers.embed import HashEmbedder
 from mentis.retrieval import query_terms
 from mentis.service.memory import Caller, Memory
@@ -26,7 +25,7 @@ def _rows(memory: Memory, caller: Caller, n: int) -> list[AttemptRow]:
     """``n`` attempts alternating between two repositories, with bodies shaped as the service
     writes them (taken from one recorded attempt) and real vectors."""
     record(memory, caller, repository=REPOS[0])
-    template = AttemptBody.from_json(memory.store.task_history(REPOS[0], "T-1")[0].body)
+    template = memory.store.task_history(REPOS[0], "T-1")[0].body
     rows = []
     for i in range(n):
         body = replace(

@@ -13,7 +13,7 @@ import pytest
 
 from mentis.errors import StoreError
 from mentis.ledger.bodies import AttemptBody, CodeContextBody
-from mentis.ledger.chain import canonical
+from mentis.ledger.canonical import canonical
 from mentis.providers.embed import HashEmbedder
 from mentis.retrieval import query_terms
 from mentis.store.postgres.schema import SCHEMA_VERSION

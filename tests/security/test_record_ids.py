@@ -20,25 +20,20 @@ from typing import Any
 import orjson
 import pytest
 
-from mentis.api.models import (
-    AppendThoughtInput,
-    ForgetInput,
-    ForgetThoughtInput,
-    MarkOutdatedInput,
-    RecordAttemptInput,
-    parse,
-)
+from mentis.api.attempts import ForgetInput, MarkOutdatedInput, RecordAttemptInput
+from mentis.api.common import parse
+from mentis.api.signed import SignedWriteInput
 from mentis.api.skills import DeleteSkillInput, UploadSkillInput
+from mentis.api.thoughts import AppendThoughtInput, ForgetThoughtInput
 from mentis.config import Settings
 from mentis.errors import Conflict, InvalidInput
 from mentis.ledger import signing
 from mentis.ledger.bodies import AttemptBody, ThoughtBody
-from mentis.ledger.chain import canonical
+from mentis.ledger.canonical import canonical
 from mentis.providers.embed import HashEmbedder
 from mentis.service.context import open_store
 from mentis.service.memory import Caller, Memory
 from mentis.service.operations import signed_write
-from mentis.service.signed_writes import SignedWriteInput
 from mentis.store.postgres import schema as postgres_schema
 from mentis.store.protocol import AttemptRow
 from mentis.store.seal import Seal
@@ -252,7 +247,7 @@ def test_a_write_token_for_one_repository_cannot_reuse_an_id_over_a_transport(
 WRITERS = 6
 
 
-def _thought_body(thought_id: str, repository: str) -> dict[str, Any]:
+def _thought_body(thought_id: str, repository: str) -> ThoughtBody:
     return ThoughtBody(
         thought_id=thought_id,
         repository=repository,
@@ -266,7 +261,7 @@ def _thought_body(thought_id: str, repository: str) -> dict[str, Any]:
         concepts=[],
         refs=[],
         relations=[],
-    ).to_json()
+    )
 
 
 def test_concurrent_writers_on_other_chains_cannot_both_take_one_id(settings: Settings) -> None:
@@ -281,9 +276,7 @@ def test_concurrent_writers_on_other_chains_cannot_both_take_one_id(settings: Se
         chain, vector = f"team-{i}/app", HashEmbedder().embed(["raced"])[0]
         start.wait(timeout=30)
         try:
-            stores[i].append_thought(
-                chain, the_id, signing.now_iso(), "w", _thought_body(the_id, chain), vector
-            )
+            stores[i].append_thought(_thought_body(the_id, chain), vector, Seal())
         except Conflict:
             return "refused"
         return "stored"

@@ -30,7 +30,6 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
 
-from mentis import __version__
 from mentis.dashboard import build_dashboard
 from mentis.errors import ConfigError
 from mentis.http.connections import (
@@ -60,6 +59,7 @@ from mentis.service.access import resolve_caller
 from mentis.service.memory import Memory
 from mentis.service.operations import OPERATIONS
 from mentis.service.tokens import TokenStore
+from mentis.version import __version__
 
 log = logging.getLogger(__name__)
 

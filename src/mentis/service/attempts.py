@@ -15,28 +15,26 @@ from typing import Any
 import orjson
 
 from mentis import retrieval
-from mentis.api.models import (
+from mentis.api.attempts import (
     AttemptPreview,
     CorrectionOut,
     ForgetInput,
     ForgetResult,
-    LedgerRef,
     MarkOutdatedInput,
     MarkOutdatedResult,
     RecallInput,
     RecallResult,
     RecordAttemptInput,
     RecordAttemptResult,
-    Rejection,
-    ScoreParts,
     SearchInput,
     SearchResult,
     TaskResult,
 )
-from mentis.errors import Conflict, InvalidInput, NotFound
+from mentis.api.common import LedgerRef, Rejection, ScoreParts
+from mentis.errors import Conflict, InvalidInput, NotFound, RerankFailed
 from mentis.ledger.bodies import AttemptBody, CheckBody, CodeContextBody, CorrectionBody
-from mentis.ledger.chain import Entry
-from mentis.providers.rerank import RerankFailed, RerankItem, apply_rerank
+from mentis.ledger.entry import Entry
+from mentis.providers.rerank import RerankItem, apply_rerank
 from mentis.retrieval import pipeline, titles
 from mentis.service.access import Caller, left_out_note, may_read, may_write
 from mentis.service.context import ServiceContext, secret_warnings
@@ -182,7 +180,7 @@ class AttemptOps:
         items = []
         for h in hits:
             stored = previews.get(h.attempts[0].rowid)
-            b = None if stored is None else AttemptBody.from_json(stored.body)
+            b = None if stored is None else stored.body
             title = info.get((h.repository, h.task_id), (None, 0))[0] or h.task_id
             parts = (title,) if b is None else (title, b.action, b.observation, b.inference)
             text = "\n".join(p for p in parts if p)
@@ -256,7 +254,7 @@ class AttemptOps:
         size = 2
         truncated, reason = False, None
         for a in attempts:
-            b = AttemptBody.from_json(a.body)
+            b = a.body
             ctx, check = b.code_context or CodeContextBody(), b.check
             row = [
                 b.attempt_id,
@@ -325,15 +323,14 @@ def _ref(entry: Entry) -> LedgerRef:
     return LedgerRef(seq=entry.seq, hash=entry.hash)
 
 
-def _correction(body: CorrectionBody | dict[str, Any]) -> CorrectionOut:
-    c = body if isinstance(body, CorrectionBody) else CorrectionBody.from_json(body)
+def _correction(c: CorrectionBody) -> CorrectionOut:
     return CorrectionOut(reason=c.reason, latest_commit=c.latest_commit, at=c.at, agent_id=c.agent_id)
 
 
 def _preview(
     stored: StoredAttempt, current: dict[str, str] | None, reasserts: list[Rejection]
 ) -> AttemptPreview:
-    b = AttemptBody.from_json(stored.body)
+    b = stored.body
     return AttemptPreview(
         attempt_id=b.attempt_id,
         action=b.action,

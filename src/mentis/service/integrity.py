@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from mentis.api.models import ChainResult, VerifyResult
+from mentis.api.verify import ChainResult, VerifyResult
 from mentis.errors import IntegrityError, NotFound
 from mentis.service.access import Caller, may_read
 from mentis.service.context import ServiceContext

@@ -21,36 +21,30 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
-from mentis.api.models import (
-    AppendThoughtInput,
-    AppendThoughtResult,
-    ContextBundleInput,
-    ContextBundleResult,
+from mentis.api.agents import (
+    AddAgentKeyInput,
+    AgentOut,
+    AgentResult,
+    DisableAgentInput,
+    ListAgentsInput,
+    ListAgentsResult,
+    RegisterAgentInput,
+    RevokeAgentKeyInput,
+    ShowAgentInput,
+)
+from mentis.api.attempts import (
     ForgetInput,
     ForgetResult,
-    ForgetThoughtInput,
-    ForgetThoughtResult,
-    GetThoughtInput,
     MarkOutdatedInput,
     MarkOutdatedResult,
-    MemoryMdExportInput,
-    MemoryMdExportResult,
-    MemoryMdImportInput,
-    MemoryMdImportResult,
     RecallInput,
     RecallResult,
-    RecentContextInput,
-    RecentContextResult,
     RecordAttemptInput,
     RecordAttemptResult,
     SearchInput,
     SearchResult,
-    SearchThoughtsInput,
-    SearchThoughtsResult,
-    ThoughtOut,
-    TraverseInput,
-    TraverseResult,
-    VerifyResult,
+    StaleInput,
+    StaleResult,
 )
 from mentis.api.skills import (
     DeleteSkillInput,
@@ -71,35 +65,45 @@ from mentis.api.skills import (
     UploadSkillInput,
     UploadSkillResult,
 )
+from mentis.api.stats import StatsInput, StatsResult
+from mentis.api.thoughts import (
+    AppendThoughtInput,
+    AppendThoughtResult,
+    ContextBundleInput,
+    ContextBundleResult,
+    ForgetThoughtInput,
+    ForgetThoughtResult,
+    GetThoughtInput,
+    MemoryMdExportInput,
+    MemoryMdExportResult,
+    MemoryMdImportInput,
+    MemoryMdImportResult,
+    RecentContextInput,
+    RecentContextResult,
+    SearchThoughtsInput,
+    SearchThoughtsResult,
+    ThoughtOut,
+    TraverseInput,
+    TraverseResult,
+)
+from mentis.api.verify import VerifyResult
 from mentis.config import Settings
 from mentis.providers.embed import Embedder, load_embedder
 from mentis.providers.rerank import Reranker, load_reranker
 from mentis.service.access import Caller
-from mentis.service.agents import (
-    AddAgentKeyInput,
-    AgentOps,
-    AgentOut,
-    AgentResult,
-    DisableAgentInput,
-    ListAgentsInput,
-    ListAgentsResult,
-    RegisterAgentInput,
-    RevokeAgentKeyInput,
-    ShowAgentInput,
-)
+from mentis.service.agents import AgentOps
 from mentis.service.attempts import AttemptOps
 from mentis.service.browse import BrowseOps, TaskPage, Timeline
 from mentis.service.context import ServiceContext, open_store
 from mentis.service.integrity import IntegrityOps
 from mentis.service.local_signing import LocalSigner
 from mentis.service.skills import SkillOps
-from mentis.service.staleness import StaleInput, StaleResult, stale_attempts
-from mentis.service.stats import StatsInput, StatsResult, collect_stats
+from mentis.service.staleness import stale_attempts
+from mentis.service.stats import collect_stats
 from mentis.service.thoughts import ThoughtOps
 from mentis.service.transfer import TransferOps
-from mentis.store.protocol import Store
+from mentis.store.protocol import RepositoryRow, Store
 from mentis.store.seal import Seal
-from mentis.store.shared.browse import RepositoryRow
 
 
 class Memory:

@@ -30,10 +30,9 @@ from typing import cast
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from mentis.api.models import LedgerRef
+from mentis.api.common import LedgerRef
 from mentis.api.skill_text import (
     SKILL_FILE,
-    SkillTextError,
     apply_diff,
     check_size,
     content_hash,
@@ -67,10 +66,10 @@ from mentis.api.skills import (
     UploadSkillInput,
     UploadSkillResult,
 )
-from mentis.errors import Conflict, IntegrityError, InvalidInput, MentisError, NotFound
+from mentis.errors import Conflict, IntegrityError, InvalidInput, MentisError, NotFound, SkillTextError
 from mentis.ledger import signing
 from mentis.ledger.bodies import SkillStatusBody, SkillVersionBody
-from mentis.ledger.chain import Entry
+from mentis.ledger.entry import Entry
 from mentis.retrieval import pipeline
 from mentis.service.access import Caller, may_read, may_write
 from mentis.service.context import ServiceContext, secret_warnings
@@ -139,8 +138,7 @@ class SkillOps:
         against its content hash."""
         out: list[Version] = []
         text = ""
-        for entry, raw in self.store.skill_history(repository, skill_id):
-            body = SkillVersionBody.from_json(raw)
+        for entry, body in self.store.skill_history(repository, skill_id):
             try:
                 if body.content is not None:
                     text = body.content
@@ -207,8 +205,8 @@ class SkillOps:
         out = []
         for row in rows:
             if row.rowid in loaded:
-                entry, raw = loaded[row.rowid]
-                out.append(self.summary(row, entry, SkillVersionBody.from_json(raw)))
+                entry, body = loaded[row.rowid]
+                out.append(self.summary(row, entry, body))
         return out
 
     def _live(self, caller: Caller, repository: str, skill_id: str) -> tuple[SkillRow, list[Version]]:
@@ -223,11 +221,11 @@ class SkillOps:
         found = self.store.skill_revocation(repository, skill_id, instructions)
         if found is None:
             return None
-        entry, raw = found
-        reason = raw.get("reason") or "no reason given"
-        if raw["skill_id"] != skill_id:
+        entry, revocation = found
+        reason = revocation.reason or "no reason given"
+        if revocation.skill_id != skill_id:
             return (
-                f"its instructions are those of skill {raw['skill_id']} in {repository}, revoked at "
+                f"its instructions are those of skill {revocation.skill_id} in {repository}, revoked at "
                 f"{entry.at} by {entry.agent}: {reason}"
             )
         return f"skill {skill_id} in {repository} was revoked at {entry.at} by {entry.agent}: {reason}"
@@ -375,10 +373,7 @@ class SkillOps:
         row = self.store.skill_row(req.repository, req.skill_id)
         if row is None:
             raise NotFound(f"no skill {req.skill_id} in repository {req.repository}; list_skills shows them")
-        versions = [
-            self.version_out(e, SkillVersionBody.from_json(b))
-            for e, b in self.store.skill_history(req.repository, req.skill_id)
-        ]
+        versions = [self.version_out(e, b) for e, b in self.store.skill_history(req.repository, req.skill_id)]
         status = cast(SkillStatus, row.status)
         return SkillVersionsResult(
             repository=req.repository, skill_id=req.skill_id, status=status, versions=versions
