@@ -35,7 +35,7 @@ from mentis.config import Settings
 from mentis.errors import ConfigError, InvalidInput, RegistryError
 from mentis.http.rest import error_response
 from mentis.ledger.registry import check_agent_id
-from mentis.service.context import resolve_caller
+from mentis.service.access import resolve_caller
 from mentis.service.memory import Caller
 from mentis.service.tokens import CALLER_SCOPE_KEY, TokenStore
 

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from mentis.api.common import parse
 from mentis.config import Settings
 from mentis.errors import Forbidden, MentisError
-from mentis.service.context import resolve_caller
+from mentis.service.access import resolve_caller
 from mentis.service.memory import Caller, Memory
 from mentis.service.operations import OPERATIONS, Operation
 from mentis.service.tokens import CALLER_SCOPE_KEY
