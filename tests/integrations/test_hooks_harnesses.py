@@ -240,12 +240,12 @@ def test_the_documented_hook_examples_are_valid_settings(tmp_path: Path) -> None
     assert cfg.check_in("just test") is not None
 
 
-def test_the_hook_path_imports_neither_the_store_nor_the_model() -> None:
+def test_the_hook_path_imports_neither_the_store_nor_the_model_nor_an_http_client_until_it_calls() -> None:
     code = (
         "import sys, mentis.entry, mentis.integrations.hooks.run;"
         "heavy = {'numpy', 'onnxruntime', 'tokenizers', 'pydantic', 'mentis.service.memory',"
         " 'mentis.store.sqlite.store',"
-        " 'typer', 'rich', 'httpx', 'urllib.request'};"
+        " 'typer', 'rich', 'httpx', 'urllib.request', 'http.client'};"
         "print(sorted(heavy & set(sys.modules)))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

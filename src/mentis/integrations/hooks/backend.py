@@ -10,7 +10,6 @@ scopes every call. ``bench/hooks.py`` measures both.
 from __future__ import annotations
 
 import http.client
-import os
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,8 +18,9 @@ from mentis.config import Settings
 from mentis.errors import ConfigError, HookCallFailed
 from mentis.integrations.hooks import background
 from mentis.integrations.hooks.background import Client
+from mentis.integrations.hooks.config import check_local_allowed
 
-__all__ = ["Backend", "HookCallFailed", "check_local_allowed", "local_allowed", "open_backend"]
+__all__ = ["Backend", "HookCallFailed", "open_backend"]
 
 CALL_TIMEOUT_S = 10.0
 
@@ -85,20 +85,6 @@ def _error_text(data: object) -> str:
     if isinstance(error, dict):
         return f"{error.get('code', '')}: {error.get('message', '')}"
     return "(no error message)"
-
-
-def local_allowed() -> bool:
-    """False with ``MENTIS_HOOK_LOCAL=0``: a hook without ``[server] url`` must not open the store
-    on this machine, neither itself nor through a background server."""
-    return os.environ.get("MENTIS_HOOK_LOCAL", "1") != "0"
-
-
-def check_local_allowed() -> None:
-    if not local_allowed():
-        raise ConfigError(
-            "no hook server configured ([server] url in hooks.toml or MENTIS_HOOK_URL) and "
-            "MENTIS_HOOK_LOCAL=0 forbids opening the store for the hook"
-        )
 
 
 def open_backend(

@@ -297,3 +297,17 @@ def load(home: Path, checkout: Path | None) -> HookConfig:
         idle_s=int(idle_s),
         sources=tuple(sources),
     )
+
+
+def local_allowed() -> bool:
+    """False with ``MENTIS_HOOK_LOCAL=0``: a hook without ``[server] url`` must not open the store
+    on this machine, neither itself nor through a background server."""
+    return os.environ.get("MENTIS_HOOK_LOCAL", "1") != "0"
+
+
+def check_local_allowed() -> None:
+    if not local_allowed():
+        raise ConfigError(
+            "no hook server configured ([server] url in hooks.toml or MENTIS_HOOK_URL) and "
+            "MENTIS_HOOK_LOCAL=0 forbids opening the store for the hook"
+        )

@@ -22,8 +22,6 @@ from mentis.errors import MentisError, NothingToRecord
 from mentis.integrations import git
 from mentis.integrations.hooks import config as hook_config
 from mentis.integrations.hooks import payload, recorder, state, surface
-from mentis.integrations.hooks.backend import check_local_allowed, local_allowed, open_backend
-from mentis.integrations.hooks.background import warm
 from mentis.integrations.hooks.error_log import log_error
 
 MAX_FILES = 1000
@@ -107,10 +105,12 @@ def record(hook: payload.HookInput, cfg: hook_config.HookConfig, settings: Setti
     if hook.session_id:
         body["session_id"] = hook.session_id[:256]
     if cfg.url is None and os.environ.get("MENTIS_HOOK_DETACH", "1") != "0":
-        check_local_allowed()
+        hook_config.check_local_allowed()
         recorder.detach(home, hook.harness, body)  # a child reaches the background server
         attempt_id = None
     else:
+        from mentis.integrations.hooks.backend import open_backend  # here: see related()
+
         backend = open_backend(cfg.url, cfg.token_file, settings, hook.harness, cfg.idle_s)
         try:
             attempt_id = str(backend.call("record_attempt", body).get("attempt_id"))
@@ -150,7 +150,9 @@ def related(
             query = "" if branch is None or branch in state.DEFAULT_BRANCHES else branch
     query = _clean(query).strip()[:MAX_QUERY_CHARS]
     if not query:  # nothing says what this session is about yet
-        if hook.event == "session-start" and cfg.url is None and local_allowed():
+        if hook.event == "session-start" and cfg.url is None and hook_config.local_allowed():
+            from mentis.integrations.hooks.background import warm
+
             warm(settings, cfg.idle_s)  # so the session's first prompt finds the model loaded
         return None
     repository = git.repository_identity(top)
@@ -159,6 +161,10 @@ def related(
     small = len(tree) <= MAX_FILES
     if small:  # today's blob id of every file: one search names each attempt's stale files
         request["current_file_hashes"] = {p: h for p, h in tree.items() if _storable_path(p)}
+    # imported here, not at the top: http.client and its email parser take about a tenth of a
+    # post-tool-use hook's start-up, and a check recorded in the background never calls
+    from mentis.integrations.hooks.backend import open_backend
+
     backend = open_backend(cfg.url, cfg.token_file, settings, hook.harness, cfg.idle_s)
     try:
         tasks = surface.relevant(backend.call("search", request)["tasks"], cfg.min_similarity)
