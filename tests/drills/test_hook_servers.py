@@ -5,9 +5,9 @@ claude-mem's users report its workers leaking by the hundreds (tens of GB). Here
 ``MENTIS_HOME``s of one user) are used from two checkouts of each of two repositories at once:
 
 1. Killed hooks. With no server yet, a burst of real ``mentis hook`` processes starts on each store
-   at once (prompts and checks, over the four checkouts); on each store one is killed with SIGKILL
-   once its socket is bound (it holds the lock, its server may not run yet) and another once a
-   server process runs.
+   at once (prompts and checks, over the four checkouts); on each store two prompt hooks are killed
+   with SIGKILL, one as soon as the store's socket is bound (by whichever hook took the lock; the
+   server may not run yet) and one once a server process runs.
 2. A thousand calls. Four processes, one per checkout and harness, make the hook's own calls
    (``open_backend`` then one REST call: tests/drills/hook_calls.py) alternating over both stores,
    all released at once so they race to start the servers. Before each wave both servers are
