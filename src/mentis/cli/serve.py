@@ -14,6 +14,8 @@ from mentis.cli.common import DbOpt, err, errors, settings
 from mentis.config import Settings
 from mentis.mcp.remote_http import MAX_RESPONSE_MB, MiB
 from mentis.service.memory import Memory
+from mentis.service.profiles import ENV as PROFILE_ENV
+from mentis.service.profiles import PROFILES, Profile, parse_profile
 
 commands = typer.Typer()
 
@@ -95,6 +97,16 @@ def serve(
         int,
         typer.Option(min=1, max=4096, help="With --remote: the most it reads of one answer, in MiB."),
     ] = MAX_RESPONSE_MB,
+    tools: Annotated[
+        str | None,
+        typer.Option(
+            "--tools",
+            envvar=PROFILE_ENV,
+            metavar="PROFILE[,PROFILE…]",
+            help=f"The MCP tools to offer: {', '.join(PROFILES)} (default: default; docs/tools.md).",
+            show_default=False,
+        ),
+    ] = None,
     token: Annotated[str | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Run the MCP server over stdio (what coding-agent harnesses launch), or over HTTP with --http.
@@ -111,6 +123,8 @@ def serve(
 
     tune_for_server()  # before the preload thread and the model allocate
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    with errors():
+        profile = parse_profile(tools)
     config = settings(db)
     if token is not None:
         err.print(
@@ -131,14 +145,14 @@ def serve(
         ):
             err.print("error: --remote serves stdio; it takes no --http, HOST:PORT, --db or TLS options")
             raise typer.Exit(2)
-        _serve_remote(config, remote, token_file, ca_file, timeout, max_response_mb)
+        _serve_remote(config, remote, token_file, ca_file, timeout, max_response_mb, profile)
         return
     if token_file or ca_file:
         err.print("error: --token-file and --ca-file need --remote", highlight=False)
         raise typer.Exit(2)
     if http:
         limits = HttpLimits(header_timeout, max_connections)
-        _serve_http(config, bind or "", no_auth, tls_cert, tls_key, tuple(allow_host or ()), limits)
+        _serve_http(config, bind or "", no_auth, tls_cert, tls_key, tuple(allow_host or ()), limits, profile)
         return
     if bind or no_auth or tls_cert or tls_key or allow_host or header_timeout or max_connections:
         err.print(
@@ -150,18 +164,28 @@ def serve(
     with errors():
         memory = Memory.open(config)
     memory.warm_up()
-    err.print(f"mentis: serving MCP on stdio; store {config.db_path} verified.", highlight=False)
+    err.print(
+        f"mentis: serving MCP on stdio ({len(profile.names)} tools, profile {profile.spec}); "
+        f"store {config.db_path} verified.",
+        highlight=False,
+    )
     err.print(
         f"harness config: mentis install HARNESS writes it {INSTALL_HINT}", highlight=False, soft_wrap=True
     )
     try:
-        anyio.run(run_stdio, build_server(memory))
+        anyio.run(run_stdio, build_server(memory, profile))
     finally:
         memory.close()
 
 
 def _serve_remote(
-    config: Settings, url: str, token_file: Path | None, ca_file: Path | None, timeout: float, max_mb: int
+    config: Settings,
+    url: str,
+    token_file: Path | None,
+    ca_file: Path | None,
+    timeout: float,
+    max_mb: int,
+    profile: Profile,
 ) -> None:
     import anyio
 
@@ -184,7 +208,11 @@ def _serve_remote(
                 markup=False,
             )
 
-        anyio.run(lambda: remote.serve(target, signing_key=key, agent_id=config.agent_id, ready=ready))
+        anyio.run(
+            lambda: remote.serve(
+                target, signing_key=key, agent_id=config.agent_id, ready=ready, profile=profile
+            )
+        )
 
 
 def _serve_http(
@@ -195,6 +223,7 @@ def _serve_http(
     tls_key: Path | None,
     allow_hosts: tuple[str, ...],
     limits: HttpLimits,
+    profile: Profile,
 ) -> None:
     from mentis.http import HttpConfig, build_app, listen, parse_bind, server
     from mentis.http.connections import raise_fd_limit
@@ -222,7 +251,7 @@ def _serve_http(
         url = f"{http.scheme}://{'[' + name[0] + ']' if ':' in name[0] else name[0]}:{name[1]}"
         for line in _http_banner(config, url, tokens is not None, admin_file, created):
             err.print(line, highlight=False, soft_wrap=True, markup=False)
-        server(build_app(memory, tokens, http), http).run(sockets=[sock])
+        server(build_app(memory, tokens, http, profile=profile), http).run(sockets=[sock])
 
 
 def _http_banner(config: Settings, url: str, auth: bool, admin_file: Path, created: bool) -> list[str]:

@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mentis import __version__
 from mentis.dashboard import build_dashboard
@@ -57,9 +57,10 @@ from mentis.http.middleware import (
 from mentis.http.rest import OTHER_ERRORS, endpoint, error_response, openapi
 from mentis.mcp.server import build_server
 from mentis.service.context import resolve_caller
-from mentis.service.memory import Memory
+from mentis.service.memory import Caller, Memory
 from mentis.service.operations import OPERATIONS
-from mentis.service.tokens import TokenStore
+from mentis.service.profiles import Profile, parse_profile
+from mentis.service.tokens import CALLER_SCOPE_KEY, TokenStore
 
 log = logging.getLogger(__name__)
 
@@ -167,23 +168,34 @@ async def _http_error(_: Request, exc: Exception) -> Response:
 
 
 def build_app(
-    memory: Memory, tokens: TokenStore | None, config: HttpConfig, *, limits: CallerLimits | None = None
+    memory: Memory,
+    tokens: TokenStore | None,
+    config: HttpConfig,
+    *,
+    limits: CallerLimits | None = None,
+    profile: Profile | None = None,
 ) -> ASGIApp:
     """The whole HTTP surface over an already opened ``memory``.
 
     ``tokens`` authenticates requests; it must be given unless ``config.auth`` is False. ``limits``
     counts each caller's requests in progress (default: ``config.token_concurrency`` per caller).
+    ``profile`` is the MCP tool profile (default: ``default``; :meth:`Profile.over_http`); REST
+    and the dashboard offer every operation.
     """
     if config.auth and tokens is None:
         raise ConfigError("HTTP auth is on but no token store was given")
-    mcp = build_server(memory)
-    # DNS-rebinding checks are HostGuard's, for every route; the SDK's copy is switched off.
-    mcp.streamable_http_app(
-        stateless_http=True,
-        json_response=True,
-        max_request_body_size=config.max_body_bytes,
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-    )
+    served = (profile or parse_profile(None)).over_http()
+    # One MCP server for admin callers and one without the admin tools for every other caller, so a
+    # non-admin token neither sees them in tools/list nor can call them (an unknown tool).
+    admin_mcp, user_mcp = (build_server(memory, served.for_caller(admin=a)) for a in (True, False))
+    for mcp in (admin_mcp, user_mcp):
+        # DNS-rebinding checks are HostGuard's, for every route; the SDK's copy is switched off.
+        mcp.streamable_http_app(
+            stateless_http=True,
+            json_response=True,
+            max_request_body_size=config.max_body_bytes,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
     document = openapi(OPERATIONS)
 
     def _openapi(_: Request) -> Response:
@@ -191,8 +203,16 @@ def build_app(
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with mcp.session_manager.run():
+        async with admin_mcp.session_manager.run(), user_mcp.session_manager.run():
             yield
+
+    admin_app = StreamableHTTPASGIApp(admin_mcp.session_manager)
+    user_app = StreamableHTTPASGIApp(user_mcp.session_manager)
+
+    async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+        caller = scope.get(CALLER_SCOPE_KEY)
+        admin = isinstance(caller, Caller) and caller.admin
+        await (admin_app if admin else user_app)(scope, receive, send)
 
     anonymous = None if config.auth else resolve_caller(memory.settings, default="http-anonymous")
     dashboard = build_dashboard(
@@ -206,7 +226,7 @@ def build_app(
     routes = [
         Route("/health", _health, methods=["GET"]),
         Mount("/dashboard", dashboard),
-        Route("/mcp", StreamableHTTPASGIApp(mcp.session_manager)),
+        Route("/mcp", mcp_endpoint),
         Route("/v1/openapi.json", _openapi, methods=["GET"]),
         *(Route(f"/v1/{op.name}", endpoint(op, memory), methods=["POST"]) for op in OPERATIONS),
     ]

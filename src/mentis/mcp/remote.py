@@ -51,6 +51,7 @@ from mcp_types import (
 from mentis import __version__
 from mentis.errors import ConfigError, MentisError
 from mentis.mcp.remote_http import MAX_RESPONSE_MB, TOO_LARGE, CappedTransport, MiB, env_proxy
+from mentis.service.profiles import Profile, parse_profile
 
 log = logging.getLogger(__name__)
 
@@ -376,13 +377,24 @@ def error_result(tool: str, exc: MentisError) -> CallToolResult:
 Forward = Callable[[str, dict[str, Any]], Awaitable[CallToolResult]]
 
 
+def offered(remote: Remote, profile: Profile) -> Remote:
+    """What the proxy publishes of the remote's tools: those ``profile`` offers."""
+    return Remote([t for t in remote.tools if profile.offers(t.name)], remote.instructions)
+
+
 def build_proxy(remote: Remote, forward: Forward) -> Server[Any]:
-    """The stdio-side server: the remote's tools, each call handed to ``forward``."""
+    """The stdio-side server: the remote's tools, each call handed to ``forward``; a call to any
+    other tool is an unknown tool, as the Mentis server answers one."""
+    published = {tool.name for tool in remote.tools}
 
     async def list_tools(_: ServerRequestContext[Any], __: PaginatedRequestParams | None) -> ListToolsResult:
         return ListToolsResult(tools=remote.tools)
 
     async def call_tool(_: ServerRequestContext[Any], params: CallToolRequestParams) -> CallToolResult:
+        if params.name not in published:
+            return CallToolResult(
+                content=[TextContent(type="text", text=f"Unknown tool: {params.name}")], is_error=True
+            )
         try:
             return await forward(params.name, dict(params.arguments or {}))
         except MentisError as exc:
@@ -403,9 +415,11 @@ async def serve(
     signing_key: Path | None = None,
     agent_id: str | None = None,
     ready: Callable[[Remote], None] = lambda _: None,
+    profile: Profile | None = None,
 ) -> None:
     """Connect, then serve MCP on stdio until stdin closes; RemoteUnavailable when the first
-    connection fails (bad URL, server down, token refused)."""
+    connection fails (bad URL, server down, token refused). The remote's tools are published as far
+    as ``profile`` (default: ``default``) offers them; the signing phases the proxy runs itself."""
     from mentis.mcp.remote_signing import RemoteSigner
     from mentis.mcp.server import run_stdio
 
@@ -417,7 +431,7 @@ async def serve(
     link = Link(config)
     try:
         async with anyio.create_task_group() as tg:
-            remote: Remote = await tg.start(link.run)
+            remote = offered(await tg.start(link.run), profile or parse_profile(None))
             forward: Forward = link.call
             if key is not None:
                 signer = RemoteSigner(link, key, agent_id)

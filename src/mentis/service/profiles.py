@@ -1,0 +1,104 @@
+"""Tool profiles: which operations an MCP server offers (``mentis serve --tools PROFILE[,PROFILE…]``,
+``MENTIS_TOOLS``, ``mentis install --tools``).
+
+Every tool definition a server lists costs the agent context on every turn, so a server offers a
+profile, not the whole registry. The groups cover every operation exactly once; ``default`` is what
+an agent needs day to day (the attempt tools plus writing and searching thoughts and finding and
+reading skills: docs/tools.md gives its size in tokens); ``all`` is every operation. Admin
+operations (:attr:`Operation.admin`) are in no default: on stdio they need the ``agents`` (or
+``all``) profile, and over HTTP only an admin token sees them (:meth:`Profile.for_caller`). A tool
+outside the profile is not listed, and a call to it is an unknown tool. CLI, REST and the dashboard
+reach every operation whatever the profile.
+
+The two phases of remote signing (``prepare_write``, ``signed_write``) are the ``signing`` group. A
+model never calls them (on stdio the server signs with ``MENTIS_SIGNING_KEY`` itself), so no
+profile a model reads carries them except ``all``; but a signing proxy (``mentis serve --remote``
+with a key) needs them on the HTTP server for every write it forwards, so over HTTP they ride with
+any profile that holds a write tool (:meth:`Profile.over_http`), and they run only the profile's
+own tools.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mentis.errors import ConfigError
+from mentis.service.operations import BY_NAME, OPERATIONS
+
+ENV = "MENTIS_TOOLS"
+
+GROUPS: dict[str, tuple[str, ...]] = {
+    "core": ("search", "recall", "record_attempt", "mark_conclusion_outdated", "forget_attempt"),
+    "thoughts": (
+        *("append_thought", "search_thoughts", "get_thought", "traverse_thoughts", "context_bundle"),
+        *("recent_context", "export_memory_md", "import_memory_md", "forget_thought"),
+    ),
+    "skills": (
+        *("search_skills", "read_skill", "list_skills", "skill_versions", "upload_skill"),
+        *("deprecate_skill", "revoke_skill", "delete_skill"),
+    ),
+    "integrity": ("verify_integrity", "stats"),
+    "agents": (
+        *("list_agents", "show_agent", "register_agent", "add_agent_key", "revoke_agent_key"),
+        "disable_agent",
+    ),
+    "signing": ("prepare_write", "signed_write"),
+}
+"""Every operation in exactly one group (tests/test_profiles.py holds it to that)."""
+
+DEFAULT: tuple[str, ...] = (
+    *GROUPS["core"],
+    "append_thought",
+    "search_thoughts",
+    "search_skills",
+    "read_skill",
+)
+"""What an agent needs day to day: the attempt tools, recording and finding thoughts, finding and
+reading skills (the rest of their groups is a profile away)."""
+
+PROFILES: dict[str, tuple[str, ...]] = {
+    "default": DEFAULT,
+    **GROUPS,
+    "all": tuple(op.name for op in OPERATIONS),
+}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The operations a server offers, in the registry's order."""
+
+    spec: str
+    names: tuple[str, ...]
+
+    def offers(self, name: str) -> bool:
+        return name in self.names
+
+    def for_caller(self, *, admin: bool) -> Profile:
+        """What one caller is offered: without the admin operations unless the caller is an admin."""
+        if admin:
+            return self
+        return Profile(self.spec, tuple(n for n in self.names if not BY_NAME[n].admin))
+
+    def over_http(self) -> Profile:
+        """The profile an HTTP server serves: with the two signing phases when it holds a write
+        (a signing proxy needs them to forward that write)."""
+        if not any(BY_NAME[n].writes for n in self.names if n not in GROUPS["signing"]):
+            return self
+        return profile_of({*self.names, *GROUPS["signing"]}, self.spec)
+
+
+def profile_of(names: set[str] | frozenset[str], spec: str) -> Profile:
+    return Profile(spec, tuple(op.name for op in OPERATIONS if op.name in names))
+
+
+def parse_profile(text: str | None) -> Profile:
+    """``PROFILE[,PROFILE…]`` (None or blank: ``default``) → the union of those profiles; an
+    unknown name is a ConfigError naming the known ones."""
+    words = [w.strip() for w in (text or "").split(",") if w.strip()] or ["default"]
+    unknown = [w for w in words if w not in PROFILES]
+    if unknown:
+        raise ConfigError(
+            f"unknown tool profile {', '.join(map(repr, unknown))} (--tools or {ENV}); "
+            f"choose from {', '.join(PROFILES)}, comma-separated, e.g. --tools core,skills"
+        )
+    return profile_of({n for w in words for n in PROFILES[w]}, ",".join(dict.fromkeys(words)))
