@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 import uvicorn
+from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
@@ -167,6 +168,19 @@ async def _http_error(_: Request, exc: Exception) -> Response:
     return error_response(status, code, message, headers=headers)
 
 
+class ByCaller:
+    """``/mcp``: the admin callers' MCP server for an admin caller, the other one for the rest."""
+
+    def __init__(self, admin: MCPServer[Memory], user: MCPServer[Memory]) -> None:
+        self.admin = StreamableHTTPASGIApp(admin.session_manager)
+        self.user = StreamableHTTPASGIApp(user.session_manager)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = scope.get(CALLER_SCOPE_KEY)
+        admin = isinstance(caller, Caller) and caller.admin
+        await (self.admin if admin else self.user)(scope, receive, send)
+
+
 def build_app(
     memory: Memory,
     tokens: TokenStore | None,
@@ -206,14 +220,6 @@ def build_app(
         async with admin_mcp.session_manager.run(), user_mcp.session_manager.run():
             yield
 
-    admin_app = StreamableHTTPASGIApp(admin_mcp.session_manager)
-    user_app = StreamableHTTPASGIApp(user_mcp.session_manager)
-
-    async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
-        caller = scope.get(CALLER_SCOPE_KEY)
-        admin = isinstance(caller, Caller) and caller.admin
-        await (admin_app if admin else user_app)(scope, receive, send)
-
     anonymous = None if config.auth else resolve_caller(memory.settings, default="http-anonymous")
     dashboard = build_dashboard(
         memory,
@@ -226,7 +232,7 @@ def build_app(
     routes = [
         Route("/health", _health, methods=["GET"]),
         Mount("/dashboard", dashboard),
-        Route("/mcp", mcp_endpoint),
+        Route("/mcp", ByCaller(admin_mcp, user_mcp)),
         Route("/v1/openapi.json", _openapi, methods=["GET"]),
         *(Route(f"/v1/{op.name}", endpoint(op, memory), methods=["POST"]) for op in OPERATIONS),
     ]

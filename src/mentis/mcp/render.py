@@ -58,7 +58,7 @@ from mentis.api.skills import (
 from mentis.service.agents import AgentOut, AgentResult, ListAgentsResult
 from mentis.service.stats import StatsResult
 
-PREVIEW_CHARS = 160
+PREVIEW_CHARS = 150
 """A search block's preview of its matched attempt (action, then conclusion or observation)."""
 THOUGHT_CHARS = 240
 """A thought's content in a list (search_thoughts, context bundles, traversals)."""
@@ -121,7 +121,7 @@ def _(r: SearchResult) -> str:
         return f"no matching tasks ({r.ranking})"
     repos = {t.repository for t in r.tasks}
     where = f" in {next(iter(repos))}" if len(repos) == 1 else ""
-    head = f"{len(r.tasks)} tasks{where}, best first; recall(repository, task_id) gives a task's attempts"
+    head = f"{len(r.tasks)} tasks{where}, best first (a task's attempts: recall repository + task_id)"
     blocks = [_task(i, t, show_repo=len(repos) > 1) for i, t in enumerate(r.tasks, 1)]
     note = f"ranking: {r.ranking}" if "rerank" in r.ranking or "left out" in r.ranking else None
     return _lines(head, *blocks, note)
@@ -132,7 +132,7 @@ def _task(i: int, t: TaskResult, *, show_repo: bool) -> str:
     title = f" {cut(t.title, 80)}" if t.title else ""
     repo = f" repository={t.repository}" if show_repo else ""
     count = f"{t.attempt_count} attempt{'s' if t.attempt_count != 1 else ''}"
-    head = f"{i}. [{a.status}]{title} (task_id={t.task_id}{repo}; {count}; {_when(a.created_at)})"
+    head = f"{i}. [{a.status}]{title} (task_id={t.task_id}{repo}; {count}; {a.created_at[:10]})"
     return _lines(head, f"   {_preview(a)}", *_flags(a))
 
 
@@ -147,8 +147,10 @@ def _flags(a: AttemptPreview) -> list[str]:
         n = f", {a.corrections_count} corrections" if a.corrections_count > 1 else ""
         out.append(f"   OUTDATED ({_when(a.correction.at)[:10]}{n}): {cut(a.correction.reason, 200)}")
     if a.stale_files:
-        out.append(f"   stale (changed since): {cut(', '.join(a.stale_files), 200)}")
-    out += [f"   {w}" for w in _reasserts(a.reasserts)]
+        out.append(f"   stale, changed since: {cut(', '.join(a.stale_files), 200)}")
+    if a.reasserts:
+        more = f" (and {len(a.reasserts) - 1} more)" if len(a.reasserts) > 1 else ""
+        out.append(f"   re-asserts a rejected conclusion{more}: {cut(a.reasserts[0].reason, 100)}")
     return out
 
 

@@ -32,6 +32,7 @@ from mentis.api.models import parse
 from mentis.config import Settings
 from mentis.errors import Forbidden, MentisError
 from mentis.mcp.render import render
+from mentis.mcp.resources import add_resources_and_prompts
 from mentis.mcp.schema import lean
 from mentis.service.context import resolve_caller
 from mentis.service.memory import Caller, Memory
@@ -114,7 +115,7 @@ def build_server(memory: Memory, profile: Profile | None = None) -> MCPServer[Me
     async def lifespan(_: MCPServer[Memory]) -> AsyncIterator[Memory]:
         yield memory
 
-    return MCPServer(
+    server = MCPServer(
         name="mentis",
         instructions=INSTRUCTIONS,
         version=__version__,
@@ -122,6 +123,8 @@ def build_server(memory: Memory, profile: Profile | None = None) -> MCPServer[Me
         lifespan=lifespan,
         log_level="WARNING",
     )
+    add_resources_and_prompts(server, lambda ctx: caller_from(ctx, memory.settings))
+    return server
 
 
 def _unparseable_reply(exc: Exception) -> SessionMessage:

@@ -46,15 +46,11 @@ GROUPS: dict[str, tuple[str, ...]] = {
 }
 """Every operation in exactly one group (tests/test_profiles.py holds it to that)."""
 
-DEFAULT: tuple[str, ...] = (
-    *GROUPS["core"],
-    "append_thought",
-    "search_thoughts",
-    "search_skills",
-    "read_skill",
-)
-"""What an agent needs day to day: the attempt tools, recording and finding thoughts, finding and
-reading skills (the rest of their groups is a profile away)."""
+DEFAULT: tuple[str, ...] = GROUPS["core"]
+"""What an agent needs day to day, and no more: the attempt loop (search → recall → record →
+correct, and forget). Its tools/list is about 2,100 tokens; the cheapest additions, the skill
+tools' search and read, would cost 800 more and the thought tools' append and search 1,800, so
+they are a profile away (``--tools default,skills``). docs/tools.md has the measured figures."""
 
 PROFILES: dict[str, tuple[str, ...]] = {
     "default": DEFAULT,
