@@ -1,13 +1,16 @@
 """The JSON schemas an MCP tool publishes, without what costs an agent tokens and tells it nothing.
 
 Pydantic's schema of a model carries a ``title`` on every object and field (the class or field name
-again), ``"default": null`` on every optional field, and optional fields as
-``anyOf: [{type: T}, {type: null}]``. :func:`lean` drops the titles and the null defaults and
-writes ``type: [T, "null"]`` instead (the same set of values). For an output schema
-(``output=True``) it also drops descriptions and defaults: the output schema is the contract a
-client validates structured content against, and a default or a sentence there validates nothing
-(docs/tools.md documents the fields). Every constraint — limits, patterns, enums, required fields,
-``additionalProperties: false`` — is kept.
+again), ``"default": null`` on every optional field, optional fields as ``anyOf: [{type: T},
+{type: null}]``, and every nested model as a ``$defs`` entry. :func:`lean` drops the titles and the
+null defaults and inlines a definition used once. An optional input field loses its null branch
+(leaving it out is the same call, and one ``type`` maps onto every client's dialect); a nullable
+output field is written ``type: [T, "null"]``. An output schema also loses its descriptions,
+defaults and ``additionalProperties: false``: it is the contract a client validates structured
+content against, a default or a sentence there validates nothing (docs/tools.md documents the
+fields), and a client that validates against it keeps working when a field is added. Every input
+constraint — limits, patterns, enums, required fields, ``additionalProperties: false`` at every
+level — is kept.
 """
 
 from __future__ import annotations
@@ -88,12 +91,29 @@ def _strip(schema: dict[str, Any], output: bool) -> dict[str, Any]:
     enum = out.get("enum")
     if out.get("type") == "string" and isinstance(enum, list) and all(isinstance(v, str) for v in enum):
         del out["type"]  # an enum of strings says the type already
+    if not output and "default" in schema and schema["default"] is None:
+        return _optional(out)
     return _nullable(out)
 
 
+def _optional(node: dict[str, Any]) -> dict[str, Any]:
+    """An input field that defaults to null, without its null branch: leaving it out is the same
+    call, and a single ``type`` maps onto every client's dialect (Gemini's function declarations
+    take no type array; the server still accepts null)."""
+    options = node.get("anyOf")
+    if not isinstance(options, list) or {"type": "null"} not in options:
+        return node
+    rest = [o for o in options if o != {"type": "null"}]
+    base = {k: v for k, v in node.items() if k != "anyOf"}
+    if len(rest) == 1 and not any(k in base for k in rest[0]):
+        return {**base, **rest[0]}
+    return {**base, "anyOf": rest}
+
+
 def _nullable(node: dict[str, Any]) -> dict[str, Any]:
-    """``anyOf: [{type: T, …}, {type: null}]`` → ``{type: [T, null], …}`` when T is one plain type
-    (an enum or const would have to list null too, so those stay as they are)."""
+    """An output field that may be null: ``anyOf: [{type: T, …}, {type: null}]`` → ``{type: [T,
+    null], …}`` when T is one plain type (an enum or const would have to list null too, so those
+    stay as they are)."""
     options = node.get("anyOf")
     if not isinstance(options, list) or {"type": "null"} not in options:
         return node
