@@ -1,12 +1,14 @@
 """Tool profiles: ``mentis serve --tools`` (and ``MENTIS_TOOLS``) chooses what tools/list offers;
 a tool outside the profile is an unknown tool; admin tools need an explicit profile on stdio and an
-admin token over HTTP; the signing phases ride with the writes over HTTP and run only the
-profile's own tools."""
+admin token over HTTP; the signing phases are a profile of their own and run only the profile's
+own tools."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
+import anyio
 import pytest
 from mcp import Client
 from typer.testing import CliRunner
@@ -19,8 +21,9 @@ from mentis.service.memory import Caller, Memory
 from mentis.service.operations import OPERATIONS
 from mentis.service.profiles import DEFAULT, GROUPS, PROFILES, parse_profile
 
-from .conftest import REPO
+from .conftest import MENTIS, REPO
 from .http_support import LiveServer, mcp_client
+from .remote_support import http_server, keygen, make_token, proxy_params
 
 ADMIN = {op.name for op in OPERATIONS if op.admin}
 EVERY = {op.name for op in OPERATIONS}
@@ -44,7 +47,7 @@ def test_the_admin_operations_are_the_registry_writes_and_no_default_holds_one()
     assert set(GROUPS["agents"]) >= ADMIN
     assert not ADMIN & set(DEFAULT)
     assert not ADMIN & set(parse_profile(None).names)
-    assert not ADMIN & set(parse_profile("default").over_http().names)
+    assert not set(GROUPS["signing"]) & set(parse_profile(None).names)
 
 
 def test_profiles_combine_in_the_registry_order_and_blank_is_the_default() -> None:
@@ -118,14 +121,13 @@ async def test_over_http_only_an_admin_token_sees_admin_tools_and_only_when_the_
                 prepared.content[0].text == "Error executing tool prepare_write: Unknown tool: register_agent"
             )  # type: ignore[union-attr]
     with LiveServer(db_path, tools="default") as live:
-        expected = CORE | set(GROUPS["signing"])
-        assert await _http_tools(live, live.token("admin")) == expected
-        assert await _http_tools(live, live.token("write")) == expected
+        assert await _http_tools(live, live.token("admin")) == CORE
+        assert await _http_tools(live, live.token("write")) == CORE
 
 
 @pytest.mark.anyio
 async def test_over_http_the_signing_phases_run_only_the_profiles_tools(db_path: Path) -> None:
-    with LiveServer(db_path, tools="core") as live:
+    with LiveServer(db_path, tools="core,signing") as live:
         async with mcp_client(live, live.token("write")) as client:
             outside = await client.call_tool(
                 "prepare_write",
@@ -144,8 +146,6 @@ async def test_over_http_the_signing_phases_run_only_the_profiles_tools(db_path:
         assert outside.is_error
         assert outside.content[0].text == "Error executing tool prepare_write: Unknown tool: append_thought"  # type: ignore[union-attr]
         assert not inside.is_error and inside.structured_content["kind"] == "attempt"  # type: ignore[index]
-    with LiveServer(db_path, tools="integrity") as live:  # no write: no phases
-        assert await _http_tools(live, live.token("admin")) == set(GROUPS["integrity"])
 
 
 def test_install_writes_the_profile_into_the_stdio_entry_and_refuses_it_for_http(tmp_path: Path) -> None:
@@ -163,3 +163,41 @@ def test_install_writes_the_profile_into_the_stdio_entry_and_refuses_it_for_http
     unknown = CliRunner().invoke(app, ["install", "cursor", "--tools", "nope"], env=env)
     assert unknown.exit_code == ConfigError.exit_code and "unknown tool profile" in unknown.stderr
     assert not (tmp_path / ".cursor").exists()
+
+
+def _proxy_env(mentis_env: dict[str, str], token: str, home: Path) -> dict[str, str]:
+    env = {k: v for k, v in mentis_env.items() if k not in ("MENTIS_DB", "MENTIS_AGENT_ID")}
+    return {**env, "MENTIS_TOKEN": token, "MENTIS_HOME": str(home)}
+
+
+@pytest.mark.anyio
+async def test_the_remote_proxy_publishes_and_forwards_only_its_profiles_tools(
+    mentis_env: dict[str, str], db_path: Path, tmp_path: Path
+) -> None:
+    env = _proxy_env(mentis_env, make_token(db_path, "proxied"), tmp_path / "proxy")
+    with anyio.fail_after(90):
+        async with http_server(mentis_env) as url, Client(proxy_params(url, env, "--tools", "core")) as proxy:
+            assert {t.name for t in (await proxy.list_tools()).tools} == CORE
+            refused = await proxy.call_tool("append_thought", {"repository": REPO, "type": "Finding"})
+            found = await proxy.call_tool("search", {"query": "anything"})
+    assert refused.is_error and refused.content[0].text == "Unknown tool: append_thought"  # type: ignore[union-attr]
+    assert not found.is_error
+
+
+@pytest.mark.anyio
+async def test_a_signing_proxy_refuses_at_start_a_server_without_the_signing_phases(
+    mentis_env: dict[str, str], db_path: Path, tmp_path: Path
+) -> None:
+    keygen(mentis_env, "alice", tmp_path / "alice.pem")
+    env = {
+        **_proxy_env(mentis_env, make_token(db_path, "alice"), tmp_path / "proxy"),
+        "MENTIS_SIGNING_KEY": str(tmp_path / "alice.pem"),
+    }
+    with anyio.fail_after(90):
+        async with http_server(mentis_env, "127.0.0.1:0", "--tools", "default") as url:
+            done = await anyio.run_process(
+                [*MENTIS, "serve", "--remote", url], env=env, check=False, stdin=subprocess.DEVNULL
+            )
+    assert done.returncode == ConfigError.exit_code, done.stderr
+    assert b"does not offer prepare_write and signed_write" in done.stderr
+    assert b"--tools default,signing" in done.stderr

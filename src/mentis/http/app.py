@@ -193,12 +193,12 @@ def build_app(
 
     ``tokens`` authenticates requests; it must be given unless ``config.auth`` is False. ``limits``
     counts each caller's requests in progress (default: ``config.token_concurrency`` per caller).
-    ``profile`` is the MCP tool profile (default: ``default``; :meth:`Profile.over_http`); REST
-    and the dashboard offer every operation.
+    ``profile`` is the MCP tool profile (default: ``default``); REST and the dashboard offer every
+    operation.
     """
     if config.auth and tokens is None:
         raise ConfigError("HTTP auth is on but no token store was given")
-    served = (profile or parse_profile(None)).over_http()
+    served = profile or parse_profile(None)
     # One MCP server for admin callers and one without the admin tools for every other caller, so a
     # non-admin token neither sees them in tools/list nor can call them (an unknown tool).
     admin_mcp, user_mcp = (build_server(memory, served.for_caller(admin=a)) for a in (True, False))

@@ -52,6 +52,7 @@ from mentis import __version__
 from mentis.errors import ConfigError, MentisError
 from mentis.mcp.remote_http import MAX_RESPONSE_MB, TOO_LARGE, CappedTransport, MiB, env_proxy
 from mentis.service.profiles import Profile, parse_profile
+from mentis.service.signed_writes import PHASES
 
 log = logging.getLogger(__name__)
 
@@ -377,6 +378,16 @@ def error_result(tool: str, exc: MentisError) -> CallToolResult:
 Forward = Callable[[str, dict[str, Any]], Awaitable[CallToolResult]]
 
 
+def _check_phases(remote: Remote, url: str) -> None:
+    """A signing proxy needs the remote's two signing phases; without them it cannot write."""
+    missing = sorted(PHASES - {t.name for t in remote.tools})
+    if missing:
+        raise ConfigError(
+            f"the remote Mentis at {url} does not offer {' and '.join(missing)}, which signing writes "
+            "needs: start it with the signing profile too (`mentis serve --http --tools default,signing`)"
+        )
+
+
 def offered(remote: Remote, profile: Profile) -> Remote:
     """What the proxy publishes of the remote's tools: those ``profile`` offers."""
     return Remote([t for t in remote.tools if profile.offers(t.name)], remote.instructions)
@@ -431,7 +442,10 @@ async def serve(
     link = Link(config)
     try:
         async with anyio.create_task_group() as tg:
-            remote = offered(await tg.start(link.run), profile or parse_profile(None))
+            published: Remote = await tg.start(link.run)
+            if key is not None:
+                _check_phases(published, config.url)
+            remote = offered(published, profile or parse_profile(None))
             forward: Forward = link.call
             if key is not None:
                 signer = RemoteSigner(link, key, agent_id)

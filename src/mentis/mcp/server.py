@@ -79,7 +79,7 @@ def _make_tool(op: Operation, profile: Profile) -> Tool:
         try:
             request = parse(op.input, arguments)
             inner = getattr(request, "tool", None) if op.name in PHASES else None
-            if inner is not None and not profile.offers(inner):  # a phase runs only the profile's tools
+            if inner in BY_NAME and not profile.offers(inner):  # a phase runs only the profile's tools
                 raise ToolError(f"Unknown tool: {inner}")
             result = op.call(memory, caller_from(ctx, memory.settings), request)
         except MentisError as exc:

@@ -10,12 +10,12 @@ operations (:attr:`Operation.admin`) are in no default: on stdio they need the `
 outside the profile is not listed, and a call to it is an unknown tool. CLI, REST and the dashboard
 reach every operation whatever the profile.
 
-The two phases of remote signing (``prepare_write``, ``signed_write``) are the ``signing`` group. A
-model never calls them (on stdio the server signs with ``MENTIS_SIGNING_KEY`` itself), so no
-profile a model reads carries them except ``all``; but a signing proxy (``mentis serve --remote``
-with a key) needs them on the HTTP server for every write it forwards, so over HTTP they ride with
-any profile that holds a write tool (:meth:`Profile.over_http`), and they run only the profile's
-own tools.
+The two phases of remote signing (``prepare_write``, ``signed_write``) are the ``signing`` group,
+in no default: a model never calls them (on stdio the server signs with ``MENTIS_SIGNING_KEY``
+itself; a signing proxy calls them for its harness), and listed they would cost every HTTP client
+about 490 tokens a turn. An HTTP server that signing proxies write through is started with it
+(``--tools default,signing``); a proxy with a key refuses at start, saying so, when the server
+does not offer them. They run only the profile's own tools.
 """
 
 from __future__ import annotations
@@ -74,13 +74,6 @@ class Profile:
         if admin:
             return self
         return Profile(self.spec, tuple(n for n in self.names if not BY_NAME[n].admin))
-
-    def over_http(self) -> Profile:
-        """The profile an HTTP server serves: with the two signing phases when it holds a write
-        (a signing proxy needs them to forward that write)."""
-        if not any(BY_NAME[n].writes for n in self.names if n not in GROUPS["signing"]):
-            return self
-        return profile_of({*self.names, *GROUPS["signing"]}, self.spec)
 
 
 def profile_of(names: set[str] | frozenset[str], spec: str) -> Profile:
