@@ -56,4 +56,4 @@ eval-variants: $(VENV)/.dev
 	$(BIN)/python bench/eval.py all --variants
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .import_linter_cache

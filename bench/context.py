@@ -37,13 +37,9 @@ from mcp import Client
 from mcp.server.mcpserver.utilities.func_metadata import _convert_to_content
 from mcp_types import TextContent
 
-from mentis.api.models import (
-    AppendThoughtInput,
-    CodeContext,
-    MarkOutdatedInput,
-    RecordAttemptInput,
-)
+from mentis.api.attempts import CodeContext, MarkOutdatedInput, RecordAttemptInput
 from mentis.api.skills import UploadSkillInput
+from mentis.api.thoughts import AppendThoughtInput
 from mentis.config import Settings
 from mentis.mcp.server import build_server
 from mentis.providers.embed import HashEmbedder

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from mentis.api.models import Check, CodeContext, RecordAttemptInput, SearchInput
+from mentis.api.attempts import Check, CodeContext, RecordAttemptInput, SearchInput
 from mentis.ledger.bodies import attempt_text
 from mentis.providers.embed.local import DIM, MODEL_ID
 

@@ -32,7 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from starlette.testclient import TestClient
 
 from fill import bulk_fill
-from mentis.api.models import AppendThoughtInput, ForgetInput, MarkOutdatedInput, RecallInput, parse
+from mentis.api.attempts import ForgetInput, MarkOutdatedInput, RecallInput
+from mentis.api.common import parse
+from mentis.api.thoughts import AppendThoughtInput
 from mentis.config import Settings
 from mentis.http import HttpConfig, build_app
 from mentis.providers.embed.local import LocalEmbedder

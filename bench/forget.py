@@ -24,7 +24,8 @@ import numpy as np
 
 from corpus import SEED, Corpus, FixedEmbedder, Workload
 from fill import bulk_fill
-from mentis.api.models import ForgetInput, parse
+from mentis.api.attempts import ForgetInput
+from mentis.api.common import parse
 from mentis.providers.embed.local import DIM, LocalEmbedder
 from mentis.service.memory import Caller, Memory
 from mentis.store.sqlite.store import SqliteStore

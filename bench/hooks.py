@@ -121,7 +121,8 @@ def percentile(values: list[float], q: float) -> float:
 
 def fill(home: Path, n: int) -> None:
     """``n`` attempts with the real model, in-process (only the setup, not measured)."""
-    from mentis.api.models import RecordAttemptInput, parse
+    from mentis.api.attempts import RecordAttemptInput
+    from mentis.api.common import parse
     from mentis.config import Settings
     from mentis.service.memory import Caller, Memory
 
@@ -270,7 +271,8 @@ def latency(runs: int, calls: int, local_calls: int, modes: list[str]) -> dict[s
 
 
 def threshold() -> dict[str, Any]:
-    from mentis.api.models import RecordAttemptInput, SearchInput, parse
+    from mentis.api.attempts import RecordAttemptInput, SearchInput
+    from mentis.api.common import parse
     from mentis.config import Settings
     from mentis.service.memory import Caller, Memory
 

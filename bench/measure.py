@@ -24,7 +24,7 @@ import mentis.retrieval.graph as graph_mod
 import mentis.retrieval.titles as titles_mod
 import mentis.service.memory as memory_mod
 from corpus import FixedEmbedder, Workload, attempt_text_of
-from mentis.api.models import SearchInput
+from mentis.api.attempts import SearchInput
 from mentis.ledger.chain import verify_rows
 from mentis.providers.embed.local import DIM, LocalEmbedder
 from mentis.service.context import Caller

@@ -69,7 +69,7 @@ def main() -> None:
         "machine": machine(),
     }
     try:
-        index = store._indexes["vectors"]
+        index = store._indexes.vectors["vectors"]
         if args.force:
             index.quantize_min_rows = index.prefilter_min_rows = 0
         wanted = index.prefilter_min_rows

@@ -28,7 +28,8 @@ from typing import Any
 
 import orjson
 
-from mentis.api.models import RecallInput, RecordAttemptInput, SearchInput, parse
+from mentis.api.attempts import RecallInput, RecordAttemptInput, SearchInput
+from mentis.api.common import parse
 from mentis.config import Settings
 from mentis.errors import MentisError
 from mentis.providers.embed import Embedder, HashEmbedder

@@ -20,7 +20,9 @@ from typing import Any
 
 import orjson
 
-from mentis.api.models import AppendThoughtInput, RecordAttemptInput, parse
+from mentis.api.attempts import RecordAttemptInput
+from mentis.api.common import parse
+from mentis.api.thoughts import AppendThoughtInput
 from mentis.config import Settings
 from mentis.ledger.bodies import AttemptBody, ThoughtBody
 from mentis.service.memory import Caller, Memory

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from corpus import Corpus
-from mentis.api.models import AppendThoughtInput, SearchThoughtsInput
+from mentis.api.thoughts import AppendThoughtInput, SearchThoughtsInput
 from mentis.config import Settings
 from mentis.providers.embed.local import DIM, MODEL_ID, LocalEmbedder
 from mentis.service.memory import Caller, Memory

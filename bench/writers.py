@@ -45,7 +45,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from corpus import SEED, Corpus, Workload, attempt_text_of
-from mentis.api.models import RecordAttemptInput
+from mentis.api.attempts import RecordAttemptInput
 from mentis.config import Settings
 from mentis.http import HttpConfig, build_app, listen, server
 from mentis.providers.embed.batcher import DEFAULT_MAX_BATCH, DEFAULT_WINDOW_MS

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from mentis.ledger.chain import canonical
+from mentis.ledger.canonical import canonical
 
 Json = dict[str, Any]
 FORWARDED = ("authorization", "content-type", "accept", "mcp-protocol-version", "mcp-session-id")

@@ -7,17 +7,11 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from mentis.api.signed import PrepareWriteInput, PrepareWriteResult, SignedWriteInput, SignedWriteResult
 from mentis.ledger import registry as agents
 from mentis.ledger import signing
 from mentis.service.memory import Caller, Memory
-from mentis.service.signed_writes import (
-    PrepareWriteInput,
-    PrepareWriteResult,
-    SignedWriteInput,
-    SignedWriteResult,
-    prepare_write,
-    signed_write,
-)
+from mentis.service.signed_writes import prepare_write, signed_write
 from mentis.store.protocol import Store
 
 

@@ -19,7 +19,7 @@ import pytest
 from mcp import Client
 from typer.testing import CliRunner
 
-from mentis.api.models import MarkOutdatedInput, RecordAttemptInput
+from mentis.api.attempts import MarkOutdatedInput, RecordAttemptInput
 from mentis.api.skills import UploadSkillInput
 from mentis.cli import app
 from mentis.config import Settings

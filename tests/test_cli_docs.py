@@ -57,7 +57,9 @@ def test_each_command_has_a_section_whose_options_its_help_lists(command: list[s
 
 
 def test_shell_completion_is_installable_and_documented() -> None:
-    result = CliRunner().invoke(app, ["--show-completion", "bash"])
+    # the script a shell sources, asked for by name (``--show-completion`` alone detects the shell
+    # from the process tree, which a test worker's parents do not always show)
+    result = CliRunner().invoke(app, [], prog_name="mentis", env={"_MENTIS_COMPLETE": "source_bash"})
     assert result.exit_code == 0, (result.output, result.exception)
     assert "_MENTIS_COMPLETE" in result.output and "complete " in result.output
     assert "mentis --install-completion" in REFERENCE.read_text(encoding="utf-8")

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from mentis.api.models import RecordAttemptInput, parse
+from mentis.api.attempts import RecordAttemptInput
+from mentis.api.common import parse
 from mentis.cli import app
 from mentis.config import Settings
 from mentis.service.memory import Caller, Memory

@@ -9,7 +9,8 @@ import subprocess
 import threading
 from pathlib import Path
 
-from mentis.api.models import RecordAttemptInput, parse
+from mentis.api.attempts import RecordAttemptInput
+from mentis.api.common import parse
 from mentis.service.memory import Caller, Memory
 
 from .conftest import MENTIS, REPO

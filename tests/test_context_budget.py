@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 from mcp import Client
 
-from mentis.api.models import SearchInput
+from mentis.api.attempts import SearchInput
 from mentis.mcp.server import build_server
 from mentis.service.memory import Memory
 from mentis.service.operations import BY_NAME, OPERATIONS

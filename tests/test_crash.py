@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from mentis.api.models import RecallInput, RecordAttemptInput, SearchInput
+from mentis.api.attempts import RecallInput, RecordAttemptInput, SearchInput
 from mentis.config import Settings
 from mentis.providers.embed import HashEmbedder
 from mentis.service.memory import Caller, Memory
@@ -40,7 +40,7 @@ from pathlib import Path
 from mentis.config import Settings
 from mentis.providers.embed import HashEmbedder
 from mentis.service.memory import Caller, Memory
-from mentis.api.models import RecordAttemptInput
+from mentis.api.attempts import RecordAttemptInput
 
 path, repos = Path(sys.argv[1]), sys.argv[2:]
 memory = Memory.open(Settings(home=path.parent, db_path=path, embedder="hash"), HashEmbedder())

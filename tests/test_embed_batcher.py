@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mentis.api.models import RecordAttemptInput, SearchInput
+from mentis.api.attempts import RecordAttemptInput, SearchInput
 from mentis.config import Settings
 from mentis.errors import ConfigError, EmbeddingError
 from mentis.providers.embed import Embedder, HashEmbedder

@@ -13,7 +13,7 @@ import anyio
 import httpx2
 import pytest
 
-from mentis.api.models import RecordAttemptInput
+from mentis.api.attempts import RecordAttemptInput
 from mentis.errors import ConfigError, Conflict, InvalidInput, NotFound
 from mentis.http import HttpConfig
 from mentis.service.memory import Caller
@@ -49,7 +49,7 @@ def live(db_path: Path) -> Iterator[LiveServer]:
 
 def other_attempt_id(live: LiveServer) -> str:
     rows = live.memory.store.task_history(OTHER, "cart")
-    return str(rows[0].body["attempt_id"])
+    return rows[0].body.attempt_id
 
 
 WRITE = {"repository": REPO, "task_id": "t", "action": "a", "observation": "o"}
@@ -130,7 +130,7 @@ def test_expired_and_revoked_tokens_are_refused_and_say_why(live: LiveServer) ->
 @pytest.mark.anyio
 async def test_a_read_token_cannot_write_through_rest_or_mcp(live: LiveServer) -> None:
     token = live.token("read", (REPO,))
-    aid = live.memory.store.task_history(REPO, "cart")[0].body["attempt_id"]
+    aid = live.memory.store.task_history(REPO, "cart")[0].body.attempt_id
     writes = [
         ("record_attempt", WRITE),
         ("mark_conclusion_outdated", {"repository": REPO, "attempt_id": aid, "reason": "r"}),

@@ -11,10 +11,7 @@ import anyio
 import httpx2
 import pytest
 
-import mentis.errors
-from mentis.errors import MentisError, MissingExtra
 from mentis.http.middleware import TokenBucket, parse_authority
-from mentis.http.rest import STATUS, status_for
 
 from .conftest import REPO
 from .http_support import LiveServer
@@ -40,20 +37,6 @@ def http(live: LiveServer) -> Iterator[httpx2.Client]:
     headers = {"Authorization": f"Bearer {live.token('admin')}"}
     with httpx2.Client(base_url=live.url, headers=headers, timeout=30) as client:
         yield client
-
-
-def test_every_mentis_error_class_has_its_own_row_in_the_status_table() -> None:
-    classes = [getattr(mentis.errors, name) for name in mentis.errors.__all__]
-    assert set(classes) == set(STATUS)
-    for cls in classes:
-        exc = MissingExtra("m", "x") if cls is MissingExtra else cls("m")
-        assert 400 <= status_for(exc) < 600
-
-    class Newer(mentis.errors.NotFound):
-        pass
-
-    assert status_for(Newer("m")) == 404  # a new subclass takes its parent's status
-    assert isinstance(Newer("m"), MentisError)
 
 
 def test_malformed_requests_get_json_errors_with_the_right_status(

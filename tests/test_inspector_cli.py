@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from mentis.api.models import RecordAttemptInput
+from mentis.api.attempts import RecordAttemptInput
 from mentis.service.memory import Caller
 from mentis.service.profiles import GROUPS
 

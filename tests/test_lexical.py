@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mentis.api.models import ForgetInput, RecordAttemptInput, SearchInput, parse
+from mentis.api.attempts import ForgetInput, RecordAttemptInput, SearchInput
+from mentis.api.common import parse
 from mentis.config import Settings
 from mentis.index import lexical
 from mentis.providers.embed import HashEmbedder
@@ -210,7 +211,7 @@ def test_forget_erases_the_stems_only_it_held(memory: Memory, caller: Caller, db
         vocab = _vocab(db_path)
         assert "quixot" not in vocab and "vanish" not in vocab and vocab["zeppelin"] == 1
         assert other.lexical(["quixotically", "vanished"], None, 10) == []
-        assert "quixot" not in other._vocab
+        assert "quixot" not in other._indexes._vocab
         assert len(other.lexical(["zeppelin"], None, 10)) == 1
         assert memory.store.lexical(["quixotically"], None, 10) == []
     finally:
@@ -238,11 +239,11 @@ def test_rebuild_starts_a_new_vocabulary_and_other_stores_reload(
     other = SqliteStore(db_path, memory.store.dim)
     try:
         before = other.lexical(["gearbox", "item3"], None, 10)
-        epoch = other._lex_epoch
+        epoch = other._indexes._lex_epoch
         assert len(before) == 5 and epoch
         memory.rebuild()
         assert other.lexical(["gearbox", "item3"], None, 10) == before
-        assert other._lex_epoch not in (None, epoch)
+        assert other._indexes._lex_epoch not in (None, epoch)
     finally:
         other.close()
 
@@ -273,10 +274,14 @@ def test_warm_loads_both_indexes_before_any_search(memory: Memory, caller: Calle
     _record(memory, caller, "T-1", "preloaded index entry")
     store = SqliteStore(db_path, memory.store.dim)
     try:
-        assert len(store._lexicons["attempt_terms"]) == 0 and len(store._indexes["vectors"]) == 0
+        assert (
+            len(store._indexes.lexicons["attempt_terms"]) == 0 and len(store._indexes.vectors["vectors"]) == 0
+        )
         store.warm()
-        assert len(store._lexicons["attempt_terms"]) == 1 and len(store._indexes["vectors"]) == 1
-        assert not store._lex_stale
+        assert (
+            len(store._indexes.lexicons["attempt_terms"]) == 1 and len(store._indexes.vectors["vectors"]) == 1
+        )
+        assert not store._indexes.lex_stale
     finally:
         store.close()
 

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mentis.api.models import RecordAttemptInput, SearchInput, parse
+from mentis.api.attempts import RecordAttemptInput, SearchInput
+from mentis.api.common import parse
 from mentis.config import Settings
 from mentis.errors import ConfigError, EmbeddingError
 from mentis.providers.embed import Embedder, HashEmbedder, load_embedder

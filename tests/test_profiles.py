@@ -13,10 +13,10 @@ import pytest
 from mcp import Client
 from typer.testing import CliRunner
 
+from mentis.api.agents import ListAgentsInput
 from mentis.cli import app
 from mentis.errors import ConfigError
 from mentis.mcp.server import build_server
-from mentis.service.agents import ListAgentsInput
 from mentis.service.memory import Caller, Memory
 from mentis.service.operations import OPERATIONS
 from mentis.service.profiles import DEFAULT, GROUPS, PROFILES, parse_profile

@@ -9,15 +9,9 @@ from typing import Any
 
 import pytest
 
-from mentis.api.models import (
-    AppendThoughtInput,
-    ForgetInput,
-    ForgetThoughtInput,
-    MarkOutdatedInput,
-    RecallInput,
-    RecordAttemptInput,
-    parse,
-)
+from mentis.api.attempts import ForgetInput, MarkOutdatedInput, RecallInput, RecordAttemptInput
+from mentis.api.common import parse
+from mentis.api.thoughts import AppendThoughtInput, ForgetThoughtInput
 from mentis.errors import IntegrityError
 from mentis.ledger.bodies import (
     FTS_WEIGHTS,
@@ -31,7 +25,7 @@ from mentis.ledger.bodies import (
     status_sql,
     tombstone,
 )
-from mentis.ledger.chain import canonical
+from mentis.ledger.canonical import canonical
 from mentis.service.memory import Caller, Memory
 
 from .conftest import REPO

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from mcp_types import CallToolResult, TextContent
 
-from mentis.api.models import MarkOutdatedInput, RecordAttemptInput
-from mentis.errors import InvalidInput
-from mentis.ledger.chain import canonical
+from mentis.api.attempts import MarkOutdatedInput, RecordAttemptInput
+from mentis.errors import InvalidInput, StatementRefused
+from mentis.ledger.canonical import canonical
 from mentis.mcp.remote_signing import as_tool, check, error_code
-from mentis.mcp.remote_writes import READS, UNSIGNABLE, WRITES, StatementRefused, known, unsignable
+from mentis.mcp.remote_writes import READS, UNSIGNABLE, WRITES, known, unsignable
 from mentis.service.memory import Caller, Memory
 from mentis.service.operations import BY_NAME, OPERATIONS
 from mentis.service.signed_writes import PHASES
@@ -181,7 +181,7 @@ def test_a_forget_of_another_record_is_refused_though_kind_and_chain_match(memor
 
 
 def _thought_input() -> Any:
-    from mentis.api.models import AppendThoughtInput
+    from mentis.api.thoughts import AppendThoughtInput
 
     return AppendThoughtInput.model_validate(THOUGHT)
 

@@ -11,14 +11,13 @@ from typing import Any
 import pytest
 
 from mentis.config import PROVIDER_VARIABLES, Settings
-from mentis.errors import ConfigError, MentisError
+from mentis.errors import ConfigError, MentisError, RerankFailed
 from mentis.providers.http import OPENROUTER_BASE_URL
 from mentis.providers.rerank import (
     DEFAULT_MODEL,
     MAX_CHARS,
     SYSTEM_PROMPT,
     Reranker,
-    RerankFailed,
     RerankItem,
     apply_rerank,
     load_reranker,

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from mentis import retrieval
-from mentis.api.models import RecordAttemptInput, SearchInput, parse
+from mentis.api.attempts import RecordAttemptInput, SearchInput
+from mentis.api.common import parse
 from mentis.config import Settings
 from mentis.providers.embed import HashEmbedder
 from mentis.providers.rerank import Reranker

@@ -18,10 +18,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mentis.api.skill_text import SkillTextError, apply_diff, make_diff, parse_skill
-from mentis.errors import IntegrityError
+from mentis.api.skill_text import apply_diff, make_diff, parse_skill
+from mentis.errors import IntegrityError, SkillTextError
 from mentis.ledger import signing
-from mentis.ledger.chain import Entry, canonical, seal, sha256_hex, verify_rows
+from mentis.ledger.canonical import canonical, sha256_hex
+from mentis.ledger.chain import verify_rows
+from mentis.ledger.entry import Entry, seal
 from mentis.service.skills import signature_state
 
 LINES = st.lists(

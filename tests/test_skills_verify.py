@@ -14,7 +14,9 @@ import pytest
 from mentis.api.skills import DeleteSkillInput, RevokeSkillInput, UploadSkillInput
 from mentis.config import Settings
 from mentis.errors import IntegrityError
-from mentis.ledger.chain import canonical, entry_hash, sha256_hex, verify_rows
+from mentis.ledger.canonical import canonical, sha256_hex
+from mentis.ledger.chain import verify_rows
+from mentis.ledger.entry import entry_hash
 from mentis.providers.embed import HashEmbedder
 from mentis.service.memory import Caller, Memory
 from mentis.store.sqlite import verify as sqlite_verify

@@ -292,7 +292,7 @@ async def test_invalid_json_on_stdin_is_answered_with_a_jsonrpc_parse_error(
     """JSON-RPC 2.0 §5.1: a line that is not JSON gets {"id": null, "error": {"code": -32700}},
     so a client is not left waiting. A request holding the JSON escape of a lone surrogate is
     such a line for the SDK's strict parser; its id is recovered, so that request is answered.
-    (mcp 2.3.0's stdio transport drops such lines; `mentis.mcp.server.run_stdio` answers them.)"""
+    (mcp 2.3.0's stdio transport drops such lines; `mentis.mcp.stdio.run_stdio` answers them.)"""
     with anyio.fail_after(60), (tmp_path / "stderr.log").open("wb") as stderr:
         process = await anyio.open_process(
             [sys.executable, "-m", "mentis", "serve"], env=hash_env, stderr=stderr

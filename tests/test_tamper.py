@@ -24,15 +24,8 @@ from typing import Any
 
 import pytest
 
-from mentis.api.models import (
-    ChainResult,
-    ForgetInput,
-    MarkOutdatedInput,
-    RecallInput,
-    RecordAttemptInput,
-    SearchInput,
-    VerifyResult,
-)
+from mentis.api.attempts import ForgetInput, MarkOutdatedInput, RecallInput, RecordAttemptInput, SearchInput
+from mentis.api.verify import ChainResult, VerifyResult
 from mentis.config import Settings
 from mentis.errors import IntegrityError, NotFound
 from mentis.providers.embed import HashEmbedder

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from mentis.api.models import RecordAttemptInput
+from mentis.api.attempts import RecordAttemptInput
 from mentis.service.memory import Caller
 
 from .conformance.test_stats import ONE, _fill
@@ -138,6 +138,6 @@ def test_stats_through_every_transport_are_what_the_service_counts(call: Call) -
 
 
 def _sql(text: str) -> Any:
-    from mentis.api.models import RecallInput
+    from mentis.api.attempts import RecallInput
 
     return RecallInput(sql=text)

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mentis.api.models import ForgetInput, parse
+from mentis.api.attempts import ForgetInput
+from mentis.api.common import parse
 from mentis.config import Settings
 from mentis.index import signbits, vectors
 from mentis.index.vectors import VectorIndex
@@ -180,7 +181,7 @@ def test_a_store_with_the_prefilter_searches_like_one_without(tmp_path: Path, ca
         memory = Memory.open(settings, HashEmbedder())
         try:
             memory.store.warm()
-            assert memory.store._indexes["vectors"].quantized  # type: ignore[attr-defined]
+            assert memory.store._indexes.vectors["vectors"].quantized  # type: ignore[attr-defined]
             assert [search(memory, caller, q) for q in queries] == want
             assert search(memory, caller, "shard 12", repository=REPOS[0]) == want_scoped
         finally:
@@ -204,7 +205,7 @@ def test_another_process_writes_and_forgets_reach_the_prefiltered_index_in_place
         reader = SqliteStore(path, memory.embedder.dim)  # another process's view
         try:
             reader.warm()
-            index = reader._indexes["vectors"]
+            index = reader._indexes.vectors["vectors"]
             assert index.quantized
             reloads = reader.reloads
             new = record(

@@ -106,7 +106,7 @@ def test_a_store_past_the_threshold_searches_like_one_below_it(
     memory = Memory.open(settings, HashEmbedder())
     try:
         assert [search(memory, caller, q) for q in queries] == want
-        assert memory.store._indexes["vectors"].quantized  # type: ignore[attr-defined]
+        assert memory.store._indexes.vectors["vectors"].quantized  # type: ignore[attr-defined]
         record(memory, caller, repository=REPOS[0], task_id="T-new", action="unique zeppelin flange")
         assert search(memory, caller, "unique zeppelin flange")[0] == (REPOS[0], "T-new")
     finally:

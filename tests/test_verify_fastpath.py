@@ -1,7 +1,7 @@
 """The block scan's loop for attempt-only chunks (``ledger_scan._Scan.attempts``) and the stitch's
 id check (``sqlite_verify._take_in``).
 
-The loop writes :func:`ledger_scan.body_links`' rule for an attempt inline; it must accept exactly
+The loop writes :func:`mentis.ledger.links.body_links`' rule for an attempt inline; it must accept exactly
 the rows the general loop (:meth:`ledger_scan._Scan.plain`, which calls ``body_links``) and the
 reference verifier (:func:`mentis.ledger.chain.verify_rows`) accept, on bodies built to confuse a
 parser: duplicate and escaped keys, escaped values, unicode, nesting, whitespace, other JSON types
@@ -22,7 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mentis.errors import IntegrityError
-from mentis.ledger.chain import KINDS, VERSION, canonical, verify_rows
+from mentis.ledger.canonical import canonical
+from mentis.ledger.chain import verify_rows
+from mentis.ledger.entry import KINDS, VERSION
 from mentis.store.sqlite import ledger_scan
 from mentis.store.sqlite import verify as sqlite_verify
 from mentis.store.sqlite.schema import _LEDGER_SCHEMA

@@ -35,10 +35,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import mentis.store.sqlite.store as sqlite_store
-from mentis.api.models import ForgetInput, MarkOutdatedInput, RecordAttemptInput
+from mentis.api.attempts import ForgetInput, MarkOutdatedInput, RecordAttemptInput
 from mentis.config import Settings
 from mentis.errors import IntegrityError, StoreError
-from mentis.ledger.chain import KINDS, MAX_SAFE_INT, VERSION, ChainReport, canonical
+from mentis.ledger.canonical import MAX_SAFE_INT, canonical
+from mentis.ledger.chain import ChainReport
+from mentis.ledger.entry import KINDS, VERSION
 from mentis.providers.embed import HashEmbedder
 from mentis.service.memory import Caller, Memory
 from mentis.store.sqlite import ledger_scan
@@ -858,7 +860,7 @@ def test_verifying_while_another_process_writes_never_fails(store: Path, tmp_pat
         "from mentis.config import Settings\n"
         "from mentis.providers.embed import HashEmbedder\n"
         "from mentis.service.memory import Caller, Memory\n"
-        "from mentis.api.models import ForgetInput, RecordAttemptInput\n"
+        "from mentis.api.attempts import ForgetInput, RecordAttemptInput\n"
         "path, stop = Path(sys.argv[1]), Path(sys.argv[2])\n"
         "m = Memory.open(Settings(home=path.parent, db_path=path, embedder='hash'), HashEmbedder())\n"
         "c = Caller(agent_id='w')\n"

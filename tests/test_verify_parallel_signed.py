@@ -19,13 +19,15 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from mentis.api.models import RecordAttemptInput, parse
+from mentis.api.agents import AddAgentKeyInput, RegisterAgentInput, RevokeAgentKeyInput
+from mentis.api.attempts import RecordAttemptInput
+from mentis.api.common import parse
 from mentis.config import Settings
 from mentis.errors import InvalidInput
 from mentis.ledger import signing
-from mentis.ledger.chain import KINDS, canonical, entry_hash
+from mentis.ledger.canonical import canonical
+from mentis.ledger.entry import KINDS, entry_hash
 from mentis.providers.embed import HashEmbedder
-from mentis.service.agents import AddAgentKeyInput, RegisterAgentInput, RevokeAgentKeyInput
 from mentis.service.memory import Caller, Memory
 from mentis.store.sqlite import ledger_scan
 from mentis.store.sqlite.store import SqliteStore

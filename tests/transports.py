@@ -18,7 +18,7 @@ import anyio
 import httpx2
 from typer.testing import CliRunner
 
-from mentis.api.models import parse
+from mentis.api.common import parse
 from mentis.cli import app
 from mentis.errors import MentisError
 from mentis.service.memory import Caller, Memory

@@ -23,7 +23,7 @@ from evaluation.runner import (
     thought_notes,
 )
 from mentis import retrieval
-from mentis.api.models import AppendThoughtInput, SearchThoughtsInput
+from mentis.api.thoughts import AppendThoughtInput, SearchThoughtsInput
 from mentis.providers.embed.local import LocalEmbedder
 from mentis.service.memory import Caller, Memory
 from mentis.store.sqlite.store import SqliteStore

@@ -34,7 +34,8 @@ from evaluation.runner import (
     thought_notes,
 )
 from mentis import retrieval
-from mentis.api.models import MAX_TEXT_BYTES, AppendThoughtInput, SearchThoughtsInput
+from mentis.api.common import MAX_TEXT_BYTES
+from mentis.api.thoughts import AppendThoughtInput, SearchThoughtsInput
 from mentis.providers.embed.local import LocalEmbedder
 from mentis.service.memory import Caller, Memory
 from mentis.store.sqlite.store import SqliteStore

@@ -24,7 +24,7 @@ import numpy as np
 from evaluation.lab import LONG_QUERY_WORDS, Lab, Variant
 from evaluation.metrics import Method, timed
 from mentis import retrieval
-from mentis.api.models import MAX_SEARCH_LIMIT
+from mentis.api.common import MAX_SEARCH_LIMIT
 from mentis.cli.progress import stderr_progress
 from mentis.ledger import bodies as records
 from mentis.providers.embed.local import LocalEmbedder

@@ -21,7 +21,8 @@ from evaluation.runner import (
     shipped_parameters,
 )
 from mentis import retrieval
-from mentis.api.models import MAX_QUERY_CHARS, MAX_TEXT_BYTES, RecordAttemptInput, SearchInput
+from mentis.api.attempts import RecordAttemptInput, SearchInput
+from mentis.api.common import MAX_QUERY_CHARS, MAX_TEXT_BYTES
 from mentis.providers.embed.local import LocalEmbedder
 from mentis.service.memory import Caller, Memory, attempt_text
 from mentis.store.sqlite.store import SqliteStore

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mentis.api.models import RecallInput, RecordAttemptInput, SearchInput, parse
+from mentis.api.attempts import RecallInput, RecordAttemptInput, SearchInput
+from mentis.api.common import parse
 from mentis.service.memory import Caller, Memory
 
 REPOS = ("github.com/acme/shop", "github.com/acme/billing")
@@ -52,7 +53,7 @@ def fill(memory: Memory, caller: Caller) -> list[str]:
                 tags=["perf"] if i % 2 else ["css"],
             ).attempt_id
         )
-    from mentis.api.models import ForgetInput, MarkOutdatedInput
+    from mentis.api.attempts import ForgetInput, MarkOutdatedInput
 
     memory.mark_conclusion_outdated(
         caller,

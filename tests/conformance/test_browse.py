@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from mentis.api.models import ForgetInput, MarkOutdatedInput, RecordAttemptInput, parse
+from mentis.api.attempts import ForgetInput, MarkOutdatedInput, RecordAttemptInput
+from mentis.api.common import parse
 from mentis.errors import Forbidden, InvalidInput, NotFound
 from mentis.service.memory import Caller, Memory
 
@@ -116,7 +117,7 @@ def test_timeline_orders_attempts_and_tombstones_by_ledger_seq(
     assert (tomb.attempt_id, tomb.reason) == (filled["gone"], "held a secret")
     t1 = memory.task_timeline(Caller(agent_id="admin"), SHOP, "t1")
     first = t1.items[0]
-    assert [c["reason"] for c in first.stored.corrections] == ["wrong"]
+    assert [c.reason for c in first.stored.corrections] == ["wrong"]
     with pytest.raises(NotFound):
         memory.task_timeline(Caller(agent_id="admin"), SHOP, "no-such-task")
 

@@ -24,7 +24,7 @@ def _rows(memory: Memory, caller: Caller, n: int) -> list[AttemptRow]:
     """``n`` attempts alternating between two repositories, with bodies shaped as the service
     writes them (taken from one recorded attempt) and real vectors."""
     record(memory, caller, repository=REPOS[0])
-    template = memory.store.task_history(REPOS[0], "T-1")[0].body
+    template = memory.store.task_history(REPOS[0], "T-1")[0].body.to_json()
     rows = []
     for i in range(n):
         repo = REPOS[i % 2]

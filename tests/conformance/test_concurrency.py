@@ -21,14 +21,8 @@ from typing import Any
 
 import pytest
 
-from mentis.api.models import (
-    ChainResult,
-    ForgetInput,
-    RecallInput,
-    RecordAttemptInput,
-    SearchInput,
-    VerifyResult,
-)
+from mentis.api.attempts import ForgetInput, RecallInput, RecordAttemptInput, SearchInput
+from mentis.api.verify import ChainResult, VerifyResult
 from mentis.config import Settings
 from mentis.service.memory import Caller, Memory
 from tests.child_lines import Lines
@@ -43,7 +37,7 @@ WRITER = r"""
 import json, sys
 from mentis.providers.embed import HashEmbedder
 from mentis.service.memory import Caller, open_memory
-from mentis.api.models import ForgetInput, MarkOutdatedInput, RecordAttemptInput, SearchInput
+from mentis.api.attempts import ForgetInput, MarkOutdatedInput, RecordAttemptInput, SearchInput
 
 worker, count, mixed = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "mixed"
 repos = sys.argv[4:]

@@ -14,7 +14,9 @@ from hypothesis import settings as examples
 from hypothesis import strategies as st
 
 from mentis.errors import IntegrityError, InvalidInput
-from mentis.ledger.chain import MAX_SAFE_INT, canonical, entry_rows, seal, sha256_hex, verify_rows
+from mentis.ledger.canonical import MAX_SAFE_INT, canonical, sha256_hex
+from mentis.ledger.chain import entry_rows, verify_rows
+from mentis.ledger.entry import seal
 from mentis.service.memory import Caller, Memory
 
 from .helpers import REPOS, fill, ledger

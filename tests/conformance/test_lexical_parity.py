@@ -17,14 +17,9 @@ from typing import Any
 
 import pytest
 
-from mentis.api.models import (
-    AppendThoughtInput,
-    ForgetInput,
-    MarkOutdatedInput,
-    RecordAttemptInput,
-    SearchInput,
-    parse,
-)
+from mentis.api.attempts import ForgetInput, MarkOutdatedInput, RecordAttemptInput, SearchInput
+from mentis.api.common import parse
+from mentis.api.thoughts import AppendThoughtInput
 from mentis.config import Settings
 from mentis.providers.embed import HashEmbedder
 from mentis.service.memory import Caller, Memory
@@ -178,7 +173,7 @@ def test_thought_bm25_is_equal_on_both_backends(pair: tuple[Memory, Memory]) -> 
         for scope in (None, ["github.com/acme/r1"]):
             hits = memory.store.thought_lexical(query_terms("cache stampede under load"), scope, 200)
             bodies = memory.store.load_thoughts([r for r, _ in hits])
-            views.append([(bodies[r][1]["content"], s) for r, s in hits])
+            views.append([(bodies[r].body.content, s) for r, s in hits])
     lite, pg = views[:2], views[2:]
     assert lite[0] and lite[1]
     for got, want in zip(pg, lite, strict=True):

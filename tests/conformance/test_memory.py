@@ -9,14 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mentis.api.models import (
-    ForgetInput,
-    MarkOutdatedInput,
-    RecallInput,
-    RecordAttemptInput,
-    SearchInput,
-    parse,
-)
+from mentis.api.attempts import ForgetInput, MarkOutdatedInput, RecallInput, RecordAttemptInput, SearchInput
+from mentis.api.common import parse
 from mentis.config import Settings
 from mentis.errors import Conflict, EmbeddingError, Forbidden, NotFound
 from mentis.providers.embed import HashEmbedder

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from mentis.errors import StoreError
-from mentis.ledger.chain import canonical
+from mentis.ledger.bodies import AttemptBody
+from mentis.ledger.canonical import canonical
 from mentis.providers.embed import HashEmbedder
 from mentis.retrieval import query_terms
 from mentis.store.postgres.schema import SCHEMA_VERSION
@@ -92,7 +93,7 @@ def test_a_writer_committing_after_a_later_rowid_is_not_missed(
         body = _body("r1", "slow", "a slow wombat")
         with early._write("r1") as conn:  # takes its rowid now, commits last
             rowid, _ = early._append(conn, "r1", "attempt", "slow", AT, "tester", canonical(body))
-            early._derive_attempt(conn, rowid, body, _vector("a slow wombat"))
+            early._derive_attempt(conn, rowid, AttemptBody.from_json(body), _vector("a slow wombat"))
             _append(other, "r2", "fast", "a fast wombat")
             assert _found(reader, "wombat") == ["fast"]
         assert set(_found(reader, "wombat")) == {"slow", "fast"}
@@ -118,7 +119,7 @@ def test_writers_of_different_repositories_do_not_wait_on_new_terms(
     body = _body("r1", "a-1", "brandnewstem anotherfreshstem")
     with first._write("r1") as conn:  # holds r1's new vocabulary rows uncommitted
         rowid, _ = first._append(conn, "r1", "attempt", "a-1", AT, "tester", canonical(body))
-        first._derive_attempt(conn, rowid, body, _vector("brandnewstem"))
+        first._derive_attempt(conn, rowid, AttemptBody.from_json(body), _vector("brandnewstem"))
         worker = threading.Thread(target=write_other_repository)
         worker.start()
         finished = done.wait(timeout=20)

@@ -14,12 +14,13 @@ from typing import Any
 import orjson
 import pytest
 
+from mentis.api.signed import SignedWriteInput
 from mentis.config import Settings
 from mentis.errors import Conflict, Forbidden, InvalidInput
 from mentis.ledger import signing
 from mentis.providers.embed import HashEmbedder
 from mentis.service.memory import Caller, Memory
-from mentis.service.signed_writes import SignedWriteInput, signed_write
+from mentis.service.signed_writes import signed_write
 from tests.signing_support import fields_of, ledger, prepare, register_key, sign_and_write
 
 REPO = "github.com/acme/shop"
@@ -35,13 +36,15 @@ ATTEMPT = {
 
 
 def _attempt_id(memory: Memory, caller: Caller) -> str:
-    from mentis.api.models import RecordAttemptInput, parse
+    from mentis.api.attempts import RecordAttemptInput
+    from mentis.api.common import parse
 
     return memory.record_attempt(caller, parse(RecordAttemptInput, ATTEMPT)).attempt_id
 
 
 def _thought_id(memory: Memory, caller: Caller) -> str:
-    from mentis.api.models import AppendThoughtInput, parse
+    from mentis.api.common import parse
+    from mentis.api.thoughts import AppendThoughtInput
 
     args = {"repository": REPO, "type": "Decision", "content": "Keep prices in integer cents"}
     return memory.append_thought(caller, parse(AppendThoughtInput, args)).thought_id
@@ -152,7 +155,8 @@ def test_content_that_changed_between_the_phases_is_a_conflict_and_writes_nothin
     key = register_key(memory.store, "alice")
     thought = {"repository": REPO, "type": "Decision", "content": "Round the cart total once, at the end"}
     p = prepare(memory, ALICE, "append_thought", thought)
-    from mentis.api.models import AppendThoughtInput, parse
+    from mentis.api.common import parse
+    from mentis.api.thoughts import AppendThoughtInput
 
     memory.append_thought(
         Caller(agent_id="bob"), parse(AppendThoughtInput, thought)

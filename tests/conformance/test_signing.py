@@ -18,19 +18,20 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.rsa import generate_private_key
 
-from mentis.api.models import parse
-from mentis.config import Settings
-from mentis.errors import ConfigError, Forbidden, IntegrityError, InvalidInput
-from mentis.ledger import signing
-from mentis.ledger.chain import entry_hash, sha256_hex
-from mentis.providers.embed import HashEmbedder
-from mentis.service.agents import (
+from mentis.api.agents import (
     AddAgentKeyInput,
     DisableAgentInput,
     RegisterAgentInput,
     RevokeAgentKeyInput,
     ShowAgentInput,
 )
+from mentis.api.common import parse
+from mentis.config import Settings
+from mentis.errors import ConfigError, Forbidden, IntegrityError, InvalidInput
+from mentis.ledger import signing
+from mentis.ledger.canonical import sha256_hex
+from mentis.ledger.entry import entry_hash
+from mentis.providers.embed import HashEmbedder
 from mentis.service.memory import Caller, Memory
 from mentis.store.protocol import Store
 from tests.conformance.helpers import REPOS, ledger, record

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mentis.api.models import parse
+from mentis.api.common import parse
 from mentis.api.skills import SkillVersionsInput
 from mentis.config import Settings
 from mentis.errors import Forbidden

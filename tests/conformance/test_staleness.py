@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from mentis.api.models import ForgetInput, MarkOutdatedInput, parse
+from mentis.api.attempts import ForgetInput, MarkOutdatedInput, StaleInput
+from mentis.api.common import parse
 from mentis.errors import Forbidden, InvalidInput
 from mentis.service.memory import Caller, Memory
-from mentis.service.staleness import StaleInput
 
 from .helpers import REPOS, record
 

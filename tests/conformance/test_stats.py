@@ -6,10 +6,12 @@ from typing import Any
 
 import pytest
 
-from mentis.api.models import AppendThoughtInput, ForgetInput, MarkOutdatedInput, RecordAttemptInput, parse
+from mentis.api.attempts import ForgetInput, MarkOutdatedInput, RecordAttemptInput
+from mentis.api.common import parse
+from mentis.api.stats import StatsInput
+from mentis.api.thoughts import AppendThoughtInput
 from mentis.errors import Forbidden, NotFound
 from mentis.service.memory import Caller, Memory
-from mentis.service.stats import StatsInput
 
 ONE = "github.com/acme/one"
 TWO = "github.com/other/two"

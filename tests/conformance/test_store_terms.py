@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from mentis.api.models import AppendThoughtInput, parse
+from mentis.api.common import parse
+from mentis.api.thoughts import AppendThoughtInput
 from mentis.service.memory import Caller, Memory
 from mentis.store.protocol import ThoughtQuery
 from tests.conformance.helpers import REPOS, record
@@ -88,7 +89,7 @@ def test_thought_edges_follow_refs_both_ways_and_shared_labels(memory: Memory, c
     t2 = _thought(memory, caller, shop, "checkout retries twice before failing", concepts=["queue"])
     t3 = _thought(memory, caller, shop, "deploys happen on tuesdays", tags=["ops"])
     loaded = memory.store.load_thoughts([t1])
-    t1_id = loaded[t1][1]["thought_id"]
+    t1_id = loaded[t1].body.thought_id
     t4 = _thought(memory, caller, shop, "the worker pool was resized for load", refs=[t1_id])
     edges = memory.store.thought_edges_between([t1, t4], [shop], 10)
     assert edges == [(t1, t4, 1.0), (t1, t2, 0.5), (t1, t3, 0.25), (t4, t1, 1.0)]

@@ -6,24 +6,21 @@ from typing import Any
 
 import pytest
 
-from mentis.api.models import (
+from mentis.api.attempts import MarkOutdatedInput, RecallInput, RecordAttemptInput, SearchInput
+from mentis.api.common import parse
+from mentis.api.thoughts import (
     AppendThoughtInput,
     ContextBundleInput,
     ForgetThoughtInput,
     GetThoughtInput,
-    MarkOutdatedInput,
     MemoryMdExportInput,
     MemoryMdImportInput,
-    RecallInput,
     RecentContextInput,
-    RecordAttemptInput,
-    SearchInput,
     SearchThoughtsInput,
     TraverseInput,
-    now_iso,
-    parse,
 )
 from mentis.errors import Conflict, InvalidInput, NotFound
+from mentis.ledger.signing import now_iso
 from mentis.service.memory import Caller, Memory
 from tests.conftest import REPO
 

@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from mentis.api.models import ForgetInput, SearchInput, parse
+from mentis.api.attempts import ForgetInput, SearchInput
+from mentis.api.common import parse
 from mentis.config import Settings
 from mentis.errors import IntegrityError
 from mentis.index import lexical

@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 import pytest
 
-from mentis.api.models import AppendThoughtInput, ForgetThoughtInput, SearchThoughtsInput, parse
+from mentis.api.common import parse
+from mentis.api.thoughts import AppendThoughtInput, ForgetThoughtInput, SearchThoughtsInput
 from mentis.config import Settings
 from mentis.errors import IntegrityError
 from mentis.index import lexical

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mentis.api.models import AppendThoughtInput, ForgetInput, MarkOutdatedInput, RecordAttemptInput, parse
+from mentis.api.attempts import ForgetInput, MarkOutdatedInput, RecordAttemptInput
+from mentis.api.common import parse
+from mentis.api.thoughts import AppendThoughtInput
 from mentis.service.memory import Caller, Memory
 
 SHOP = "github.com/acme/shop"

@@ -13,7 +13,8 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from mentis.api.models import RecallInput, parse
+from mentis.api.attempts import RecallInput
+from mentis.api.common import parse
 from mentis.dashboard.session import COOKIE, Signer
 from mentis.providers.embed import Embedder
 from mentis.service.memory import Caller

@@ -9,7 +9,8 @@ from urllib.parse import urlencode
 import pytest
 from starlette.testclient import TestClient
 
-from mentis.api.models import RecallInput, parse
+from mentis.api.attempts import RecallInput
+from mentis.api.common import parse
 from mentis.dashboard import build_dashboard
 from mentis.dashboard.session import COOKIE, Signer
 from mentis.service.memory import Caller, Memory

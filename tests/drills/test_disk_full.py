@@ -28,7 +28,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from mentis.api.models import RecallInput, RecordAttemptInput
+from mentis.api.attempts import RecallInput, RecordAttemptInput
 from mentis.config import Settings
 from mentis.providers.embed import HashEmbedder
 from mentis.service.memory import Caller, Memory
@@ -161,7 +161,7 @@ from mentis.config import Settings
 from mentis.providers.embed import HashEmbedder
 from mentis.errors import MentisError
 from mentis.service.memory import Caller, Memory
-from mentis.api.models import RecordAttemptInput
+from mentis.api.attempts import RecordAttemptInput
 from tests.drills.test_disk_full import MAX_WRITES, attempt
 
 path = Path(sys.argv[1])

@@ -25,7 +25,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from mentis.api.models import RecallInput, RecordAttemptInput
+from mentis.api.attempts import RecallInput, RecordAttemptInput
 from mentis.config import Settings
 from mentis.providers.embed import HashEmbedder
 from mentis.service.memory import Caller, Memory

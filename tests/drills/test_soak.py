@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from mentis.api.models import RecallInput
+from mentis.api.attempts import RecallInput
 from mentis.config import Settings
 from mentis.providers.embed import HashEmbedder
 from mentis.service.memory import Caller, Memory
@@ -41,8 +41,8 @@ from pathlib import Path
 from mentis.config import Settings
 from mentis.providers.embed import HashEmbedder
 from mentis.service.memory import Caller, Memory
-from mentis.api.models import (AppendThoughtInput, ForgetInput, MarkOutdatedInput, RecallInput,
-    RecordAttemptInput, SearchInput, SearchThoughtsInput)
+from mentis.api.attempts import ForgetInput, MarkOutdatedInput, RecallInput, RecordAttemptInput, SearchInput
+from mentis.api.thoughts import AppendThoughtInput, SearchThoughtsInput
 
 path, url, worker, seconds = Path(sys.argv[1]), sys.argv[2] or None, int(sys.argv[3]), float(sys.argv[4])
 repos = sys.argv[5:]

@@ -48,22 +48,18 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from mentis.api.models import (
+from mentis.api.attempts import ForgetInput, MarkOutdatedInput, RecallInput, RecordAttemptInput, SearchInput
+from mentis.api.thoughts import (
     AppendThoughtInput,
     ContextBundleInput,
-    ForgetInput,
     GetThoughtInput,
-    MarkOutdatedInput,
-    RecallInput,
     RecentContextInput,
-    RecordAttemptInput,
     Relation,
-    SearchInput,
     SearchThoughtsInput,
     ThoughtFilters,
     TraverseInput,
-    VerifyInput,
 )
+from mentis.api.verify import VerifyInput
 from mentis.config import Settings
 from mentis.errors import IntegrityError, MentisError, StoreError
 from mentis.providers.embed import HashEmbedder

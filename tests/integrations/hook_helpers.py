@@ -85,7 +85,7 @@ def errors(home: Path) -> list[dict[str, Any]]:
 
 def attempts(env: dict[str, str], cwd: Path | None = None) -> list[dict[str, Any]]:
     """Every attempt in the store of ``env``, oldest first, read through the library."""
-    from mentis.api.models import RecallInput
+    from mentis.api.attempts import RecallInput
     from mentis.config import Settings
     from mentis.providers.embed import HashEmbedder
     from mentis.service.memory import Caller, Memory

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mentis.api.models import RecordAttemptInput, SearchInput, parse
+from mentis.api.attempts import RecordAttemptInput, SearchInput
+from mentis.api.common import parse
 from mentis.integrations.git import normalise_remote, tree_hashes
 
 from .hook_helpers import env_for, git, hash_object, make_repo, mentis
@@ -154,7 +155,8 @@ def test_remote_urls_normalise_to_host_and_path(url: str, identity: str) -> None
 
 
 def record(env: dict[str, str], repo: Path, task: str, status: str, hashes: dict[str, str]) -> str:
-    from mentis.api.models import RecordAttemptInput, parse
+    from mentis.api.attempts import RecordAttemptInput
+    from mentis.api.common import parse
     from mentis.config import Settings
     from mentis.providers.embed import HashEmbedder
     from mentis.service.memory import Caller, Memory

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from mentis.api.models import RecallInput
+from mentis.api.attempts import RecallInput
 from mentis.errors import ConfigError
 from mentis.integrations.hooks.config import HookConfig, default_checks, load
 from mentis.service.memory import Caller

@@ -396,3 +396,21 @@ def test_reinstalling_keeps_what_the_user_added_to_the_mentis_entry(home: Path) 
         "headers": {"Authorization": "Bearer ${MENTIS_TOKEN}"},
         "trust": True,
     }
+
+
+def test_an_http_install_says_how_the_harness_gets_the_token_unless_its_entry_names_the_file(
+    home: Path, tmp_path: Path
+) -> None:
+    url, token = "http://127.0.0.1:9471/mcp", tmp_path / "team.token"
+    token.write_text("mt_0123456789ab_secret\n")
+    cursor = mentis("install", "cursor", "--http", url, "--token-file", str(token))
+    assert cursor.exit_code == 0, cursor.output
+    note = "Cursor reads the token from $MENTIS_TOKEN: set it where Cursor starts, e.g. export"
+    assert f"{note} MENTIS_TOKEN=$(cat {token})" in " ".join(cursor.output.split())
+    opencode = mentis("install", "opencode", "--http", url, "--token-file", str(token))
+    assert opencode.exit_code == 0, opencode.output
+    assert "MENTIS_TOKEN" not in opencode.output  # its entry reads {file:…} itself
+    bare = mentis("install", "opencode", "--http", url)
+    assert "e.g. export MENTIS_TOKEN=<token>" in bare.output
+    dry = mentis("install", "cursor", "--http", url, "--dry-run")
+    assert "MENTIS_TOKEN=" not in dry.output.replace("${env:MENTIS_TOKEN}", "")

@@ -12,7 +12,8 @@ import resource
 import sys
 from pathlib import Path
 
-from mentis.api.models import RecallInput, parse
+from mentis.api.attempts import RecallInput
+from mentis.api.common import parse
 from mentis.config import Settings
 from mentis.errors import MentisError
 from mentis.providers.embed import HashEmbedder

@@ -24,16 +24,10 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from mentis.api.models import (
-    AppendThoughtInput,
-    ForgetThoughtInput,
-    GetThoughtInput,
-    RecallInput,
-    RecordAttemptInput,
-    SearchInput,
-    SearchThoughtsInput,
-    parse,
-)
+from mentis.api.attempts import RecallInput, RecordAttemptInput, SearchInput
+from mentis.api.common import parse
+from mentis.api.stats import StatsInput
+from mentis.api.thoughts import AppendThoughtInput, ForgetThoughtInput, GetThoughtInput, SearchThoughtsInput
 from mentis.cli import app
 from mentis.config import Settings
 from mentis.errors import IntegrityError, InvalidInput
@@ -42,7 +36,6 @@ from mentis.providers.embed import HashEmbedder
 from mentis.service import doctor
 from mentis.service.memory import Caller, Memory
 from mentis.service.migrate import migrate
-from mentis.service.stats import StatsInput
 from tests.backends import backend_settings
 from tests.http_support import LiveServer
 from tests.security.stores import ADMIN, raw_sql, settings  # noqa: F401

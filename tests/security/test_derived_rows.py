@@ -17,12 +17,11 @@ from typing import Any
 
 import pytest
 
-from mentis.api.models import (
+from mentis.api.attempts import RecordAttemptInput, SearchInput
+from mentis.api.thoughts import (
     AppendThoughtInput,
     GetThoughtInput,
-    RecordAttemptInput,
     Relation,
-    SearchInput,
     SearchThoughtsInput,
     TraverseInput,
 )

@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 from mentis.cli import app
 from mentis.errors import Conflict
-from mentis.http.tls import write_new
 from mentis.service.tokens import TokenStore, bootstrap_admin
+from mentis.store.shared.files import write_new
 
 
 def plant(link: Path, target: Path) -> None:

@@ -17,15 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from mentis.api.models import (
-    AppendThoughtInput,
-    ForgetInput,
-    ForgetThoughtInput,
-    MarkOutdatedInput,
-    RecordAttemptInput,
-    SearchInput,
-    parse,
-)
+from mentis.api.attempts import ForgetInput, MarkOutdatedInput, RecordAttemptInput, SearchInput
+from mentis.api.common import parse
+from mentis.api.thoughts import AppendThoughtInput, ForgetThoughtInput
 from mentis.config import Settings
 from mentis.providers.embed import HashEmbedder
 from mentis.service.memory import Caller, Memory
@@ -171,7 +165,7 @@ def test_a_forget_waits_boundedly_for_an_old_reader_and_erases_after_the_next_wr
         )
         waited = time.monotonic() - started
         assert waited < sqlite_base.BUSY_TIMEOUT_MS / 1000 / 2, "the forget waited out the whole busy timeout"
-        assert memory.store._erase_pending  # type: ignore[attr-defined]
+        assert memory.store._file.erase_pending  # type: ignore[attr-defined]
         reader.execute("COMMIT")
         reader.close()
         memory.record_attempt(
@@ -180,7 +174,7 @@ def test_a_forget_waits_boundedly_for_an_old_reader_and_erases_after_the_next_wr
                 RecordAttemptInput, {"repository": REPO, "task_id": "T2", "action": "a", "observation": "b"}
             ),
         )
-        assert not memory.store._erase_pending  # type: ignore[attr-defined]
+        assert not memory.store._file.erase_pending  # type: ignore[attr-defined]
         assert all(OBSERVATION not in found for found in on_disk(path).values())
     finally:
         memory.close()

@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from mentis.api.models import (
+from mentis.api.attempts import RecallInput
+from mentis.api.common import parse
+from mentis.api.thoughts import (
     AppendThoughtInput,
     ContextBundleInput,
     ForgetThoughtInput,
     GetThoughtInput,
-    RecallInput,
     SearchThoughtsInput,
     TraverseInput,
-    parse,
 )
 from mentis.config import Settings
 from mentis.errors import Conflict, Forbidden, NotFound

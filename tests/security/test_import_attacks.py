@@ -19,19 +19,13 @@ from typing import Any
 import orjson
 import pytest
 
-from mentis.api.models import (
-    AppendThoughtInput,
-    ForgetInput,
-    GetThoughtInput,
-    MarkOutdatedInput,
-    MemoryMdImportInput,
-    RecordAttemptInput,
-    SearchInput,
-    parse,
-)
+from mentis.api.attempts import ForgetInput, MarkOutdatedInput, RecordAttemptInput, SearchInput
+from mentis.api.common import parse
+from mentis.api.thoughts import AppendThoughtInput, GetThoughtInput, MemoryMdImportInput
 from mentis.config import Settings
 from mentis.errors import Conflict, IntegrityError, InvalidInput
-from mentis.ledger.chain import Entry, canonical
+from mentis.ledger.canonical import canonical
+from mentis.ledger.entry import Entry
 from mentis.service.memory import Caller, Memory
 from mentis.store.sqlite import verify as sqlite_verify
 from mentis.store.sqlite.store import _LEDGER_SCHEMA
@@ -280,7 +274,7 @@ def test_memory_md_written_by_export_still_imports(target: tuple[Memory, dict[st
 def test_a_verify_worker_process_applies_the_body_rules(
     evil_lines: list[dict[str, Any]], tmp_path: Path
 ) -> None:
-    """SQLite's parallel scan worker (``python -S -P ledger_scan.py``) parses bodies as the reference
+    """SQLite's parallel scan worker (``python -S -P -c ledger_scan.WORKER``) parses bodies as the reference
     does: a block holding a crafted body comes back failed, the block before it passes."""
     import marshal
     import os
@@ -289,7 +283,8 @@ def test_a_verify_worker_process_applies_the_body_rules(
     import orjson
 
     from mentis.config import Settings
-    from mentis.ledger.chain import KINDS, VERSION, canonical
+    from mentis.ledger.canonical import canonical
+    from mentis.ledger.entry import KINDS, VERSION
     from mentis.store.sqlite import ledger_scan
 
     memory = Memory.open(Settings(home=tmp_path / "w", db_path=tmp_path / "w" / "m.db", embedder="hash"))

@@ -22,7 +22,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from mentis.api.models import RecallInput, RecordAttemptInput, SearchInput, parse
+from mentis.api.attempts import RecallInput, RecordAttemptInput, SearchInput
+from mentis.api.common import parse
 from mentis.config import Settings
 from mentis.errors import QueryError
 from mentis.providers.embed import HashEmbedder

@@ -20,24 +20,20 @@ from typing import Any
 import orjson
 import pytest
 
-from mentis.api.models import (
-    AppendThoughtInput,
-    ForgetInput,
-    ForgetThoughtInput,
-    MarkOutdatedInput,
-    RecordAttemptInput,
-    parse,
-)
+from mentis.api.attempts import ForgetInput, MarkOutdatedInput, RecordAttemptInput
+from mentis.api.common import parse
+from mentis.api.signed import SignedWriteInput
 from mentis.api.skills import DeleteSkillInput, UploadSkillInput
+from mentis.api.thoughts import AppendThoughtInput, ForgetThoughtInput
 from mentis.config import Settings
 from mentis.errors import Conflict, InvalidInput
 from mentis.ledger import signing
 from mentis.ledger.bodies import AttemptBody, ThoughtBody
-from mentis.ledger.chain import canonical
+from mentis.ledger.canonical import canonical
 from mentis.providers.embed import HashEmbedder
 from mentis.service.context import open_store
 from mentis.service.memory import Caller, Memory
-from mentis.service.signed_writes import SignedWriteInput, signed_write
+from mentis.service.signed_writes import signed_write
 from mentis.store.postgres import schema as postgres_schema
 from mentis.store.protocol import AttemptRow
 from mentis.store.sqlite import store as sqlite

@@ -25,13 +25,15 @@ import orjson
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from mentis.api.models import RecordAttemptInput, parse
+from mentis.api.agents import AddAgentKeyInput, DisableAgentInput, RegisterAgentInput, RevokeAgentKeyInput
+from mentis.api.attempts import RecordAttemptInput
+from mentis.api.common import parse
 from mentis.config import Settings
 from mentis.errors import Conflict, IntegrityError
 from mentis.ledger import signing
-from mentis.ledger.chain import canonical, seal
+from mentis.ledger.canonical import canonical
+from mentis.ledger.entry import seal
 from mentis.providers.embed import HashEmbedder
-from mentis.service.agents import AddAgentKeyInput, DisableAgentInput, RegisterAgentInput, RevokeAgentKeyInput
 from mentis.service.memory import Caller, Memory
 from mentis.store.protocol import Store
 from tests.security.stores import settings, state  # noqa: F401

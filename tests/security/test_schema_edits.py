@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from mentis.api.models import MarkOutdatedInput, RecallInput, RecordAttemptInput, SearchInput
+from mentis.api.attempts import MarkOutdatedInput, RecallInput, RecordAttemptInput, SearchInput
 from mentis.cli import app
 from mentis.config import Settings
 from mentis.errors import StoreError

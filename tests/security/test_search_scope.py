@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-from mentis.api.models import AppendThoughtInput, RecordAttemptInput, SearchInput, SearchThoughtsInput, parse
+from mentis.api.attempts import RecordAttemptInput, SearchInput
+from mentis.api.common import parse
+from mentis.api.thoughts import AppendThoughtInput, SearchThoughtsInput
 from mentis.config import Settings
 from mentis.providers.embed import HashEmbedder
 from mentis.service.memory import Caller, Memory

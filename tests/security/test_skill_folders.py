@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from mentis.api.models import parse
+from mentis.api.common import parse
 from mentis.api.skill_text import MAX_SKILL_BYTES
 from mentis.api.skills import UploadSkillInput
 from mentis.cli import app

@@ -25,7 +25,7 @@ import httpx2
 import pytest
 
 from mentis.api import skill_text
-from mentis.api.models import parse
+from mentis.api.common import parse
 from mentis.api.skill_text import parse_skill
 from mentis.api.skills import UploadSkillInput
 from mentis.config import Settings

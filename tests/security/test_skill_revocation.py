@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 from mentis.api import skill_text
-from mentis.api.models import parse
+from mentis.api.common import parse
 from mentis.api.skills import (
     DeleteSkillInput,
     ListSkillsInput,
@@ -208,7 +208,7 @@ def test_a_store_written_before_the_instructions_key_gets_it_when_it_opens(
     entry, version = history[-1]
     body = {
         "repository": REPO, "skill_id": "clean-build", "op": "revoke", "version_id": entry.id,
-        "version": version["version"], "content_hashes": [version["content_hash"]], "agent_id": "operator",
+        "version": version.version, "content_hashes": [version.content_hash], "agent_id": "operator",
         "at": "2026-01-01T00:00:00.000000Z", "reason": REASON,
     }  # fmt: skip
     m.store.append_skill_status(REPO, "status-1", body["at"], "operator", body)

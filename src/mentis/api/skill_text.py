@@ -17,8 +17,9 @@ libyaml's ``CSafeLoader`` builds it (PyYAML's ``SafeLoader`` where libyaml is mi
 
 Diffs are GNU-style unified diffs over ``\\n``-terminated lines (``difflib.unified_diff``), with
 ``\\ No newline at end of file`` after a last line that has no newline, so they apply byte for
-byte. Nothing here touches the store; errors are :class:`SkillTextError` (a ValueError) and the
-service turns them into InvalidInput or IntegrityError.
+byte. Nothing here touches the store; errors are :class:`~mentis.errors.SkillTextError` (an
+InvalidInput naming the field), which the service words for its caller or turns into an
+IntegrityError when a stored version does not rebuild.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from typing import Any, Literal
 
 import orjson
 import yaml
+
+from mentis.errors import SkillTextError
 
 MAX_SKILL_BYTES = 1 << 20
 """A skill's text (and a diff uploaded for one): 1 MiB of UTF-8."""
@@ -57,14 +60,6 @@ Format = Literal["markdown", "json"]
 _LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _OPEN = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
 _CLOSE = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
-
-
-class SkillTextError(ValueError):
-    """The text is not a skill, or a diff does not apply; ``field`` names what is wrong."""
-
-    def __init__(self, message: str, field: str = "content") -> None:
-        super().__init__(message)
-        self.field = field
 
 
 @dataclass(frozen=True)
@@ -349,7 +344,6 @@ __all__ = [
     "MAX_SKILL_BYTES",
     "SKILL_FILE",
     "SkillDoc",
-    "SkillTextError",
     "apply_diff",
     "check_name",
     "content_hash",

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from mentis.api.models import (
+from mentis.api.common import (
     MAX_SEARCH_LIMIT,
     Identifier,
     LedgerRef,
@@ -16,13 +16,13 @@ from mentis.api.models import (
     Query,
     Strict,
     Text,
-    _checked_text,
+    checked_text,
 )
 from mentis.api.skill_text import MAX_NAME_CHARS, MAX_SKILL_BYTES, check_name
 
 
 def _skill_text(value: str) -> str:
-    return _checked_text(value, max_bytes=MAX_SKILL_BYTES)
+    return checked_text(value, max_bytes=MAX_SKILL_BYTES)
 
 
 SkillId = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS), AfterValidator(check_name)]

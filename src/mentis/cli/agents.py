@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -10,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from mentis.cli.common import DbOpt, JsonOpt, emit, err, errors, open_memory, run_op, settings
+from mentis.cli.common import DbOpt, JsonOpt, emit, err, errors, open_memory, run_op
 
 commands = typer.Typer()
 agent_app = typer.Typer(
@@ -46,37 +45,14 @@ def keygen(
 ) -> None:
     """Make an Ed25519 key for an agent: write the private key (PEM, 0600, never printed), register
     the agent if it is new and add the public key."""
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from mentis.service.agent_keys import create_agent_key
 
-    from mentis.api.models import parse
-    from mentis.ledger import signing
-    from mentis.service.agents import AddAgentKeyInput, RegisterAgentInput
-
-    key = Ed25519PrivateKey.generate()
-    public, key_id = signing.public_text(key.public_key()), signing.key_id_of(key.public_key())
-    with errors():
-        add = parse(AddAgentKeyInput, {"agent_id": agent, "public_key": public})
-        slug = re.sub(r"[^A-Za-z0-9._-]", "_", agent)
-        path = signing.write_private_key(
-            key, out or settings(db).home / "keys" / f"{slug}-{key_id[8:16]}.pem"
-        )
-    try:
-        with open_memory(db) as (memory, caller), errors():
-            if memory.store.agent_registry().resolve(agent) is None:
-                memory.register_agent(caller, parse(RegisterAgentInput, {"agent_id": agent}))
-            memory.add_agent_key(caller, add)
-    except BaseException:
-        path.unlink(missing_ok=True)  # the key was not registered: leave no key file behind
-        raise
-    line = f"MENTIS_SIGNING_KEY={path}"
-    emit(
-        {"agent_id": agent, "key_id": key_id, "path": str(path), "env": line},
-        as_json,
-        lambda r: Console().print(f"{r['key_id']}\n{r['path']}\n{r['env']}", highlight=False),
-    )
-    err.print(
-        f"set {line} (and MENTIS_AGENT_ID={agent}) where agent {agent} runs `mentis serve`", highlight=False
-    )
+    with open_memory(db) as (memory, caller), errors():
+        made = create_agent_key(memory, caller, agent, out)
+    show = f"{made.key_id}\n{made.path}\n{made.env}"
+    emit(made.to_json(), as_json, lambda _: Console().print(show, highlight=False))
+    hint = f"set {made.env} (and MENTIS_AGENT_ID={agent}) where agent {agent} runs `mentis serve`"
+    err.print(hint, highlight=False)
 
 
 @agent_app.command("register")

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from mentis.api.models import SearchResult
+from mentis.api.attempts import SearchResult
 from mentis.cli.common import DbOpt, JsonOpt, RepoOpt, err, errors, run, run_op
 from mentis.errors import InvalidInput
 

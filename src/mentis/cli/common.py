@@ -17,7 +17,7 @@ import typer
 from pydantic import BaseModel
 from rich.console import Console
 
-from mentis.api.models import parse
+from mentis.api.common import parse
 from mentis.cli.progress import stderr_progress
 from mentis.config import Settings, default_cli_agent
 from mentis.errors import MentisError

@@ -9,10 +9,11 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from mentis.api.stats import StatsResult
 from mentis.cli.common import DbOpt, JsonOpt, errors, run_op, settings
 from mentis.errors import ConfigError, InvalidInput
 from mentis.service.doctor import Finding
-from mentis.service.stats import StatsResult, result_lines
+from mentis.service.stats import result_lines
 
 commands = typer.Typer()
 

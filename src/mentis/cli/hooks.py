@@ -9,12 +9,12 @@ import typer
 from pydantic import TypeAdapter, ValidationError
 from rich.console import Console
 
-from mentis.api.models import Identifier, Title, parse
+from mentis.api.attempts import StaleInput, StaleResult
+from mentis.api.common import Identifier, Title, parse
 from mentis.cli.common import DbOpt, JsonOpt, RepoOpt, emit, errors, run, settings
 from mentis.errors import InvalidInput
 from mentis.integrations import git
 from mentis.integrations.hooks import payload, state
-from mentis.service.staleness import StaleInput, StaleResult
 
 commands = typer.Typer()
 
@@ -60,11 +60,7 @@ def task_start(
         task_id = _checked(TypeAdapter(Identifier), task_id, "task_id")
         title = _checked(TypeAdapter(Title), title, "title") if title is not None else None
         top = git.toplevel(cwd or Path.cwd())
-        home = settings(None).home
-        st = state.load(home, top)
-        st.task_id, st.title = task_id, title
-        st.recorded, st.last_commit, st.last_hashes = False, None, {}  # a new task starts its own diff
-        state.save(home, st)
+        st = state.set_task(settings(None).home, top, task_id, title)
     emit(
         st.to_json(), as_json, lambda d: Console().print(f"task {task_id} started in {top}", highlight=False)
     )
@@ -85,9 +81,7 @@ def task_stop(cwd: CwdOpt = None, as_json: JsonOpt = False) -> None:
     """Forget the checkout's task: hooks go back to the branch name."""
     with errors():
         top = git.toplevel(cwd or Path.cwd())
-        home = settings(None).home
-        st = state.CheckoutState(str(top))
-        state.save(home, st)
+        st = state.set_task(settings(None).home, top, None)
     emit(st.to_json(), as_json, lambda d: Console().print(f"no task in {top}; hooks use the branch name"))
 
 

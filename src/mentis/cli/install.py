@@ -18,7 +18,7 @@ from mentis.cli.common import JsonOpt, emit, err, errors
 from mentis.errors import InvalidInput
 from mentis.integrations import instructions as agent_instructions
 from mentis.integrations.harnesses import HARNESSES, get
-from mentis.integrations.harnesses.base import TOKEN_ENV, Env, mentis_argv
+from mentis.integrations.harnesses.base import Env, mentis_argv
 from mentis.integrations.harnesses.install import (
     Change,
     apply,
@@ -27,6 +27,7 @@ from mentis.integrations.harnesses.install import (
     plan_uninstall,
     server_for,
     status,
+    token_note,
 )
 
 commands = typer.Typer()
@@ -103,14 +104,9 @@ def install(
         server = server_for(argv, stdio=stdio, url=http, token_file=token_file, tools=tools)
         changes, note = plan_install(chosen, env, server, project, hooks=hooks, argv=argv)
         _finish(chosen.name, "install", changes, dry_run, as_json, note)
-    if http and not dry_run and not (chosen.name == "opencode" and token_file):
-        source = f"$(cat {token_file})" if token_file else "<token>"
-        err.print(
-            f"{chosen.title} reads the token from ${TOKEN_ENV}: set it where {chosen.title} starts, "
-            f"e.g. export {TOKEN_ENV}={source}",
-            highlight=False,
-            soft_wrap=True,
-        )
+    note = None if dry_run else token_note(chosen, http, token_file)
+    if note is not None:
+        err.print(note, highlight=False, soft_wrap=True)
 
 
 def _named(harness: str | None) -> str:

@@ -6,7 +6,7 @@ import logging
 import sys
 from contextlib import ExitStack, closing
 from pathlib import Path
-from typing import Annotated, NamedTuple
+from typing import Annotated, NamedTuple, NoReturn
 
 import typer
 
@@ -116,51 +116,46 @@ def serve(
     first admin token is written to admin.token next to the store (mode 0600). With --remote URL it
     opens no store: it serves stdio by forwarding every tool to the Mentis at URL.
     """
-    import anyio
-
     from mentis.index.malloc import tune_for_server
-    from mentis.mcp.server import build_server, run_stdio
 
     tune_for_server()  # before the preload thread and the model allocate
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     with errors():
         profile = parse_profile(tools)
     config = settings(db)
+    http_only = bind or no_auth or tls_cert or tls_key or allow_host or header_timeout or max_connections
     if token is not None:
-        err.print(
-            "error: --token is refused: other users can read a command line; use --token-file or MENTIS_TOKEN"
-        )
-        raise typer.Exit(2)
-    if remote is not None:
-        if (
-            http
-            or bind
-            or no_auth
-            or tls_cert
-            or tls_key
-            or allow_host
-            or db
-            or header_timeout
-            or max_connections
-        ):
-            err.print("error: --remote serves stdio; it takes no --http, HOST:PORT, --db or TLS options")
-            raise typer.Exit(2)
+        _refuse("--token is refused: other users can read a command line; use --token-file or MENTIS_TOKEN")
+    elif remote is not None:
+        if http or http_only or db:
+            _refuse("--remote serves stdio; it takes no --http, HOST:PORT, --db or TLS options")
         _serve_remote(config, remote, token_file, ca_file, timeout, max_response_mb, profile)
-        return
-    if token_file or ca_file:
-        err.print("error: --token-file and --ca-file need --remote", highlight=False)
-        raise typer.Exit(2)
-    if http:
+    elif token_file or ca_file:
+        _refuse("--token-file and --ca-file need --remote")
+    elif http:
         limits = HttpLimits(header_timeout, max_connections)
         _serve_http(config, bind or "", no_auth, tls_cert, tls_key, tuple(allow_host or ()), limits, profile)
-        return
-    if bind or no_auth or tls_cert or tls_key or allow_host or header_timeout or max_connections:
-        err.print(
-            "error: HOST:PORT, --no-auth, --tls-cert, --tls-key, --allow-host, --header-timeout and "
-            "--max-connections need --http",
-            highlight=False,
+    elif http_only:
+        _refuse(
+            "HOST:PORT, --no-auth, --tls-cert, --tls-key, --allow-host, --header-timeout and "
+            "--max-connections need --http"
         )
-        raise typer.Exit(2)
+    else:
+        _serve_stdio(config, profile)
+
+
+def _refuse(message: str) -> NoReturn:
+    """Options that do not go together: a line on stderr and exit code 2, as for any usage error."""
+    err.print(f"error: {message}", highlight=False)
+    raise typer.Exit(2)
+
+
+def _serve_stdio(config: Settings, profile: Profile) -> None:
+    import anyio
+
+    from mentis.mcp.server import build_server
+    from mentis.mcp.stdio import run_stdio
+
     with errors():
         memory = Memory.open(config)
     memory.warm_up()
@@ -190,16 +185,15 @@ def _serve_remote(
     import anyio
 
     from mentis.mcp import remote
+    from mentis.mcp.remote_link import Remote, RemoteConfig, check_url, read_token
 
     with errors():
-        url = remote.check_url(url)
-        token = remote.read_token(token_file)
-        target = remote.RemoteConfig(
-            url, token, ca_file, call_timeout_s=timeout, max_response_bytes=max_mb * MiB
-        )
+        url = check_url(url)
+        token = read_token(token_file)
+        target = RemoteConfig(url, token, ca_file, call_timeout_s=timeout, max_response_bytes=max_mb * MiB)
         key = config.signing_key
 
-        def ready(found: remote.Remote) -> None:
+        def ready(found: Remote) -> None:
             signs = f"; signing writes with {key}" if key else ""
             err.print(
                 f"mentis: serving MCP on stdio, forwarding {len(found.tools)} tools to {url}{signs}.",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,7 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from mentis.cli.common import DbOpt, JsonOpt, emit, err, errors, settings
+from mentis.cli.common import DbOpt, JsonOpt, caller, emit, err, errors, settings
+from mentis.service.context import Caller
 
 commands = typer.Typer()
 
@@ -27,11 +27,13 @@ commands.add_typer(tls_app)
 
 
 @contextmanager
-def _tokens(db: Path | None) -> Iterator[Any]:
+def _tokens(db: Path | None) -> Iterator[tuple[Any, Caller]]:
+    """The token store, and the local user as the caller (an admin: ``mentis.service.token_admin``)."""
     from mentis.service.tokens import TokenStore
 
-    with errors(), closing(TokenStore.open(settings(db))) as tokens:
-        yield tokens
+    config = settings(db)
+    with errors(), closing(TokenStore.open(config)) as tokens:
+        yield tokens, caller(config)
 
 
 @token_app.command("create")
@@ -49,12 +51,11 @@ def token_create(
     as_json: JsonOpt = False,
 ) -> None:
     """Create a bearer token and print it once; only a salted hash of it is stored."""
-    from mentis.service.tokens import parse_duration
+    from mentis.service.token_admin import create_token
 
-    with _tokens(db) as tokens:
-        expires_at = datetime.now(UTC) + parse_duration(expires) if expires else None
-        token, info = tokens.create(
-            scope=scope, repositories=tuple(repo or ()), agent=agent, expires_at=expires_at
+    with _tokens(db) as (tokens, who):
+        token, info = create_token(
+            who, tokens, scope=scope, repositories=tuple(repo or ()), agent=agent, expires=expires
         )
     emit({"token": token, **info.to_json()}, as_json, lambda _: Console().print(token, highlight=False))
     err.print(
@@ -65,8 +66,10 @@ def token_create(
 @token_app.command("list")
 def token_list(db: DbOpt = None, as_json: JsonOpt = False) -> None:
     """List tokens (id, agent, scope, repositories, expiry, status), never the tokens themselves."""
-    with _tokens(db) as tokens:
-        listed = [t.to_json() for t in tokens.list()]
+    from mentis.service.token_admin import list_tokens
+
+    with _tokens(db) as (tokens, who):
+        listed = [t.to_json() for t in list_tokens(who, tokens)]
     emit({"tokens": listed}, as_json, _print_tokens)
 
 
@@ -77,8 +80,10 @@ def token_revoke(
     as_json: JsonOpt = False,
 ) -> None:
     """Revoke a token: every request with it is refused from now on."""
-    with _tokens(db) as tokens:
-        info = tokens.revoke(token_id)
+    from mentis.service.token_admin import revoke_token
+
+    with _tokens(db) as (tokens, who):
+        info = revoke_token(who, tokens, token_id)
     emit(info.to_json(), as_json, lambda i: Console().print(f"revoked {i['id']}", highlight=False))
 
 

@@ -12,7 +12,9 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mentis.api.models import AppendThoughtInput, ForgetInput, MarkOutdatedInput, parse
+from mentis.api.attempts import ForgetInput, MarkOutdatedInput
+from mentis.api.common import parse
+from mentis.api.thoughts import AppendThoughtInput
 from mentis.dashboard.core import COOKIE_PATH, Ctx, State, redirect, render, set_session
 from mentis.dashboard.pages import CURATE_KINDS, Pages
 from mentis.dashboard.session import COOKIE

@@ -23,7 +23,7 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from mentis.api.models import VerifyResult
+from mentis.api.verify import VerifyResult
 from mentis.dashboard.session import COOKIE, Session, Signer
 from mentis.errors import InvalidInput, MentisError
 from mentis.service.memory import Caller, Memory
@@ -209,9 +209,7 @@ def page(state: State, handler: Handler, *, public: bool = False) -> Callable[[R
         try:
             response = await anyio.to_thread.run_sync(handler, request, ctx, form)
         except MentisError as exc:
-            from mentis.http.rest import status_for
-
-            response = error_page(state, ctx, status_for(exc), exc.message, base)
+            response = error_page(state, ctx, exc.http_status, exc.message, base)
         except Exception:
             log.exception("dashboard page %s failed", request.url.path)
             response = error_page(state, ctx, 500, "internal error; see the server log", base)

@@ -9,20 +9,15 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mentis.api.models import (
-    THOUGHT_ROLES,
-    THOUGHT_TYPES,
-    GetThoughtInput,
-    SearchInput,
-    SearchThoughtsInput,
-    TraverseInput,
-    parse,
-)
+from mentis.api.attempts import SearchInput
+from mentis.api.common import parse
+from mentis.api.thoughts import GetThoughtInput, SearchThoughtsInput, TraverseInput
 from mentis.dashboard.core import Ctx, State, int_param, markup, param, redirect, render
 from mentis.dashboard.graph import Edge, Node, relation_svg
 from mentis.errors import InvalidInput, NotFound
+from mentis.ledger.bodies import THOUGHT_ROLES, THOUGHT_TYPES
 from mentis.service.token_admin import list_tokens
-from mentis.store.shared.browse import TASK_STATUSES
+from mentis.store.protocol import TASK_STATUSES
 
 Form = Mapping[str, str]
 CURATE_KINDS = ("Supersedes", "Invalidates")

@@ -31,7 +31,6 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mentis import __version__
 from mentis.dashboard import build_dashboard
 from mentis.errors import ConfigError
 from mentis.http.connections import (
@@ -62,6 +61,7 @@ from mentis.service.memory import Caller, Memory
 from mentis.service.operations import OPERATIONS
 from mentis.service.profiles import Profile, parse_profile
 from mentis.service.tokens import CALLER_SCOPE_KEY, TokenStore
+from mentis.version import __version__
 
 log = logging.getLogger(__name__)
 

@@ -118,17 +118,20 @@ class HostGuard:
         if host is None or not self._admits(host[0], host[1] or DEFAULT_PORTS.get(scheme, 0), served_port):
             names = sorted(f"{h}:{p or served_port}" for h, p in self.allowed)
             response = error_response(
-                421, "misdirected", f"Host {raw_host!r} is not served here; allowed: {', '.join(names)} "
+                421,
+                "misdirected",
+                f"Host {raw_host!r} is not served here; allowed: {', '.join(names)} "
                 "(add one with --allow-host NAME or NAME:PORT)",
-            )  # fmt: skip
+            )
             await response(scope, receive, send)
             return
         origin = headers.get("origin")
         if origin is not None and not self._origin_ok(origin, scheme, served_port):
             response = error_response(
-                403, "forbidden_origin",
+                403,
+                "forbidden_origin",
                 f"Origin {origin!r} is not allowed: it must be {scheme}://HOST:PORT of this server",
-            )  # fmt: skip
+            )
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
@@ -238,9 +241,11 @@ class RateLimit:
         if wait > 0:
             retry = max(1, math.ceil(wait))
             response = error_response(
-                429, "rate_limited", f"too many requests for this token; retry in {retry} s",
+                429,
+                "rate_limited",
+                f"too many requests for this token; retry in {retry} s",
                 headers={"Retry-After": str(retry)},
-            )  # fmt: skip
+            )
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)

@@ -1,8 +1,8 @@
 """The REST API: ``POST /v1/<operation>`` for every operation in :data:`mentis.service.operations.OPERATIONS`.
 
 The request body is the operation's input model as JSON, the response its output model. Errors are
-``{"error": {"code", "message", "field"?}}`` with the status from :data:`STATUS`, the one table
-mapping :mod:`mentis.errors` to HTTP. ``/v1/openapi.json`` is generated from the same models.
+``{"error": {"code", "message", "field"?}}`` with the error class's ``http_status``
+(:mod:`mentis.errors` holds the one table). ``/v1/openapi.json`` is generated from the same models.
 """
 
 from __future__ import annotations
@@ -18,41 +18,14 @@ from pydantic.json_schema import models_json_schema
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mentis import __version__
-from mentis.api.models import parse
-from mentis.errors import (
-    ConfigError,
-    Conflict,
-    EmbeddingError,
-    Forbidden,
-    IntegrityError,
-    InvalidInput,
-    MentisError,
-    MissingExtra,
-    NotFound,
-    QueryError,
-    StoreError,
-)
+from mentis.api.common import parse
+from mentis.errors import InvalidInput, MentisError
 from mentis.service.memory import Caller, Memory
 from mentis.service.operations import Operation
 from mentis.service.tokens import CALLER_SCOPE_KEY
+from mentis.version import __version__
 
 log = logging.getLogger(__name__)
-
-STATUS: Mapping[type[MentisError], int] = {
-    InvalidInput: 422,  # the body parsed but a field broke a rule
-    QueryError: 400,  # recall SQL refused, failed or timed out
-    Forbidden: 403,  # the token's scope does not allow the call
-    NotFound: 404,
-    Conflict: 409,
-    IntegrityError: 500,  # the store does not verify: the server cannot answer truthfully
-    ConfigError: 500,
-    MissingExtra: 500,
-    EmbeddingError: 502,  # the embedding provider failed
-    StoreError: 503,  # the database is locked past its timeout, full or damaged
-    MentisError: 500,
-}
-"""HTTP status of each Mentis error; a subclass takes its nearest listed ancestor's."""
 
 OTHER_ERRORS: Mapping[int, tuple[str, str]] = {
     400: ("malformed_json", "the request body is not JSON"),
@@ -68,13 +41,6 @@ OTHER_ERRORS: Mapping[int, tuple[str, str]] = {
     504: ("timeout", "the request took too long"),
 }
 """Codes of the errors the HTTP layer itself produces (documented in the OpenAPI document)."""
-
-
-def status_for(exc: MentisError) -> int:
-    for cls in type(exc).__mro__:
-        if cls in STATUS:
-            return STATUS[cls]
-    return 500
 
 
 def error_response(
@@ -94,7 +60,7 @@ def error_response(
 
 
 def mentis_error_response(exc: MentisError) -> Response:
-    return error_response(status_for(exc), exc.code, exc.message, field=getattr(exc, "field", None))
+    return error_response(exc.http_status, exc.code, exc.message, field=getattr(exc, "field", None))
 
 
 def _is_json(content_type: str) -> bool:

@@ -3,14 +3,13 @@
 The pair is for local use: the certificate names ``localhost``, ``127.0.0.1`` and ``::1`` (plus any
 extra host given), is valid for a year, and a client trusts it by pointing at the certificate file
 (e.g. ``curl --cacert cert.pem``). The key is an ECDSA P-256 key written with mode 0600. Files
-are created, never opened through a symbolic link (see :func:`write_new`).
+are created, never opened through a symbolic link (see :func:`mentis.store.shared.files.write_new`).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
-import secrets
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from mentis.errors import Conflict
+from mentis.store.shared.files import write_new
 
 CERT_NAME = "cert.pem"
 KEY_NAME = "key.pem"
@@ -31,40 +31,6 @@ def _san(host: str) -> x509.GeneralName:
         return x509.IPAddress(ipaddress.ip_address(host))
     except ValueError:
         return x509.DNSName(host)
-
-
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-
-
-def write_new(path: Path, data: bytes, mode: int = 0o600, *, replace: bool = True) -> None:
-    """Write ``data`` to ``path`` as a new regular file, never through a symbolic link.
-
-    The bytes go to a fresh file in the same directory (``O_CREAT | O_EXCL | O_NOFOLLOW``, created
-    with ``mode``), which is then renamed over ``path``: a symlink at ``path`` is replaced, not
-    followed. Without ``replace``, the file is created at ``path`` itself and anything already
-    there — a dangling symlink included — is an error (``FileExistsError``).
-    """
-    if not replace:
-        fd = os.open(path, _NEW_FILE, mode)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        return
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
-    fd = os.open(tmp, _NEW_FILE, mode)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def write_private(path: Path, data: bytes) -> None:
-    """Write ``data`` to a new file only its owner can read (mode 0600), replacing any old one."""
-    write_new(path, data, 0o600)
 
 
 def self_signed(

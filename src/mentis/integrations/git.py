@@ -16,13 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mentis.errors import ConfigError, InvalidInput
+from mentis.errors import ConfigError, InvalidInput, NotACheckout
 
 GIT_TIMEOUT_S = 10.0
-
-
-class NotACheckout(InvalidInput):
-    """The directory is not inside a git working tree."""
 
 
 @dataclass(frozen=True)
@@ -254,7 +250,6 @@ def repository_identity(top: Path) -> str:
 __all__ = [
     "Change",
     "GitContext",
-    "NotACheckout",
     "blobs_at",
     "changed_between",
     "context",

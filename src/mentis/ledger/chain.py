@@ -1,16 +1,11 @@
-"""The ledger: canonical encoding, entry hashing and chain verification (DESIGN §3).
+"""Chain verification (DESIGN §3): :func:`verify_rows` checks ledger rows entry by entry.
 
-An entry is ``{v, chain, seq, kind, id, at, agent, prev, body_hash, key_id?, sig?}``;
-``hash = sha256(canonical(entry without sig))``, ``prev`` is the hash of entry ``seq - 1``
-(``""`` for seq 0) and ``body_hash = sha256(canonical(body))``. Bodies are stored apart, so
-forgetting erases a body while the entry, and with it the chain, stays verifiable.
-
-``canonical`` is RFC 8785 (JCS). Hashed documents hold no floats and no integers beyond
-±(2^53 - 1); within that domain orjson with sorted keys produces the same bytes as JCS as long
-as every object key lies in the Basic Multilingual Plane (JCS sorts keys by UTF-16 code units,
-orjson by code points; the two orders agree there). Documents outside the fast domain go
-through the reference ``rfc8785`` encoder. ``tests/conformance/test_ledger.py`` proves byte-equality on a
-hypothesis-generated corpus.
+Each chain's seqs run from 0 without a gap, each ``prev`` is the hash of the entry before, each
+entry hashes to its ``hash`` (:mod:`mentis.ledger.entry`) and each body to its ``body_hash``; a
+missing body is explained by a forget tombstone, each body stands in its own chain and points only
+at earlier records of it (:mod:`mentis.ledger.links`), and signatures and the agent registry hold
+(:mod:`mentis.ledger.signatures`). :func:`isolate` verifies chain by chain, so one damaged
+repository is refused on its own.
 """
 
 from __future__ import annotations
@@ -21,190 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-import rfc8785
 
-from mentis.errors import IntegrityError, InvalidInput
+from mentis.errors import IntegrityError
+from mentis.ledger.entry import KINDS, VERSION, Entry, entry_document, entry_hash
+from mentis.ledger.links import RECORD_ID, RESERVED_PREFIX, Records, body_links, link_error, record_kind
 from mentis.ledger.signatures import SignatureCheck
-from mentis.ledger.signing import RESERVED_PREFIX
-from mentis.store.sqlite.ledger_scan import RECORD_ID, body_links, link_error, record_kind
-
-VERSION = 1
-MAX_SAFE_INT = 2**53 - 1
-KINDS = frozenset({"agent", "attempt", "correction", "forget", "thought", "skill", "skill_status"})
-"""Entry kinds this version writes and reads. Unknown kinds fail verification."""
-
-_SORT = orjson.OPT_SORT_KEYS
-
-
-def _fast_domain(obj: Any) -> bool:
-    """True when orjson's sorted output equals JCS for ``obj``; raises on floats."""
-    if isinstance(obj, str) or obj is None or isinstance(obj, bool):
-        return True
-    if isinstance(obj, int):
-        if -MAX_SAFE_INT <= obj <= MAX_SAFE_INT:
-            return True
-        raise InvalidInput(f"integer {obj} is outside ±(2^53 - 1) and cannot be hashed exactly")
-    if isinstance(obj, float):
-        raise InvalidInput("floats are not allowed in hashed documents; use integers or strings")
-    if isinstance(obj, dict):
-        ok = True
-        for key, value in obj.items():
-            if not isinstance(key, str):
-                raise InvalidInput("object keys in hashed documents must be strings")
-            if ok and not key.isascii() and any(ord(ch) > 0xFFFF for ch in key):
-                ok = False
-            if not _fast_domain(value):
-                ok = False
-        return ok
-    if isinstance(obj, list | tuple):
-        return all([_fast_domain(item) for item in obj])
-    raise InvalidInput(f"{type(obj).__name__} values cannot be hashed")
-
-
-def canonical(obj: Any) -> bytes:
-    """RFC 8785 canonical bytes of ``obj`` (no floats; integers within ±(2^53 - 1))."""
-    if _fast_domain(obj):
-        return orjson.dumps(obj, option=_SORT)
-    return rfc8785.dumps(obj)
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One ledger entry. ``hash`` covers every field but ``sig``."""
-
-    chain: str
-    seq: int
-    kind: str
-    id: str
-    at: str
-    agent: str
-    prev: str
-    body_hash: str
-    hash: str
-    key_id: str | None = None
-    sig: str | None = None
-    v: int = VERSION
-
-    def document(self) -> dict[str, Any]:
-        """The hashed document (everything except ``hash`` and ``sig``)."""
-        return _document(
-            self.v,
-            self.chain,
-            self.seq,
-            self.kind,
-            self.id,
-            self.at,
-            self.agent,
-            self.prev,
-            self.body_hash,
-            self.key_id,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        out = self.document()
-        out["hash"] = self.hash
-        if self.sig is not None:
-            out["sig"] = self.sig
-        return out
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Entry:
-        try:
-            return cls(
-                v=data["v"],
-                chain=data["chain"],
-                seq=data["seq"],
-                kind=data["kind"],
-                id=data["id"],
-                at=data["at"],
-                agent=data["agent"],
-                prev=data["prev"],
-                body_hash=data["body_hash"],
-                hash=data["hash"],
-                key_id=data.get("key_id"),
-                sig=data.get("sig"),
-            )
-        except (KeyError, TypeError) as exc:
-            raise IntegrityError(f"malformed ledger entry: missing {exc}") from None
-
-
-def _document(
-    v: int,
-    chain: str,
-    seq: int,
-    kind: str,
-    id_: str,
-    at: str,
-    agent: str,
-    prev: str,
-    body_hash: str,
-    key_id: str | None,
-) -> dict[str, Any]:
-    doc: dict[str, Any] = {
-        "v": v,
-        "chain": chain,
-        "seq": seq,
-        "kind": kind,
-        "id": id_,
-        "at": at,
-        "agent": agent,
-        "prev": prev,
-        "body_hash": body_hash,
-    }
-    if key_id is not None:
-        doc["key_id"] = key_id
-    return doc
-
-
-def entry_hash(doc: dict[str, Any]) -> str:
-    # Entry documents hold only strings and small integers; keys are ASCII. The chain name
-    # and ids are strings, which orjson and JCS encode identically (keys are what differ).
-    return hashlib.sha256(orjson.dumps(doc, option=_SORT)).hexdigest()
-
-
-def seal(
-    *,
-    chain: str,
-    seq: int,
-    prev: str,
-    kind: str,
-    id: str,
-    at: str,
-    agent: str,
-    body: bytes | None = None,
-    body_hash: str | None = None,
-    key_id: str | None = None,
-    sig: str | None = None,
-) -> Entry:
-    """Build the entry that appends a body (``body``, or its ``body_hash``) at ``seq`` after an
-    entry whose hash is ``prev``; a signed entry carries ``key_id`` (hashed) and ``sig`` (not)."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown entry kind {kind!r}")
-    if body_hash is None:
-        assert body is not None, "seal needs the body or its hash"
-        body_hash = sha256_hex(body)
-    doc = _document(VERSION, chain, seq, kind, id, at, agent, prev, body_hash, key_id)
-    return Entry(
-        chain=chain,
-        seq=seq,
-        kind=kind,
-        id=id,
-        at=at,
-        agent=agent,
-        prev=prev,
-        body_hash=body_hash,
-        hash=entry_hash(doc),
-        key_id=key_id,
-        sig=sig,
-    )
-
-
-# ---------------------------------------------------------------- verification
-
 
 Row = tuple[Any, ...]
 """(v, chain, seq, kind, id, at, agent, prev, body_hash, key_id, sig, hash, body | None)."""
@@ -293,7 +109,7 @@ def verify_rows(
     record of each chain's head; a chain whose last entry differs from it (truncation) or a head
     with no chain fails.
 
-    Each body must also stand in its own chain (:func:`mentis.store.sqlite.ledger_scan.body_links`): it
+    Each body must also stand in its own chain (:func:`mentis.ledger.links.body_links`): it
     names the entry's chain and, for an attempt or thought, the entry's id, and it targets only
     earlier records of that chain. No two attempts or thoughts share an id.
 
@@ -303,7 +119,7 @@ def verify_rows(
     every signature is verified, as with ``signatures``.
     """
     reports: dict[str, ChainReport] = {}
-    records: dict[str, tuple[str, str, int]] = {}  # attempt or thought id → (chain, kind, seq)
+    records: Records = {}
     stray: dict[str, int] = {}
     sha256 = hashlib.sha256
     dumps = orjson.dumps
@@ -331,12 +147,10 @@ def verify_rows(
         if v != VERSION or kind not in KINDS:
             raise _fail(chain, seq, f"unknown entry version {v!r} or kind {kind!r}")
         # keys in sorted order, so orjson's insertion order is the canonical order
-        if key_id is None:
-            doc = {"agent": agent, "at": at, "body_hash": body_hash, "chain": chain, "id": id_, "kind": kind,
-                   "prev": prev, "seq": seq, "v": v}  # fmt: skip
-        else:
-            doc = {"agent": agent, "at": at, "body_hash": body_hash, "chain": chain, "id": id_,
-                   "key_id": key_id, "kind": kind, "prev": prev, "seq": seq, "v": v}  # fmt: skip
+        doc = {"agent": agent, "at": at, "body_hash": body_hash, "chain": chain, "id": id_}
+        if key_id is not None:
+            doc["key_id"] = key_id
+        doc |= {"kind": kind, "prev": prev, "seq": seq, "v": v}
         try:
             hashed = sha256(dumps(doc)).hexdigest()
         except TypeError:  # orjson.JSONEncodeError: a column holds a blob
@@ -398,10 +212,10 @@ def verify_rows(
 
 
 def _hash_holds(*columns: Any) -> bool:
-    """Whether an entry's columns (``v`` to ``key_id`` in :func:`_document` order, then ``hash``)
+    """Whether an entry's columns (``v`` to ``key_id`` in :func:`entry_document` order, then ``hash``)
     hash to its ``hash``; values of a wrong type do not."""
     try:
-        return bool(entry_hash(_document(*columns[:10])) == columns[10])
+        return bool(entry_hash(entry_document(*columns[:10])) == columns[10])
     except TypeError:
         return False
 

@@ -1,5 +1,5 @@
 """The agent registry: agents, their Ed25519 public keys and who was disabled, folded from the
-bodies of the system chain :data:`mentis.ledger.signing.AGENTS_CHAIN` (entry kind ``agent``).
+bodies of the system chain :data:`mentis.ledger.links.AGENTS_CHAIN` (entry kind ``agent``).
 
 A body is one event (canonical JSON)::
 
@@ -22,23 +22,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from mentis.errors import InvalidInput
+from mentis.errors import InvalidInput, RegistryError
 from mentis.ledger import signing
+from mentis.ledger.links import RESERVED_PREFIX
 
 OPS = ("register", "key_add", "key_revoke", "disable")
 AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$")
 MAX_TEXT = 1000
 MAX_ALIASES = 16
-
-
-class RegistryError(ValueError):
-    """An event that may not follow the registry as it stands (the message says why). ``kind`` is
-    ``invalid`` (malformed), ``not_found`` (no such agent or key) or ``conflict`` (it contradicts
-    the registry: already registered, revoked or disabled)."""
-
-    def __init__(self, message: str, kind: str = "invalid") -> None:
-        super().__init__(message)
-        self.kind = kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +180,7 @@ class Registry:
 
 
 def check_agent_id(name: object, what: str = "agent_id") -> str:
-    if not isinstance(name, str) or not AGENT_ID.match(name) or name.startswith(signing.RESERVED_PREFIX):
+    if not isinstance(name, str) or not AGENT_ID.match(name) or name.startswith(RESERVED_PREFIX):
         raise RegistryError(
             f"{what} {name!r} must be 1-128 letters, digits or ._:@/- starting with a letter or digit"
         )
@@ -208,4 +199,4 @@ def event(op: str, agent_id: str, at: str, by: str, **fields: Any) -> dict[str, 
     return {"op": op, "agent_id": agent_id, "at": at, "by": by, **fields}
 
 
-__all__ = ["AgentRecord", "KeyRecord", "Registry", "RegistryError", "check_agent_id", "event"]
+__all__ = ["AgentRecord", "KeyRecord", "Registry", "check_agent_id", "event"]

@@ -3,7 +3,7 @@
 **Where an entry stands relative to the agent registry** is read only from what the hashes cover,
 never from the order rows sit in a file (anyone who can write the file can renumber rows):
 
-- *The registry chain* (:data:`mentis.ledger.signing.AGENTS_CHAIN`) is folded in its own seq order, and
+- *The registry chain* (:data:`mentis.ledger.links.AGENTS_CHAIN`) is folded in its own seq order, and
   each of its entries is judged against the registry as its earlier seqs built it: one hash-linked
   chain, so this order is exact.
 - *Every other entry* is judged against the whole registry by time: a registry event happened at
@@ -58,9 +58,10 @@ from typing import Any
 import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from mentis.errors import InvalidInput
+from mentis.errors import InvalidInput, RegistryError
 from mentis.ledger import signing
-from mentis.ledger.registry import AgentRecord, KeyRecord, Registry, RegistryError
+from mentis.ledger.links import AGENTS_CHAIN
+from mentis.ledger.registry import AgentRecord, KeyRecord, Registry
 
 Failure = tuple[str, int, str]
 """(chain, seq, what failed)."""
@@ -162,7 +163,7 @@ class SignatureCheck:
         is not judged, and its signature is verified now or not at all."""
         if type(at) is not str:
             return chain, seq, f"at {at!r} is not a ledger time"
-        in_registry = chain == signing.AGENTS_CHAIN
+        in_registry = chain == AGENTS_CHAIN
         if in_registry and (failed := self._registry_entry(chain, seq, agent, key_id, sig)):
             return failed
         if not in_registry and placed:

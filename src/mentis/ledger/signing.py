@@ -39,14 +39,14 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from mentis.errors import ConfigError, InvalidInput
+from mentis.ledger.canonical import canonical
+from mentis.ledger.links import AGENTS_CHAIN as AGENTS_CHAIN
+from mentis.ledger.links import RESERVED_PREFIX as RESERVED_PREFIX
 
 STATEMENT_VERSION = 1
 ENVELOPE_PREFIX = "s1"
 SKEW_S = 300
 """How far (seconds) a client-chosen ``at`` may be from the server's clock."""
-AGENTS_CHAIN = "__agents__"
-"""The system chain of the agent registry; repositories starting with ``__`` are reserved."""
-RESERVED_PREFIX = "__"
 SIGNATURE_CHARS = 86
 """base64url of the 64 signature bytes, without padding."""
 
@@ -223,8 +223,6 @@ class Statement:
         }
 
     def canonical(self) -> bytes:
-        from mentis.ledger.chain import canonical
-
         return canonical(self.document())
 
     def digest(self) -> str:

@@ -36,13 +36,13 @@ import pydantic_core
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
 
-from mentis import __version__
-from mentis.api.models import parse
-from mentis.errors import Forbidden, InvalidInput
+from mentis.api.common import parse
+from mentis.errors import Forbidden, InvalidInput, StatementRefused
 from mentis.ledger import signing
-from mentis.ledger.chain import canonical
-from mentis.mcp.remote import Forward, Link
-from mentis.mcp.remote_writes import PASSED, WRITES, Shape, StatementRefused, is_uuid, known, unsignable
+from mentis.ledger.canonical import canonical
+from mentis.mcp.remote_link import Forward, Link
+from mentis.mcp.remote_writes import PASSED, WRITES, Shape, is_uuid, known, unsignable
+from mentis.version import __version__
 
 log = logging.getLogger(__name__)
 

@@ -35,20 +35,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from mentis.api.models import (
-    AppendThoughtInput,
-    ForgetInput,
-    ForgetThoughtInput,
-    MarkOutdatedInput,
-    RecordAttemptInput,
-    parse,
-)
-from mentis.api.skill_text import SkillTextError, content_hash, parse_skill
+from mentis.api.agents import AddAgentKeyInput, DisableAgentInput, RegisterAgentInput, RevokeAgentKeyInput
+from mentis.api.attempts import ForgetInput, MarkOutdatedInput, RecordAttemptInput
+from mentis.api.common import parse
+from mentis.api.skill_text import content_hash, parse_skill
 from mentis.api.skills import DeleteSkillInput, RevokeSkillInput, SkillStatusInput, UploadSkillInput
-from mentis.errors import InvalidInput, MentisError
+from mentis.api.thoughts import AppendThoughtInput, ForgetThoughtInput
+from mentis.errors import InvalidInput, SkillTextError
 from mentis.ledger import signing
-from mentis.ledger.chain import canonical
-from mentis.service.agents import AddAgentKeyInput, DisableAgentInput, RegisterAgentInput, RevokeAgentKeyInput
+from mentis.ledger.canonical import canonical
 from mentis.service.signed_writes import PHASES
 
 READS = frozenset(
@@ -67,21 +62,6 @@ UNSIGNABLE = {
     ),
 }
 """Writes the proxy refuses to sign, and why."""
-
-
-class StatementRefused(MentisError):
-    """The entry the remote prepared is not the caller's write; nothing was signed."""
-
-    exit_code = 12
-    code = "statement_refused"
-
-    def __init__(self, message: str, field: str) -> None:
-        super().__init__(
-            f"the remote Mentis prepared an entry that is not this call: {message}. Nothing was "
-            "signed; a server that changes what it is asked to write is broken or hostile (tell its "
-            "operator, or check that both run the same Mentis version)"
-        )
-        self.field = field
 
 
 # ---------------------------------------------------------------- forms of server-derived fields

@@ -25,26 +25,17 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
-from mentis.api.models import (
-    AppendThoughtResult,
+from mentis.api.agents import AgentOut, AgentResult, ListAgentsResult
+from mentis.api.attempts import (
     AttemptPreview,
-    ContextBundleResult,
     ForgetResult,
-    ForgetThoughtResult,
     MarkOutdatedResult,
-    MemoryMdExportResult,
-    MemoryMdImportResult,
     RecallResult,
-    RecentContextResult,
     RecordAttemptResult,
-    Rejection,
     SearchResult,
-    SearchThoughtsResult,
     TaskResult,
-    ThoughtOut,
-    TraverseResult,
-    VerifyResult,
 )
+from mentis.api.common import Rejection
 from mentis.api.skills import (
     DeleteSkillResult,
     ListSkillsResult,
@@ -55,8 +46,19 @@ from mentis.api.skills import (
     SkillVersionsResult,
     UploadSkillResult,
 )
-from mentis.service.agents import AgentOut, AgentResult, ListAgentsResult
-from mentis.service.stats import StatsResult
+from mentis.api.stats import StatsResult
+from mentis.api.thoughts import (
+    AppendThoughtResult,
+    ContextBundleResult,
+    ForgetThoughtResult,
+    MemoryMdExportResult,
+    MemoryMdImportResult,
+    RecentContextResult,
+    SearchThoughtsResult,
+    ThoughtOut,
+    TraverseResult,
+)
+from mentis.api.verify import VerifyResult
 
 PREVIEW_CHARS = 150
 """A search block's preview of its matched attempt (action, then conclusion or observation)."""

@@ -25,7 +25,9 @@ from mcp.server.mcpserver.prompts.base import Message, Prompt
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from mentis.api.models import RecallInput, RecentContextInput, SearchInput, parse
+from mentis.api.attempts import RecallInput, SearchInput
+from mentis.api.common import parse
+from mentis.api.thoughts import RecentContextInput
 from mentis.errors import Forbidden, MentisError, NotFound
 from mentis.mcp.render import render
 from mentis.service.memory import Caller, Memory

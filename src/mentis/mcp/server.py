@@ -1,6 +1,6 @@
 """MCP tools: thin adapters over :class:`mentis.service.memory.Memory` (official ``mcp`` SDK, MCPServer).
 
-Each tool is generated from its input model in ``mentis.api.models``: the published input schema is
+Each tool is generated from its input model in ``mentis.api``: the published input schema is
 that model's JSON schema (``additionalProperties: false`` at every level), and the arguments are
 validated by the same model the CLI uses, so limits and messages are defined once. MCPServer
 builds an arguments model from a function signature that ignores unknown top-level arguments;
@@ -9,26 +9,19 @@ we replace it with a pass-through so the input model sees, and rejects, every ke
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import anyio
-from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools.base import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
-from mcp.server.stdio import stdio_server
-from mcp.shared.message import SessionMessage
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from mcp_types import PARSE_ERROR, ErrorData, JSONRPCError
-from pydantic import ConfigDict, ValidationError
+from pydantic import ConfigDict
 
-from mentis import __version__
-from mentis.api.models import parse
+from mentis.api.common import parse
 from mentis.config import Settings
 from mentis.errors import Forbidden, MentisError
 from mentis.mcp.render import render
@@ -40,6 +33,7 @@ from mentis.service.operations import BY_NAME, Operation
 from mentis.service.profiles import Profile, parse_profile
 from mentis.service.signed_writes import PHASES
 from mentis.service.tokens import CALLER_SCOPE_KEY
+from mentis.version import __version__
 
 log = logging.getLogger(__name__)
 
@@ -125,55 +119,3 @@ def build_server(memory: Memory, profile: Profile | None = None) -> MCPServer[Me
     )
     add_resources_and_prompts(server, lambda ctx: caller_from(ctx, memory.settings))
     return server
-
-
-def _unparseable_reply(exc: Exception) -> SessionMessage:
-    """A JSON-RPC parse error (-32700) for a line the SDK could not read as a message.
-
-    The id is recovered when the line is JSON that only the SDK's strict parser refuses (e.g. a
-    lone surrogate escape), so the client waiting on that request gets its answer.
-    """
-    request_id: str | int | None = None
-    if isinstance(exc, ValidationError):
-        for err in exc.errors(include_url=False):
-            raw = err.get("input")
-            if isinstance(raw, str | bytes):
-                try:
-                    parsed = json.loads(raw)
-                except ValueError:
-                    break
-                candidate = parsed.get("id") if isinstance(parsed, dict) else None
-                if isinstance(candidate, str | int) and not isinstance(candidate, bool):
-                    request_id = candidate
-                break
-    text = "Parse error: the line is not a JSON-RPC message (invalid JSON, or text with a lone surrogate)"
-    error = JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=PARSE_ERROR, message=text))
-    return SessionMessage(error)
-
-
-async def run_stdio(server: MCPServer[Memory] | Server[Any]) -> None:
-    """Serve MCP over stdio, answering unparseable lines instead of dropping them.
-
-    mcp 2.3.0's stdio transport hands such a line on as an exception, which the dispatcher only
-    logs, so the client would wait forever; here each gets a -32700 reply.
-    """
-    # The one use of a private SDK name. mcp 2.3.0 has no public way to run an MCPServer on
-    # streams of our own: run_stdio_async() opens stdio itself, its low-level Server is reachable
-    # only as `_lowlevel_server`, and the dispatcher's on_stream_exception hook is not exposed on
-    # the server side (server middleware sees messages, never a stream exception).
-    lowlevel = server._lowlevel_server if isinstance(server, MCPServer) else server
-    async with stdio_server() as (read_stream, write_stream):
-        send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](16)
-
-        async def pump() -> None:
-            async with send:
-                async for item in read_stream:
-                    if isinstance(item, Exception):
-                        await write_stream.send(_unparseable_reply(item))
-                    else:
-                        await send.send(item)
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(pump)
-            await lowlevel.run(receive, write_stream, lowlevel.create_initialization_options())
-            tg.cancel_scope.cancel()

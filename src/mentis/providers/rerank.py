@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from mentis.errors import ConfigError, MentisError
+from mentis.errors import ConfigError, RerankFailed
 from mentis.providers.http import OPENROUTER_BASE_URL, OpenAIClient, env_api_key, env_float
 from mentis.providers.scrub import scrub_text
 
@@ -37,7 +37,6 @@ DEFAULT_MODEL = "typesafe/jev-1.13"
 MAX_CHARS = 1500
 """Characters of each candidate's text sent."""
 MAX_QUERY_CHARS = 4000
-MAX_REASON = 200
 
 SYSTEM_PROMPT = """\
 You rank search results from a memory of coding agents' past work.
@@ -49,17 +48,6 @@ For every candidate, judge how useful its history would be to the agent working 
 and partly useful; 0 means unrelated. Judge usefulness, not wording overlap.
 Reply with only a JSON object, no prose: {"scores": [{"id": "<id>", "score": <number from 0 to 1>}]} \
 with exactly one entry for each candidate id."""
-
-
-class RerankFailed(MentisError):
-    """The rerank call or its reply failed; the search keeps the fused order."""
-
-    exit_code = 12
-    code = "rerank_failed"
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason[:MAX_REASON]
-        super().__init__(f"rerank failed: {self.reason}")
 
 
 @dataclass(frozen=True)
@@ -231,7 +219,6 @@ def load_reranker(settings: Settings) -> Reranker | None:
 __all__ = [
     "DEFAULT_MODEL",
     "SYSTEM_PROMPT",
-    "RerankFailed",
     "RerankItem",
     "Reranker",
     "apply_rerank",

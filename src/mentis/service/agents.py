@@ -4,89 +4,25 @@ store (``store/core_agents.py``), which checks it against the registry as it sta
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import AfterValidator, Field
-
-from mentis.api.models import LedgerRef, NonEmptyText, Out, Strict, Text, Title
+from mentis.api.agents import (
+    AddAgentKeyInput,
+    AgentOut,
+    AgentResult,
+    DisableAgentInput,
+    KeyOut,
+    ListAgentsInput,
+    ListAgentsResult,
+    RegisterAgentInput,
+    RevokeAgentKeyInput,
+    ShowAgentInput,
+)
+from mentis.api.common import LedgerRef
 from mentis.errors import NotFound
 from mentis.ledger import signing
-from mentis.ledger.registry import AgentRecord, Registry, RegistryError, check_agent_id, event
+from mentis.ledger.registry import AgentRecord, Registry, event
 from mentis.service.context import Caller, ServiceContext, may_admin
-
-
-def _agent_name(value: str) -> str:
-    try:
-        return check_agent_id(value)
-    except RegistryError as exc:
-        raise ValueError(str(exc)) from None
-
-
-AgentName = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_agent_name)]
-KeyId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^ed25519:[0-9a-f]{32}$")]
-
-
-class RegisterAgentInput(Strict):
-    agent_id: AgentName
-    display_name: Title = ""
-    description: Text = ""
-    aliases: list[AgentName] = Field(default_factory=list, max_length=16)
-
-
-class AddAgentKeyInput(Strict):
-    agent_id: AgentName
-    public_key: str = Field(min_length=1, max_length=100)
-
-
-class RevokeAgentKeyInput(Strict):
-    agent_id: AgentName
-    key_id: KeyId
-    reason: NonEmptyText
-
-
-class DisableAgentInput(Strict):
-    agent_id: AgentName
-    reason: NonEmptyText
-
-
-class ListAgentsInput(Strict):
-    pass
-
-
-class ShowAgentInput(Strict):
-    agent_id: AgentName
-
-
-class KeyOut(Out):
-    key_id: str
-    public_key: str
-    added_at: str
-    added_by: str
-    revoked_at: str | None
-    reason: str | None
-
-
-class AgentOut(Out):
-    agent_id: str
-    display_name: str
-    description: str
-    aliases: list[str]
-    registered_at: str
-    registered_by: str
-    disabled_at: str | None
-    disabled_reason: str | None
-    must_sign: bool
-    keys: list[KeyOut]
-
-
-class AgentResult(Out):
-    agent: AgentOut
-    key_id: str | None = None
-    ledger: LedgerRef
-
-
-class ListAgentsResult(Out):
-    agents: list[AgentOut]
 
 
 def agent_out(registry: Registry, agent: AgentRecord) -> AgentOut:
@@ -161,16 +97,4 @@ class AgentOps:
         return agent_out(registry, agent)
 
 
-__all__ = [
-    "AddAgentKeyInput",
-    "AgentOps",
-    "AgentOut",
-    "AgentResult",
-    "DisableAgentInput",
-    "KeyOut",
-    "ListAgentsInput",
-    "ListAgentsResult",
-    "RegisterAgentInput",
-    "RevokeAgentKeyInput",
-    "ShowAgentInput",
-]
+__all__ = ["AgentOps", "agent_out"]

@@ -8,15 +8,13 @@ method takes the :class:`Caller` and shows only the repositories it may read, so
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from mentis.api.models import MAX_ID_CHARS
+from mentis.api.common import MAX_ID_CHARS
 from mentis.errors import Forbidden, InvalidInput, NotFound
-from mentis.ledger.bodies import AttemptBody, TombstoneBody
-from mentis.ledger.chain import Entry
+from mentis.ledger.bodies import AttemptBody
+from mentis.ledger.entry import Entry
 from mentis.service.context import Caller, ServiceContext, may_read
-from mentis.store.protocol import StoredAttempt
-from mentis.store.shared.browse import TASK_STATUSES, RepositoryRow, TaskRow
+from mentis.store.protocol import TASK_STATUSES, RepositoryRow, StoredAttempt, TaskRow
 
 MAX_PAGE_SIZE = 100
 MAX_PAGE = 1_000_000
@@ -51,7 +49,7 @@ class TimelineAttempt:
     other_commit: bool = False
 
     @property
-    def body(self) -> dict[str, Any]:
+    def body(self) -> AttemptBody:
         return self.stored.body
 
 
@@ -142,12 +140,12 @@ class BrowseOps:
         attempts = self.store.task_history(repository, task_id)
         tombs = [
             Tombstone(e, t.attempt_id, t.reason, t.agent_id, t.at, t.erased)
-            for e, t in ((e, TombstoneBody.from_json(b)) for e, b in self.store.tombstones(repository))
+            for e, t in self.store.tombstones(repository)
             if t.task_id == task_id and t.attempt_id is not None
         ]
         if not attempts and not tombs:
             raise NotFound("no such task in this repository")
-        bodies = [AttemptBody.from_json(a.body) for a in attempts]
+        bodies = [a.body for a in attempts]
         current: dict[str, str] = {}
         for b in bodies:
             if current_commit is not None and b.code_context and b.commit == current_commit:

@@ -2,7 +2,7 @@
 
 ``Memory`` owns one store and one embedder for the life of a process. Each operation takes
 the :class:`Caller` (who is asking, and what they may touch) and a validated input model from
-``mentis.api.models``; it authorises, embeds before it writes, and returns an output model.
+``mentis.api``; it authorises, embeds before it writes, and returns an output model.
 """
 
 from __future__ import annotations
@@ -15,34 +15,34 @@ from typing import Any
 import orjson
 
 from mentis import retrieval
-from mentis.api.models import (
+from mentis.api.attempts import (
     AttemptPreview,
-    ChainResult,
     CorrectionOut,
     ForgetInput,
     ForgetResult,
-    LedgerRef,
     MarkOutdatedInput,
     MarkOutdatedResult,
     RecallInput,
     RecallResult,
     RecordAttemptInput,
     RecordAttemptResult,
-    Rejection,
-    ScoreParts,
     SearchInput,
     SearchResult,
+    StaleInput,
+    StaleResult,
     TaskResult,
-    VerifyResult,
 )
+from mentis.api.common import LedgerRef, Rejection, ScoreParts
+from mentis.api.stats import StatsInput, StatsResult
+from mentis.api.verify import ChainResult, VerifyResult
 from mentis.config import Settings
-from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
+from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound, RerankFailed
 from mentis.ledger.bodies import AttemptBody, CheckBody, CodeContextBody, CorrectionBody
 from mentis.ledger.bodies import attempt_text as attempt_text
-from mentis.ledger.chain import Entry
+from mentis.ledger.entry import Entry
 from mentis.ledger.signing import write_at, write_id
 from mentis.providers.embed import Embedder, load_embedder
-from mentis.providers.rerank import Reranker, RerankFailed, RerankItem, apply_rerank, load_reranker
+from mentis.providers.rerank import Reranker, RerankItem, apply_rerank, load_reranker
 from mentis.retrieval import pipeline, titles
 from mentis.service.agents import AgentOps
 from mentis.service.browse import BrowseOps
@@ -57,8 +57,8 @@ from mentis.service.context import (
 )
 from mentis.service.local_signing import LocalSigning
 from mentis.service.skills import SkillOps
-from mentis.service.staleness import StaleInput, StaleResult, stale_attempts
-from mentis.service.stats import StatsInput, StatsResult, collect_stats
+from mentis.service.staleness import stale_attempts
+from mentis.service.stats import collect_stats
 from mentis.service.thoughts import ThoughtOps, rejection_out, stored_reasserts
 from mentis.service.transfer import TransferOps, read_export
 from mentis.store.protocol import Store, StoredAttempt
@@ -206,7 +206,7 @@ class AttemptOps:
         items = []
         for h in hits:
             stored = previews.get(h.attempts[0].rowid)
-            b = None if stored is None else AttemptBody.from_json(stored.body)
+            b = None if stored is None else stored.body
             title = info.get((h.repository, h.task_id), (None, 0))[0] or h.task_id
             parts = (title,) if b is None else (title, b.action, b.observation, b.inference)
             text = "\n".join(p for p in parts if p)
@@ -280,7 +280,7 @@ class AttemptOps:
         size = 2
         truncated, reason = False, None
         for a in attempts:
-            b = AttemptBody.from_json(a.body)
+            b = a.body
             ctx, check = b.code_context or CodeContextBody(), b.check
             row = [
                 b.attempt_id,
@@ -412,15 +412,14 @@ def _ref(entry: Entry) -> LedgerRef:
     return LedgerRef(seq=entry.seq, hash=entry.hash)
 
 
-def _correction(body: CorrectionBody | dict[str, Any]) -> CorrectionOut:
-    c = body if isinstance(body, CorrectionBody) else CorrectionBody.from_json(body)
+def _correction(c: CorrectionBody) -> CorrectionOut:
     return CorrectionOut(reason=c.reason, latest_commit=c.latest_commit, at=c.at, agent_id=c.agent_id)
 
 
 def _preview(
     stored: StoredAttempt, current: dict[str, str] | None, reasserts: list[Rejection]
 ) -> AttemptPreview:
-    b = AttemptBody.from_json(stored.body)
+    b = stored.body
     return AttemptPreview(
         attempt_id=b.attempt_id,
         action=b.action,

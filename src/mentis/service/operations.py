@@ -13,38 +13,30 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from mentis.api.models import (
-    AppendThoughtInput,
-    AppendThoughtResult,
-    ContextBundleInput,
-    ContextBundleResult,
+from mentis.api.agents import (
+    AddAgentKeyInput,
+    AgentOut,
+    AgentResult,
+    DisableAgentInput,
+    ListAgentsInput,
+    ListAgentsResult,
+    RegisterAgentInput,
+    RevokeAgentKeyInput,
+    ShowAgentInput,
+)
+from mentis.api.attempts import (
     ForgetInput,
     ForgetResult,
-    ForgetThoughtInput,
-    ForgetThoughtResult,
-    GetThoughtInput,
     MarkOutdatedInput,
     MarkOutdatedResult,
-    MemoryMdExportInput,
-    MemoryMdExportResult,
-    MemoryMdImportInput,
-    MemoryMdImportResult,
     RecallInput,
     RecallResult,
-    RecentContextInput,
-    RecentContextResult,
     RecordAttemptInput,
     RecordAttemptResult,
     SearchInput,
     SearchResult,
-    SearchThoughtsInput,
-    SearchThoughtsResult,
-    ThoughtOut,
-    TraverseInput,
-    TraverseResult,
-    VerifyInput,
-    VerifyResult,
 )
+from mentis.api.signed import PrepareWriteInput, PrepareWriteResult, SignedWriteInput, SignedWriteResult
 from mentis.api.skills import (
     DeleteSkillInput,
     DeleteSkillResult,
@@ -62,27 +54,30 @@ from mentis.api.skills import (
     UploadSkillInput,
     UploadSkillResult,
 )
-from mentis.service.agents import (
-    AddAgentKeyInput,
-    AgentOut,
-    AgentResult,
-    DisableAgentInput,
-    ListAgentsInput,
-    ListAgentsResult,
-    RegisterAgentInput,
-    RevokeAgentKeyInput,
-    ShowAgentInput,
+from mentis.api.stats import StatsInput, StatsResult
+from mentis.api.thoughts import (
+    AppendThoughtInput,
+    AppendThoughtResult,
+    ContextBundleInput,
+    ContextBundleResult,
+    ForgetThoughtInput,
+    ForgetThoughtResult,
+    GetThoughtInput,
+    MemoryMdExportInput,
+    MemoryMdExportResult,
+    MemoryMdImportInput,
+    MemoryMdImportResult,
+    RecentContextInput,
+    RecentContextResult,
+    SearchThoughtsInput,
+    SearchThoughtsResult,
+    ThoughtOut,
+    TraverseInput,
+    TraverseResult,
 )
+from mentis.api.verify import VerifyInput, VerifyResult
 from mentis.service.memory import Caller, Memory
-from mentis.service.signed_writes import (
-    PrepareWriteInput,
-    PrepareWriteResult,
-    SignedWriteInput,
-    SignedWriteResult,
-    prepare_write,
-    signed_write,
-)
-from mentis.service.stats import StatsInput, StatsResult
+from mentis.service.signed_writes import prepare_write, signed_write
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ class SessionNeighbours:
             unknown = [r for r in alive if r not in self._known]
         if unknown:
             found = {
-                r: (entry.chain, body.get("session_id") or None)
+                r: (entry.chain, body.session_id or None)
                 for r, (entry, body) in self.store.load_thoughts(unknown).items()
             }
             with self._lock:

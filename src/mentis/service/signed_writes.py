@@ -21,11 +21,10 @@ signed and ``signed_write`` refuses with a Conflict before the store sees it: pr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import Field, JsonValue
-
-from mentis.api.models import Identifier, Out, Strict, Timestamp, Uuid, parse
+from mentis.api.common import parse
+from mentis.api.signed import PrepareWriteInput, PrepareWriteResult, SignedWriteInput, SignedWriteResult
 from mentis.errors import Conflict, InvalidInput
 from mentis.ledger import signing
 from mentis.service.context import Caller
@@ -37,47 +36,6 @@ if TYPE_CHECKING:
 MULTI_APPEND = frozenset({"import_memory_md"})
 """Write operations that append more than one ledger entry: one signature cannot cover them."""
 PHASES = frozenset({"prepare_write", "signed_write"})
-
-Arguments = Annotated[dict[Identifier, JsonValue], Field(max_length=64)]
-Hex64 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
-KeyId = Annotated[str, Field(min_length=1, max_length=80)]
-Envelope = Annotated[str, Field(min_length=1, max_length=400)]
-
-
-class PrepareWriteInput(Strict):
-    tool: Identifier
-    arguments: Arguments
-
-
-class PrepareWriteResult(Out):
-    tool: str
-    chain: str
-    kind: str
-    id: str
-    at: str
-    agent: str
-    body_hash: str
-    body: str
-    """The entry's body, canonical JSON text; its sha256 is ``body_hash``."""
-
-
-class SignedWriteInput(Strict):
-    tool: Identifier
-    arguments: Arguments
-    id: Uuid
-    """The id prepare_write chose (a UUID); the store refuses one any ledger entry already has."""
-    at: Timestamp
-    key_id: KeyId
-    sig: Envelope
-    body_hash: Hex64 | None = None
-    """The body hash the client signed (from prepare_write); when given, a write whose body came
-    out otherwise is refused with a Conflict instead of a signature error."""
-
-
-class SignedWriteResult(Out):
-    tool: str
-    result: dict[str, JsonValue]
-    """What the tool itself returns (its output, as a direct call would give it)."""
 
 
 def _write_operation(name: str) -> Operation:

@@ -29,10 +29,9 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from mentis.api.models import LedgerRef
+from mentis.api.common import LedgerRef
 from mentis.api.skill_text import (
     SKILL_FILE,
-    SkillTextError,
     apply_diff,
     check_size,
     content_hash,
@@ -66,10 +65,10 @@ from mentis.api.skills import (
     UploadSkillInput,
     UploadSkillResult,
 )
-from mentis.errors import Conflict, IntegrityError, InvalidInput, MentisError, NotFound
+from mentis.errors import Conflict, IntegrityError, InvalidInput, MentisError, NotFound, SkillTextError
 from mentis.ledger import signing
 from mentis.ledger.bodies import SkillStatusBody, SkillVersionBody
-from mentis.ledger.chain import Entry
+from mentis.ledger.entry import Entry
 from mentis.ledger.signing import write_at, write_id
 from mentis.retrieval import pipeline
 from mentis.service.context import Caller, ServiceContext, may_read, may_write, secret_warnings
@@ -137,8 +136,7 @@ class SkillOps:
         against its content hash."""
         out: list[Version] = []
         text = ""
-        for entry, raw in self.store.skill_history(repository, skill_id):
-            body = SkillVersionBody.from_json(raw)
+        for entry, body in self.store.skill_history(repository, skill_id):
             try:
                 if body.content is not None:
                     text = body.content
@@ -205,8 +203,8 @@ class SkillOps:
         out = []
         for row in rows:
             if row.rowid in loaded:
-                entry, raw = loaded[row.rowid]
-                out.append(self.summary(row, entry, SkillVersionBody.from_json(raw)))
+                entry, body = loaded[row.rowid]
+                out.append(self.summary(row, entry, body))
         return out
 
     def _live(self, caller: Caller, repository: str, skill_id: str) -> tuple[SkillRow, list[Version]]:
@@ -221,11 +219,11 @@ class SkillOps:
         found = self.store.skill_revocation(repository, skill_id, instructions)
         if found is None:
             return None
-        entry, raw = found
-        reason = raw.get("reason") or "no reason given"
-        if raw["skill_id"] != skill_id:
+        entry, revocation = found
+        reason = revocation.reason or "no reason given"
+        if revocation.skill_id != skill_id:
             return (
-                f"its instructions are those of skill {raw['skill_id']} in {repository}, revoked at "
+                f"its instructions are those of skill {revocation.skill_id} in {repository}, revoked at "
                 f"{entry.at} by {entry.agent}: {reason}"
             )
         return f"skill {skill_id} in {repository} was revoked at {entry.at} by {entry.agent}: {reason}"
@@ -371,10 +369,7 @@ class SkillOps:
         row = self.store.skill_row(req.repository, req.skill_id)
         if row is None:
             raise NotFound(f"no skill {req.skill_id} in repository {req.repository}; list_skills shows them")
-        versions = [
-            self.version_out(e, SkillVersionBody.from_json(b))
-            for e, b in self.store.skill_history(req.repository, req.skill_id)
-        ]
+        versions = [self.version_out(e, b) for e, b in self.store.skill_history(req.repository, req.skill_id)]
         return SkillVersionsResult(
             repository=req.repository, skill_id=req.skill_id, status=row.status, versions=versions,  # type: ignore[arg-type]
         )  # fmt: skip

@@ -9,51 +9,16 @@ map must cover the whole working tree. Only repositories the caller may read are
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-from pydantic import Field
-
-from mentis.api.models import FilePath, GitSha, Identifier, Out, Strict
-from mentis.ledger.bodies import AttemptBody
+from mentis.api.attempts import StaleAttempt, StaleFile, StaleInput, StaleResult
 from mentis.service.context import may_read
 
 if TYPE_CHECKING:
     from mentis.service.context import Caller
     from mentis.store.protocol import Store
 
-MAX_TREE_FILES = 1_000_000
-"""How many paths ``current_file_hashes`` may hold: a whole working tree."""
 MAX_TASKS = 100_000
-
-
-class StaleInput(Strict):
-    repository: Identifier
-    current_file_hashes: Annotated[dict[FilePath, GitSha], Field(max_length=MAX_TREE_FILES)]
-    include_outdated: bool = False
-
-
-class StaleFile(Out):
-    path: str
-    recorded: str
-    current: str | None = Field(description="the blob id now; None when the file is gone")
-
-
-class StaleAttempt(Out):
-    attempt_id: str
-    task_id: str
-    title: str | None = None
-    created_at: str
-    agent_id: str
-    check_command: str
-    commit: str | None = None
-    changed: list[StaleFile]
-    outdated: bool = Field(description="already marked outdated (listed only with include_outdated)")
-
-
-class StaleResult(Out):
-    repository: str
-    attempts: list[StaleAttempt]
-    passed_checked: int = Field(description="passed attempts with recorded file hashes that were compared")
 
 
 def stale_attempts(store: Store, caller: Caller, req: StaleInput) -> StaleResult:
@@ -71,7 +36,7 @@ def stale_attempts(store: Store, caller: Caller, req: StaleInput) -> StaleResult
     checked = 0
     for (task_id,) in found.rows:
         for stored in store.task_history(req.repository, str(task_id)):
-            b = AttemptBody.from_json(stored.body)
+            b = stored.body
             hashes = (b.code_context and b.code_context.file_hashes) or {}
             if b.check is None or b.status != "passed" or not hashes:
                 continue

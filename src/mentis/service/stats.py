@@ -11,46 +11,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-from mentis.api.models import Identifier, Out, Strict
+from mentis.api.stats import RepositoryStats, StatsInput, StatsResult
 from mentis.errors import NotFound
 from mentis.service.context import Caller, may_read
 from mentis.store.protocol import Store
 
 STATUSES = ("passed", "failed", "unverified")
-
-
-class StatsInput(Strict):
-    repository: Identifier | None = None
-
-
-class RepositoryStats(Out):
-    repository: str
-    ledger_entries: dict[str, int]
-    newest: str
-
-
-class StatsResult(Out):
-    repositories: int
-    tasks: int
-    attempts: int
-    attempts_by_status: dict[str, int]
-    outdated: int
-    forgotten: int
-    thoughts: int
-    thoughts_by_type: dict[str, int]
-    skills: int
-    ledger_entries: int
-    store_bytes: int | None
-    bytes_per_attempt: int | None
-    newest_activity: str | None
-    by_repository: list[RepositoryStats]
-    refused: list[str] = Field(
-        default_factory=list,
-        description="repositories left out of these counts: their ledger chain does not verify "
-        "(run `mentis doctor`)",
-    )
 
 
 def _scalar_rows(store: Store, caller: Caller, sql: str, repository: str | None) -> list[list[Any]]:

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mentis import retrieval
-from mentis.api.models import (
-    THOUGHT_TYPES,
+from mentis.api.common import LedgerRef, Rejection, ScoreParts, parse
+from mentis.api.thoughts import (
     AppendThoughtInput,
     AppendThoughtResult,
     BundleItem,
@@ -34,16 +34,13 @@ from mentis.api.models import (
     ForgetThoughtInput,
     ForgetThoughtResult,
     GetThoughtInput,
-    LedgerRef,
     MemoryMdExportInput,
     MemoryMdExportResult,
     MemoryMdImportInput,
     MemoryMdImportResult,
     RecentContextInput,
     RecentContextResult,
-    Rejection,
     ScoredThought,
-    ScoreParts,
     SearchThoughtsInput,
     SearchThoughtsResult,
     ThoughtOut,
@@ -51,20 +48,18 @@ from mentis.api.models import (
     TraverseEdge,
     TraverseInput,
     TraverseResult,
-    now_iso,
-    parse,
 )
 from mentis.errors import Conflict, InvalidInput, NotFound
-from mentis.ledger.bodies import RelationBody, ThoughtBody
+from mentis.ledger.bodies import THOUGHT_TYPES, AttemptBody, RelationBody, ThoughtBody
 from mentis.ledger.fingerprint import fingerprint
-from mentis.ledger.signing import write_at, write_id
+from mentis.ledger.signing import now_iso, write_at, write_id
 from mentis.retrieval import pipeline
 from mentis.service.context import Caller, ServiceContext, left_out_note, may_read, may_write, secret_warnings
 from mentis.service.session_windows import SessionNeighbours
 from mentis.store.protocol import ThoughtQuery
 
 if TYPE_CHECKING:
-    from mentis.ledger.chain import Entry
+    from mentis.ledger.entry import Entry
 
 NEAR_DUPLICATE = 0.95
 NEAR_DUPLICATE_WINDOW = 200
@@ -75,11 +70,10 @@ FILTER_POOL = 2_000
 
 def thought_out(
     entry: Entry,
-    body: dict[str, Any],
+    t: ThoughtBody,
     invalidated_by: Sequence[str] = (),
     reasserts: list[Rejection] | None = None,
 ) -> ThoughtOut:
-    t = ThoughtBody.from_json(body)
     return ThoughtOut(
         thought_id=t.thought_id,
         repository=t.repository,
@@ -145,13 +139,13 @@ class ThoughtOps:
             }
         return list(found.values())
 
-    def live_reasserts(self, body: dict[str, Any]) -> list[Rejection]:
+    def live_reasserts(self, body: AttemptBody | ThoughtBody) -> list[Rejection]:
         """A body's reassertions with each reason read from the rejection as it stands now: empty
         once the rejected record or the rejecting one was forgotten (older bodies kept a copy)."""
-        found = body.get("reasserts") or []
+        found = body.reasserts or []
         if not found:
             return []
-        rows = {(r.target_id, r.by_id, r.at): r.by_rowid for r in self.store.rejections(body["repository"])}
+        rows = {(r.target_id, r.by_id, r.at): r.by_rowid for r in self.store.rejections(body.repository)}
         out = []
         for r in found:
             by_rowid = rows.get((r["rejected_id"], r["by_id"], r["at"]))
@@ -237,7 +231,7 @@ class ThoughtOps:
         invalid = self.store.invalidations(close, now_iso())
         rowids = self.store.thought_rowids(close)
         loaded = self.store.load_thoughts(list(rowids.values()))
-        same_type = {body["thought_id"] for _, body in loaded.values() if body["type"] == req.type}
+        same_type = {body.thought_id for _, body in loaded.values() if body.type == req.type}
         return [i for i in close if i in same_type and i not in invalid][:1]
 
     def forget_thought(self, caller: Caller, req: ForgetThoughtInput) -> ForgetThoughtResult:
@@ -327,16 +321,16 @@ class ThoughtOps:
         for start in range(0, len(rowids), 100):
             chunk = list(rowids[start : start + 100])
             loaded = self.store.load_thoughts(chunk)
-            ids = [loaded[r][1]["thought_id"] for r in chunk if r in loaded]
+            ids = [loaded[r].body.thought_id for r in chunk if r in loaded]
             invalid = self.store.invalidations(ids, as_of)
             for r in chunk:
                 if r not in loaded:
                     continue
                 entry, body = loaded[r]
-                by = invalid.get(body["thought_id"], [])
+                by = invalid.get(body.thought_id, [])
                 if by and not include_invalidated:
                     continue
-                if needle is not None and needle not in body["content"].casefold():
+                if needle is not None and needle not in body.content.casefold():
                     continue
                 out.append((r, thought_out(entry, body, by, self.live_reasserts(body))))
                 if len(out) == limit:
@@ -360,23 +354,23 @@ class ThoughtOps:
         else:
             rowid = self.store.thought_rowid_at(req.repository, req.seq, req.hash)
         loaded = self.store.load_thoughts([rowid]) if rowid is not None else {}
-        if rowid is None or rowid not in loaded or not caller.covers(loaded[rowid][1]["repository"]):
+        if rowid is None or rowid not in loaded or not caller.covers(loaded[rowid].body.repository):
             raise NotFound("no such thought; search_thoughts finds ids")
         entry, body = loaded[rowid]
-        may_read(caller, body["repository"])  # a refused (damaged) repository's thought: its refusal
-        invalid = self.store.invalidations([body["thought_id"]], now_iso())
-        return thought_out(entry, body, invalid.get(body["thought_id"], []), self.live_reasserts(body))
+        may_read(caller, body.repository)  # a refused (damaged) repository's thought: its refusal
+        invalid = self.store.invalidations([body.thought_id], now_iso())
+        return thought_out(entry, body, invalid.get(body.thought_id, []), self.live_reasserts(body))
 
     def _thoughts_by_id(self, caller: Caller, ids: Sequence[str], as_of: str) -> dict[str, ThoughtOut]:
         rowids = self.store.thought_rowids(list(ids))
         loaded = self.store.load_thoughts(list(rowids.values()))
         invalid = self.store.invalidations(list(rowids), as_of)
         return {
-            body["thought_id"]: thought_out(
-                entry, body, invalid.get(body["thought_id"], []), self.live_reasserts(body)
+            body.thought_id: thought_out(
+                entry, body, invalid.get(body.thought_id, []), self.live_reasserts(body)
             )
             for entry, body in loaded.values()
-            if caller.sees(body["repository"])
+            if caller.sees(body.repository)
         }
 
     def traverse_thoughts(self, caller: Caller, req: TraverseInput) -> TraverseResult:

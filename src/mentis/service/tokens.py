@@ -260,8 +260,7 @@ def bootstrap_admin(tokens: TokenStore, path: Path) -> bool:
 
     Returns whether it did. This is what lets ``make run`` start an authenticated server in one step.
     """
-    from mentis.http.tls import write_private
-    from mentis.store.shared.files import private_dir
+    from mentis.store.shared.files import private_dir, write_private
 
     if tokens.count():
         return False

@@ -15,10 +15,11 @@ from typing import IO, Any
 import numpy as np
 import orjson
 
-from mentis.api.models import now_iso
 from mentis.errors import IntegrityError, InvalidInput
-from mentis.ledger.chain import Entry, canonical, entry_rows, verify_rows
-from mentis.ledger.signing import AGENTS_CHAIN
+from mentis.ledger.canonical import canonical
+from mentis.ledger.chain import entry_rows, verify_rows
+from mentis.ledger.entry import Entry
+from mentis.ledger.signing import AGENTS_CHAIN, now_iso
 from mentis.service.context import Caller, ServiceContext, may_admin, may_read, may_write
 
 EXPORT_FORMAT = "mentis-ledger"

@@ -1,8 +1,10 @@
 """The Store protocol every backend implements, and the records it passes back.
 
 A store persists ledger entries, their bodies and the tables derived from them; it knows
-nothing of validation or scopes (those live in ``memory.py``). Its questions are asked in terms,
-not SQL: query words for lexical search, a :class:`ThoughtQuery` for filtering thoughts.
+nothing of validation or scopes (those live in ``mentis.service``). Its questions are asked in
+terms, not SQL: query words for lexical search, a :class:`ThoughtQuery` for filtering thoughts.
+Its reads answer in typed records: each body is parsed once, in the store, right after its bytes
+were checked against the hash its ledger entry holds (:class:`Stored`, :class:`StoredAttempt`).
 Conformance expectations:
 
 - ``append_*`` runs in one transaction that includes the ledger entry; concurrent writers
@@ -18,30 +20,50 @@ Conformance expectations:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 import numpy as np
-import orjson
 
 from mentis.errors import IntegrityError
-from mentis.ledger.bodies import AttemptBody, ThoughtBody
-from mentis.ledger.chain import ChainReport, Entry
+from mentis.ledger.bodies import (
+    AttemptBody,
+    Body,
+    CorrectionBody,
+    SkillStatusBody,
+    SkillVersionBody,
+    ThoughtBody,
+    TombstoneBody,
+)
+from mentis.ledger.chain import ChainReport
+from mentis.ledger.entry import Entry
 from mentis.ledger.registry import Registry
 
-if TYPE_CHECKING:
-    from mentis.store.shared.browse import RepositoryRow, TaskRow
+BodyT = TypeVar("BodyT", bound=Body)
+
+
+class Stored(NamedTuple, Generic[BodyT]):
+    """A ledger entry and its body, parsed once after its bytes matched the entry's ``body_hash``."""
+
+    entry: Entry
+    body: BodyT
+
+
+StoredThought = Stored[ThoughtBody]
+StoredSkillVersion = Stored[SkillVersionBody]
+StoredSkillStatus = Stored[SkillStatusBody]
+StoredTombstone = Stored[TombstoneBody]
 
 
 @dataclass(frozen=True, slots=True)
 class StoredAttempt:
-    """An attempt's verified body plus what the index knows of it."""
+    """An attempt's checked body with its corrections' (oldest first), and its ledger rowid."""
 
     rowid: int
     entry: Entry
-    body: dict[str, Any]
-    corrections: list[dict[str, Any]]
+    body: AttemptBody
+    corrections: list[CorrectionBody]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +137,41 @@ class ThoughtQuery:
     task_id: str | None = None
 
 
+TASK_STATUSES = ("passed", "failed", "unverified", "outdated")
+"""The statuses a browsed task may be filtered by (``outdated``: one of its attempts has a correction)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RepositoryRow:
+    """A repository (chain) as the dashboard lists it: its head, newest entry time and live counts."""
+
+    repository: str
+    head_seq: int
+    head_hash: str
+    last_at: str
+    tasks: int
+    attempts: int
+    thoughts: int
+    forgotten: int
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRow:
+    """A task as the dashboard lists it: its attempts counted by status, and its newest attempt."""
+
+    task_id: str
+    attempts: int
+    passed: int
+    failed: int
+    unverified: int
+    outdated: int
+    last_rowid: int
+
+
+SqlParams = Mapping[str, str | int | float | bool | None]
+"""The named parameters of one ``recall`` statement."""
+
+
 @dataclass(frozen=True, slots=True)
 class SqlResult:
     columns: list[str]
@@ -162,11 +219,11 @@ class Store(Protocol):
     def skill_row(self, repository: str, skill_id: str) -> SkillRow | None: ...
     def skill_rows(self, repositories: Sequence[str] | None, statuses: Sequence[str]) -> list[SkillRow]: ...
     def skill_rows_at(self, rowids: Sequence[int]) -> dict[int, SkillRow]: ...
-    def skill_history(self, repository: str, skill_id: str) -> list[tuple[Entry, dict[str, Any]]]: ...
-    def load_skill_versions(self, rowids: Sequence[int]) -> dict[int, tuple[Entry, dict[str, Any]]]: ...
+    def skill_history(self, repository: str, skill_id: str) -> list[StoredSkillVersion]: ...
+    def load_skill_versions(self, rowids: Sequence[int]) -> dict[int, StoredSkillVersion]: ...
     def skill_revocation(
         self, repository: str, skill_id: str, instructions: str | None = None
-    ) -> tuple[Entry, dict[str, Any]] | None: ...
+    ) -> StoredSkillStatus | None: ...
     def revoked_copies(self, content_hash: str, instructions: str | None) -> list[tuple[str, str]]: ...
     def skill_lexical(
         self, terms: Sequence[str], repositories: Sequence[str] | None, limit: int
@@ -198,7 +255,7 @@ class Store(Protocol):
         self, terms: Sequence[str], repositories: Sequence[str] | None, limit: int
     ) -> list[tuple[int, float]]: ...
     def load_attempts(self, rowids: Sequence[int]) -> dict[int, StoredAttempt]: ...
-    def load_thoughts(self, rowids: Sequence[int]) -> dict[int, tuple[Entry, dict[str, Any]]]: ...
+    def load_thoughts(self, rowids: Sequence[int]) -> dict[int, StoredThought]: ...
     def rebuild(self, embed: Embed, progress: Callable[[int], None] | None = None) -> int: ...
     def recent_thought_vectors(self, repository: str, n: int) -> tuple[list[str], np.ndarray]: ...
     def rejection_reason(self, by_rowid: int) -> str: ...
@@ -207,7 +264,7 @@ class Store(Protocol):
     def run_sql(
         self,
         sql: str,
-        params: dict[str, Any] | None,
+        params: SqlParams | None,
         *,
         visible: Callable[[str], bool],
         max_rows: int,
@@ -254,59 +311,4 @@ class Store(Protocol):
         self, repository: str, status: str | None, agent: str | None, offset: int, limit: int
     ) -> tuple[int, list[TaskRow], dict[int, str]]: ...
     def attempt_agents(self, repository: str) -> list[str]: ...
-    def tombstones(self, repository: str) -> list[tuple[Entry, dict[str, Any]]]: ...
-
-
-REPLAY_BATCH = 128
-
-
-def replay(
-    placed: Sequence[tuple[int, Entry, bytes | None]],
-    embed: Embed,
-    progress: Callable[[int], None] | None,
-    *,
-    attempt: Callable[[int, dict[str, Any], np.ndarray], None],
-    thought: Callable[[int, dict[str, Any], np.ndarray], None],
-    correction: Callable[[int, dict[str, Any]], None],
-    forget: Callable[[int, dict[str, Any]], None],
-    skill: Callable[[int, dict[str, Any]], None] | None = None,
-    skill_status: Callable[[int, dict[str, Any]], None] | None = None,
-) -> None:
-    """Derive tables from ledger entries in order, for rebuild and import on every backend.
-
-    Attempts and thoughts are embedded in batches; a correction, forget or skill entry first
-    flushes the batch so it sees every entry before it (skill versions embed themselves).
-    Entries whose body was erased derive nothing.
-    """
-    batch: list[tuple[int, str, dict[str, Any]]] = []
-
-    def flush() -> None:
-        if batch:
-            texts = [
-                (AttemptBody if k == "attempt" else ThoughtBody).from_json(b).embed_text for _, k, b in batch
-            ]
-            for (rowid, kind, body), vec in zip(batch, embed(texts), strict=True):
-                (attempt if kind == "attempt" else thought)(rowid, body, vec)
-            if progress is not None:
-                progress(len(batch))
-            batch.clear()
-
-    for rowid, entry, raw in placed:
-        if raw is None:
-            continue
-        body = orjson.loads(raw)
-        if entry.kind in ("attempt", "thought"):
-            batch.append((rowid, entry.kind, body))
-            if len(batch) >= REPLAY_BATCH:
-                flush()
-            continue
-        flush()
-        if entry.kind == "correction":
-            correction(rowid, body)
-        elif entry.kind == "forget":
-            forget(rowid, body)
-        elif entry.kind == "skill" and skill is not None:
-            skill(rowid, body)
-        elif entry.kind == "skill_status" and skill_status is not None:
-            skill_status(rowid, body)
-    flush()
+    def tombstones(self, repository: str) -> list[StoredTombstone]: ...

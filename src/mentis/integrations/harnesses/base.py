@@ -80,6 +80,7 @@ class Harness:
     fmt: str = "json"  # json (JSONC accepted) | toml
     servers: tuple[str, ...] = ("mcpServers",)
     no_hooks: str = ""  # why no hooks are written, for harnesses without a command-hook system
+    reads_token_file: bool = False  # its HTTP entry can name --token-file; else it reads $MENTIS_TOKEN
 
     def user_config(self, env: Env) -> Path:
         raise NotImplementedError

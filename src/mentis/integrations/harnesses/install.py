@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from mentis.errors import ConfigError, InvalidInput
 from mentis.integrations.harnesses import files
-from mentis.integrations.harnesses.base import ENTRY, Env, Harness, HookPlan, Server
+from mentis.integrations.harnesses.base import ENTRY, TOKEN_ENV, Env, Harness, HookPlan, Server
 from mentis.integrations.harnesses.files import ConfigDocument
 from mentis.service.profiles import parse_profile
 
@@ -108,6 +108,18 @@ def merge_entry(current: Any, fresh: dict[str, Any]) -> dict[str, Any]:
         if isinstance(old, dict) and isinstance(new, dict):
             merged[env_key] = {**old, **new}
     return merged
+
+
+def token_note(harness: Harness, url: str | None, token_file: Path | None) -> str | None:
+    """What to do so that an HTTP entry carries the token: set ``MENTIS_TOKEN`` where the harness
+    starts, unless its entry names the token file itself; None for a stdio entry."""
+    if url is None or (harness.reads_token_file and token_file is not None):
+        return None
+    source = f"$(cat {token_file})" if token_file else "<token>"
+    return (
+        f"{harness.title} reads the token from ${TOKEN_ENV}: set it where {harness.title} starts, "
+        f"e.g. export {TOKEN_ENV}={source}"
+    )
 
 
 def check_server(server: Server) -> None:

@@ -29,6 +29,7 @@ class OpenCode(Harness):
     source = "opencode.ai/docs/mcp-servers and /docs/config, opencode 1.x"
     servers = ("mcp",)
     no_hooks = "OpenCode's hooks are JavaScript plugins, not config entries"
+    reads_token_file = True
 
     def user_config(self, env: Env) -> Path:
         return _pick(

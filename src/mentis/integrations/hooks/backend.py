@@ -13,14 +13,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mentis.errors import ConfigError, MentisError
+from mentis.errors import ConfigError, HookCallFailed
 
 HTTP_TIMEOUT_S = 5.0
 HOOK_BUSY_TIMEOUT_MS = 3_000
-
-
-class HookCallFailed(MentisError):
-    """The memory refused or failed a hook's call (the message carries the server's error)."""
 
 
 class HttpBackend:
@@ -95,7 +91,7 @@ class LocalBackend:
         self.caller = resolve_caller(self.memory.settings, default=agent_id)  # the signing key's agent
 
     def call(self, operation: str, body: dict[str, Any]) -> dict[str, Any]:
-        from mentis.api.models import parse
+        from mentis.api.common import parse
         from mentis.service.operations import BY_NAME
 
         op = BY_NAME[operation]

@@ -60,7 +60,7 @@ def wait_for_pending(home: Path) -> None:
 
 def main() -> None:
     from mentis.integrations.hooks.backend import LocalBackend
-    from mentis.integrations.hooks.run import log_error
+    from mentis.integrations.hooks.error_log import log_error
 
     harness = sys.argv[1] if len(sys.argv) > 1 else ""
     try:

@@ -12,27 +12,22 @@ A hook never breaks the harness: every error is appended as one JSON line to
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from mentis.config import Settings
-from mentis.errors import MentisError
+from mentis.errors import MentisError, NothingToRecord
 from mentis.integrations import git
 from mentis.integrations.hooks import config as hook_config
 from mentis.integrations.hooks import payload, recorder, state, surface
 from mentis.integrations.hooks.backend import check_local_allowed, open_backend
+from mentis.integrations.hooks.error_log import log_error
 
 MAX_FILES = 1000
 MAX_COMMAND_CHARS = 8192
 MAX_QUERY_CHARS = 8192
-
-
-class NothingToRecord(MentisError):
-    """The check ran where no task can be named (detached HEAD without `mentis task start`)."""
 
 
 def main(args: list[str]) -> int:
@@ -57,27 +52,6 @@ def main(args: list[str]) -> int:
 
 def _empty(harness: str, event: str) -> payload.HookInput:
     return payload.HookInput(harness, event if event in payload.EVENTS else "post-tool-use", None, None)
-
-
-def log_error(harness: str, event: str, exc: BaseException) -> None:
-    """Append ``{"at", "harness", "event", "error"}`` to the hook error log; never raises."""
-    from mentis.providers.scrub import scrub_text
-
-    text = str(exc) if isinstance(exc, MentisError) else f"{type(exc).__name__}: {exc}"
-    line = {
-        "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-        "harness": harness,
-        "event": event,
-        "error": scrub_text(text)[:4000],
-    }
-    try:
-        path = Settings.from_env().hook_error_log
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        with os.fdopen(fd, "a") as fh:
-            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
-    except Exception:  # nowhere left to report it; stay silent for the harness
-        pass
 
 
 def handle(hook: payload.HookInput) -> str | None:

@@ -80,6 +80,15 @@ def save(home: Path, state: CheckoutState) -> Path:
     return target
 
 
+def set_task(home: Path, top: Path, task_id: str | None, title: str | None = None) -> CheckoutState:
+    """Name the checkout's task (``mentis task start``; None: ``task stop``, back to the branch
+    name). Either way its diff starts afresh: the next recorded attempt lists the files changed
+    since HEAD, not since an attempt of another task."""
+    st = CheckoutState(str(top), task_id, title)
+    save(home, st)
+    return st
+
+
 def task_for(state: CheckoutState, ctx: git.GitContext) -> tuple[str | None, str | None]:
     """The task id and title: the one `mentis task start` set, else the branch name."""
     if state.task_id:

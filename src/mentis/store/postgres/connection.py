@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from mentis.errors import IntegrityError, MissingExtra, QueryError, StoreError
-from mentis.store.shared.dialect import POSTGRES
+from mentis.store.shared.recall_limits import VIEW_NAMES
 
 try:
     import psycopg
@@ -108,8 +108,6 @@ def query_error(exc: BaseException, timeout_s: float) -> Exception:
         | pg_errors.InvalidCursorDefinition
         | pg_errors.FeatureNotSupported,
     ) or (isinstance(exc, pg_errors.SyntaxError) and "DECLARE" not in str(exc)):
-        from mentis.store.postgres.schema import VIEW_NAMES
-
         return QueryError(
             "query refused: recall SQL may only SELECT from the views "
             f"{', '.join(sorted(VIEW_NAMES))} ({exc})"
@@ -119,16 +117,15 @@ def query_error(exc: BaseException, timeout_s: float) -> Exception:
     return QueryError(f"query failed: {exc}")
 
 
-class PgBase:
-    """A pool of connections to one database; each write holds its repository's lock."""
+class PgPool:
+    """A pool of connections to one database, its transactions (each write holds its
+    repositories' locks) and error translation."""
 
-    D = POSTGRES
-
-    def __init__(self, url: str, dim: int) -> None:
+    def __init__(self, url: str) -> None:
         self.url = url
         self.path = redact(url)
-        self.dim = dim
-        with self._translate("open"):
+        """The URL without its password, for messages."""
+        with self.translate("open"):
             self._pool = connection_pool(url, POOL_MAX, "mentis", self._configure)
         self._vector_ready = False
 
@@ -136,28 +133,34 @@ class PgBase:
         if self._vector_ready:
             register_vector(conn)
 
-    def _open_pool(self) -> None:
+    def open(self) -> None:
         """Open the pool once the schema (and so the vector type) exists."""
         self._vector_ready = True
-        with self._translate("open"):
+        with self.translate("open"):
             self._pool.open(wait=True, timeout=POOL_TIMEOUT_S)
 
     @contextmanager
-    def _translate(self, what: str) -> Iterator[None]:
+    def translate(self, what: str) -> Iterator[None]:
         try:
             yield
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
             raise store_error(what, self.url, exc) from exc
 
     @contextmanager
-    def _bootstrap(self) -> Iterator[Conn]:
+    def connection(self, what: str) -> Iterator[Conn]:
+        """A pooled connection in autocommit mode (the caller runs its own transaction)."""
+        with self.translate(what), self._pool.connection() as conn:
+            yield conn
+
+    @contextmanager
+    def bootstrap(self) -> Iterator[Conn]:
         """A single connection outside the pool (schema migrations, before the vector type exists)."""
-        with self._translate("open"), psycopg.connect(self.url, autocommit=True) as conn:
+        with self.translate("open"), psycopg.connect(self.url, autocommit=True) as conn:
             yield conn
 
     @contextmanager
     def _tx(self, begin: str, what: str) -> Iterator[Conn]:
-        with self._translate(what), self._pool.connection() as conn:
+        with self.connection(what) as conn:
             conn.execute(begin)
             try:
                 yield conn
@@ -168,7 +171,7 @@ class PgBase:
             conn.execute("COMMIT")
 
     @contextmanager
-    def _write(self, *chains: str) -> Iterator[Conn]:
+    def write(self, *chains: str) -> Iterator[Conn]:
         """One transaction holding the lock of each chain it appends to (sorted: no deadlocks)."""
         with self._tx("BEGIN", "write") as conn:
             for chain in sorted(set(chains)):
@@ -176,7 +179,7 @@ class PgBase:
             yield conn
 
     @contextmanager
-    def _read(self) -> Iterator[Conn]:
+    def read(self) -> Iterator[Conn]:
         """A read-only snapshot, so multi-statement reads see one state."""
         with self._tx("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "read") as conn:
             yield conn

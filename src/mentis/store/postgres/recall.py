@@ -1,12 +1,13 @@
 """Read-only SQL for ``recall`` on PostgreSQL: the documented views, under a role that may read
 nothing else, in a read-only transaction with a statement timeout and the same row/byte limits.
 
-A mixin of :class:`mentis.store.postgres.store.PostgresStore`. One statement runs as a server-side
-cursor (``DECLARE … CURSOR FOR`` admits one SELECT and no data-modifying CTE), under
-``SET LOCAL ROLE mentis_recall`` with ``search_path`` set to the views' schema. The caller's
-repositories are written to ``recall_scope`` for this backend before the transaction starts, so
-nothing the statement does can widen them. Afterwards ``DISCARD ALL`` drops whatever session
-state the statement may have set (settings, advisory locks) before the connection is reused.
+:class:`PostgresRecall` is the part of :class:`mentis.store.postgres.store.PostgresStore` that runs
+them. One statement runs as a server-side cursor (``DECLARE … CURSOR FOR`` admits one SELECT and no
+data-modifying CTE), under ``SET LOCAL ROLE mentis_recall`` with ``search_path`` set to the views'
+schema. The caller's repositories are written to ``recall_scope`` for this backend before the
+transaction starts, so nothing the statement does can widen them. Afterwards ``DISCARD ALL`` drops
+whatever session state the statement may have set (settings, advisory locks) before the connection
+is reused.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from typing import Any
 import numpy as np
 
 from mentis.errors import QueryError
-from mentis.store.postgres.connection import PgBase, PgError, query_error
+from mentis.store.postgres.connection import Conn, PgError, PgPool, query_error
 from mentis.store.postgres.schema import RECALL_ROLE, RECALL_SCHEMA
-from mentis.store.protocol import SqlResult
-from mentis.store.shared.recall_limits import RecallBounds, ResultBudget
+from mentis.store.protocol import SqlParams, SqlResult
+from mentis.store.shared.recall_limits import VIEW_NAMES, RecallBounds, ResultBudget
 
 _FETCH = 10
 WORK_MEM = "4MB"
@@ -93,12 +94,16 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
-class RecallSql(PgBase):
-    """``run_sql`` over the views; mixed into PostgresStore (``self`` is the store)."""
+class PostgresRecall:
+    """``recall`` statements over the views of one database (the store's ``run_sql``), each on a
+    connection of ``pool``."""
 
-    _temp_limit_allowed: bool | None = None
+    def __init__(self, pool: PgPool) -> None:
+        self._pool = pool
+        self._temp_limit_allowed: bool | None = None
+        """Whether this database user may set ``temp_file_limit`` (None: not tried yet)."""
 
-    def _limit_temp_files(self, conn: Any) -> None:
+    def _limit_temp_files(self, conn: Conn) -> None:
         """``SET LOCAL temp_file_limit`` if this user may (superuser, or granted SET on it)."""
         if self._temp_limit_allowed is False:
             return
@@ -112,15 +117,14 @@ class RecallSql(PgBase):
         conn.execute("RELEASE SAVEPOINT mentis_temp_limit")
         self._temp_limit_allowed = True
 
-    def _recall(self, sql: str, params: dict[str, Any] | None, bounds: RecallBounds) -> SqlResult:
-        """Run one ``recall`` statement over the views (the core's ``run_sql``)."""
+    def run(self, sql: str, params: SqlParams | None, bounds: RecallBounds) -> SqlResult:
+        """Run one ``recall`` statement over the views."""
         visible, max_rows, max_bytes, timeout_s = bounds
         text = sql.strip().rstrip(";").strip()
         first = _LEADING.match(text)
         if first is None or first.group(1).lower() not in _READS:
             raise QueryError(
-                "query refused: recall SQL may only SELECT from the views "
-                "attempts, corrections, relations, tasks, thoughts"
+                f"query refused: recall SQL may only SELECT from the views {', '.join(sorted(VIEW_NAMES))}"
             )
         inner = to_pyformat(text) if params else text
         # The row-size guard runs on the server, so a row over the byte cap is never sent whole.
@@ -131,7 +135,7 @@ class RecallSql(PgBase):
         deadline = time.monotonic() + timeout_s
         columns: list[str] = []
         budget = ResultBudget(jsonable, max_rows=max_rows, max_bytes=max_bytes)
-        with self._translate("recall"), self._pool.connection() as conn:
+        with self._pool.connection("recall") as conn:
             repos = [c for (c,) in conn.execute("SELECT chain FROM heads") if visible(c)]
             conn.execute(
                 "INSERT INTO recall_scope(pid, repositories) VALUES(pg_backend_pid(), %s) "
@@ -173,9 +177,3 @@ class RecallSql(PgBase):
         return SqlResult(
             columns=columns, rows=budget.rows, truncated=budget.truncated, truncation_reason=budget.reason
         )
-
-    def size_bytes(self) -> int:
-        """Bytes the database takes on the server (``pg_database_size``)."""
-        with self._read() as conn:
-            row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
-        return int(row[0]) if row else 0

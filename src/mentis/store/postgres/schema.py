@@ -1,32 +1,33 @@
-"""The PostgreSQL store's schema as numbered migrations, applied on open (one transaction each,
-under an advisory lock so two processes opening a fresh database do not race).
+"""The PostgreSQL store's schema as numbered migrations, applied on open (one transaction each, under
+an advisory lock so two processes opening a fresh database do not race).
 
-Tables mirror the SQLite store's (``store/sqlite.py``): the ledger (``entries``, ``bodies``,
-``heads``) and derived tables rebuilt from it. Schema 1 searched words with a ``tsvector`` per
-record (``ts_rank``); schema 2 replaces it with the analysed term rows of ``postgres_lexicon``
-(BM25 as on SQLite) and indexes every live record while migrating. Vectors are pgvector columns
-with HNSW (cosine) indexes. Schema 3 adds the ``tokens`` table (``store/tokens.py``): credentials
-kept outside the ledger, which the recall role cannot read. Schema 4 adds the skill tables
-(``store/core_skills.py``); no ledger before it holds a skill, so they start empty. Schema 5 adds
-``sig_streams``, each signing stream's last statement (derived from the ledger, rebuilt with it).
-Schema 6 adds ``title_terms`` (``postgres_lexicon``: each attempt's task title alone) and indexes
-the titles of the live attempts while migrating. Schema 7 rebuilds the attempts' HNSW index over
-``vec::halfvec(dim)`` (``postgres_vectors``; the column keeps float32): the build reads every
-vector, so it takes as long as a fresh index on that many rows. Schema 8 adds ``window_terms``
-(each thought of a session with the thought before it) and indexes the live thoughts' windows
-while migrating. Schema 9 adds ``entry_ids`` (every ledger entry's id, claimed by each append inside
-its transaction, so no id is written twice) and fills it from the ledger while migrating. Schema 10
-adds ``skill_instructions`` and ``skill_revoked_instructions`` (revocations keyed on a skill's
-instructions, ``store/core_skills``) and fills them from the checked skill bodies while migrating,
-revoking the copies they catch as a rebuild would. Schema 11 adds ``chk``, a checksum, to every
-vector, lexical and vocabulary row (``derived_check``; the tables earlier migrations create carry
-it from the start) and computes it for the rows already there.
+Tables mirror the SQLite store's (:mod:`mentis.store.sqlite.store`): the ledger (``entries``,
+``bodies``, ``heads``) and derived tables rebuilt from it. Schema 1 searched words with a
+``tsvector`` per record (``ts_rank``); schema 2 replaces it with the analysed term rows of
+:mod:`~mentis.store.postgres.lexicon` (BM25 as on SQLite) and indexes every live record while
+migrating. Vectors are pgvector columns with HNSW (cosine) indexes. Schema 3 adds the ``tokens``
+table (``store/tokens.py``): credentials kept outside the ledger, which the recall role cannot
+read. Schema 4 adds the skill tables (:mod:`~mentis.store.shared.skills`); no ledger before it
+holds a skill, so they start empty. Schema 5 adds ``sig_streams``, each signing stream's last
+statement (derived from the ledger, rebuilt with it). Schema 6 adds ``title_terms`` (each attempt's
+task title alone) and indexes the titles of the live attempts while migrating. Schema 7 rebuilds
+the attempts' HNSW index over ``vec::halfvec(dim)`` (:mod:`~mentis.store.postgres.vectors`; the
+column keeps float32): the build reads every vector, so it takes as long as a fresh index on that
+many rows. Schema 8 adds ``window_terms`` (each thought of a session with the thought before it)
+and indexes the live thoughts' windows while migrating. Schema 9 adds ``entry_ids`` (every ledger
+entry's id, claimed by each append inside its transaction, so no id is written twice) and fills it
+from the ledger while migrating. Schema 10 adds ``skill_instructions`` and
+``skill_revoked_instructions`` (revocations keyed on a skill's instructions) and fills them from
+the checked skill bodies while migrating, revoking the copies they catch as a rebuild would. Schema
+11 adds ``chk``, a checksum, to every vector, lexical and vocabulary row (``derived_check``; the
+tables earlier migrations create carry it from the start) and computes it for the rows already
+there.
 
 ``recall`` SQL reads the schema ``mentis_recall``: five views (the documented ones) that parse
 every value out of a body checked against its entry's ``body_hash`` and keep only rows whose
-repository ``mentis_visible`` — a SECURITY DEFINER function reading the caller's repositories
-from ``recall_scope`` for this backend — admits. The role ``mentis_recall`` may read those views
-and nothing else; recall statements run under it.
+repository ``mentis_visible`` — a SECURITY DEFINER function reading the caller's repositories from
+``recall_scope`` for this backend — admits. The role ``mentis_recall`` may read those views and
+nothing else; recall statements run under it.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from collections.abc import Callable
 from typing import Any
 
 from mentis.ledger.bodies import status_sql
-from mentis.store.postgres.lexicon import LEXICON_SQL, TITLES_SQL, WINDOWS_SQL
 from mentis.store.shared.derived_check import PG_VECTOR_CHECK, TERMS, VECTORS, terms_check, vocab_check
 from mentis.store.shared.tokens import POSTGRES_TOKEN_TABLE
 
@@ -43,7 +43,7 @@ SIG_STREAMS_SQL = (
     "CREATE TABLE IF NOT EXISTS sig_streams("
     "stream text PRIMARY KEY, n bigint NOT NULL, digest text NOT NULL, key_id text NOT NULL)"
 )
-"""Derived from the ledger (``store/core_agents.py``): each signing stream's last statement."""
+"""Derived from the ledger (:mod:`mentis.store.shared.agents`): each signing stream's last statement."""
 
 SCHEMA_VERSION = 11
 SIGNING_VERSION = 5
@@ -61,7 +61,7 @@ ENTRY_IDS_VERSION = 9
 ENTRY_IDS_SQL = (
     "CREATE TABLE IF NOT EXISTS entry_ids(id text PRIMARY KEY, chain text NOT NULL, seq bigint NOT NULL)"
 )
-"""Every ledger entry's id with the entry that had it first (``store/core.py``, ``_claim_id``)."""
+"""Every ledger entry's id with the entry that had it first (:mod:`mentis.store.shared.entry_ids`)."""
 INSTRUCTIONS_VERSION = 10
 """The migration that adds the skill instruction tables; the store fills them after it."""
 CHECKS_VERSION = 11
@@ -69,7 +69,6 @@ CHECKS_VERSION = 11
 every existing row's checksum after it (``derived_check``)."""
 RECALL_SCHEMA = "mentis_recall"
 RECALL_ROLE = "mentis_recall"
-VIEW_NAMES = frozenset({"attempts", "corrections", "tasks", "thoughts", "relations"})
 
 DERIVED_TABLES = (
     "attempt_idx",
@@ -264,6 +263,47 @@ WHERE mentis_visible(t.repository);
 GRANT SELECT ON ALL TABLES IN SCHEMA mentis_recall TO mentis_recall;
 """.replace("{attempt_status}", status_sql("j->'check'->>'status'"))
 
+LEXICON_SQL = """
+CREATE TABLE lex_vocab(
+    id integer GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY, repository text NOT NULL,
+    term text NOT NULL, df integer NOT NULL, UNIQUE(repository, term), chk bigint NOT NULL DEFAULT 0);
+CREATE INDEX lex_vocab_term ON lex_vocab(term);
+CREATE TABLE attempt_terms(
+    rowid bigint PRIMARY KEY, repository text NOT NULL, len integer NOT NULL, terms bytea NOT NULL,
+    xid xid8 NOT NULL DEFAULT pg_current_xact_id(), chk bigint NOT NULL DEFAULT 0);
+CREATE INDEX attempt_terms_xid ON attempt_terms(xid);
+CREATE TABLE thought_terms(
+    rowid bigint PRIMARY KEY, repository text NOT NULL, len integer NOT NULL, terms bytea NOT NULL,
+    xid xid8 NOT NULL DEFAULT pg_current_xact_id(), chk bigint NOT NULL DEFAULT 0);
+CREATE INDEX thought_terms_xid ON thought_terms(xid);
+CREATE TABLE lex_removed(
+    id bigserial PRIMARY KEY, kind text NOT NULL, row bigint NOT NULL,
+    xid xid8 NOT NULL DEFAULT pg_current_xact_id());
+CREATE INDEX lex_removed_xid ON lex_removed(xid);
+DROP TABLE attempt_fts;
+DROP TABLE thought_fts;
+"""
+"""Schema 2: the lexical tables (:mod:`mentis.store.postgres.lexicon`) replace schema 1's
+``tsvector`` tables."""
+
+TITLES_SQL = """
+CREATE TABLE IF NOT EXISTS title_terms(
+    rowid bigint PRIMARY KEY, repository text NOT NULL, len integer NOT NULL, terms bytea NOT NULL,
+    xid xid8 NOT NULL DEFAULT pg_current_xact_id(), chk bigint NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS title_terms_xid ON title_terms(xid);
+"""
+"""Schema 6: each attempt's task title alone (the title-to-title signal of ``search``); the
+store indexes the live attempts' titles after it, from bodies checked against their entries."""
+
+WINDOWS_SQL = """
+CREATE TABLE IF NOT EXISTS window_terms(
+    rowid bigint PRIMARY KEY, repository text NOT NULL, len integer NOT NULL, terms bytea NOT NULL,
+    xid xid8 NOT NULL DEFAULT pg_current_xact_id(), chk bigint NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS window_terms_xid ON window_terms(xid);
+"""
+"""Schema 8: each thought of a session with the thought before it (the causal windows of
+``search_thoughts``); the store indexes the live thoughts' windows after it, from checked bodies."""
+
 _V4_SKILLS = """
 CREATE TABLE IF NOT EXISTS skill_idx(
     repository text NOT NULL, skill_id text NOT NULL, rowid bigint NOT NULL UNIQUE, status text NOT NULL,
@@ -287,7 +327,7 @@ CREATE TABLE IF NOT EXISTS skill_vectors(
     chk bigint NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS skill_vectors_hnsw ON skill_vectors USING hnsw (vec vector_cosine_ops);
 """
-"""Schema 4: the skill registry's derived tables (``store/core_skills``)."""
+"""Schema 4: the skill registry's derived tables (:mod:`mentis.store.shared.skills`)."""
 
 INSTRUCTIONS_SQL = """
 CREATE TABLE IF NOT EXISTS skill_instructions(
@@ -300,13 +340,13 @@ CREATE TABLE IF NOT EXISTS skill_revoked_instructions(
 CREATE INDEX IF NOT EXISTS skill_revoked_instructions_hash
     ON skill_revoked_instructions(instructions_hash, repository);
 """
-"""Schema 10: revocations keyed on a skill's instructions (``store/core_skills``)."""
+"""Schema 10: revocations keyed on a skill's instructions (:mod:`mentis.store.shared.skills`)."""
 
 HALFVEC_SQL = """
 DROP INDEX IF EXISTS vectors_hnsw;
 CREATE INDEX vectors_hnsw ON vectors USING hnsw ((vec::halfvec({dim})) halfvec_cosine_ops);
 """
-"""Schema 7: ``postgres_vectors.hnsw_index("vectors", dim)``, over the rows already there."""
+"""Schema 7: ``vectors.hnsw_index("vectors", dim)``, over the rows already there."""
 
 CHECKS_SQL = "".join(
     f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS chk bigint NOT NULL DEFAULT 0;\n"

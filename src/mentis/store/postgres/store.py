@@ -2,16 +2,18 @@
 ledger rows, canonical bodies and derived tables as the SQLite store, so export, import and
 ``mentis migrate`` keep every hash.
 
-- psycopg 3 with a connection pool; the schema is versioned (``postgres_schema.MIGRATIONS``)
+- psycopg 3 with a connection pool; the schema is versioned (:data:`~mentis.store.postgres.schema.MIGRATIONS`)
   and brought up to date on open, under an advisory lock.
 - Every append runs in one transaction that first takes
   ``pg_advisory_xact_lock(LOCK_CLASS, hashtext(chain))``: writers to one repository serialise
   on its head, writers to different repositories never wait on each other.
-- The SQL both backends share (every append, derivation and read) is :mod:`mentis.store.shared.core`'s;
-  this module adds the migrations, verification and the hooks the core calls.
+- The SQL both backends share (every append, derivation and read) is
+  :class:`~mentis.store.shared.relational.RelationalStore`'s; this module adds the migrations,
+  verification and the hooks of :class:`~mentis.store.shared.backend.Backend`.
 - Lexical search: BM25 exactly as the SQLite store computes it, from the same analysed rows,
-  in an in-process index that follows every process's writes (``postgres_lexicon``); vectors:
-  pgvector with an HNSW (cosine) index, or an exact scan of a small scope (``postgres_vectors``).
+  in an in-process index that follows every process's writes (:mod:`~mentis.store.postgres.lexicon`);
+  vectors: pgvector with an HNSW (cosine) index, or an exact scan of a small scope
+  (:mod:`~mentis.store.postgres.vectors`).
 - Reads return content only from bodies checked against their entry's ``body_hash``; open
   verifies every chain (streamed through a server-side cursor) and refuses a store that fails.
 """
@@ -28,9 +30,9 @@ import orjson
 
 from mentis.errors import StoreError
 from mentis.ledger.chain import ChainReport, verify_rows
-from mentis.store.postgres.connection import MIGRATION_LOCK, Conn
+from mentis.store.postgres.connection import MIGRATION_LOCK, Conn, PgPool
 from mentis.store.postgres.lexicon import PgLexicon, new_lex_epoch
-from mentis.store.postgres.recall import RecallSql
+from mentis.store.postgres.recall import PostgresRecall
 from mentis.store.postgres.schema import (
     CHECKS_VERSION,
     DERIVED_TABLES,
@@ -45,10 +47,13 @@ from mentis.store.postgres.schema import (
     fill_checks,
 )
 from mentis.store.postgres.vectors import hnsw_index, nearest
-from mentis.store.shared.browse import BrowseReads
+from mentis.store.protocol import SqlParams, SqlResult
 from mentis.store.shared.core import ENTRY_COLS
+from mentis.store.shared.dialect import POSTGRES
 from mentis.store.shared.entry_ids import fill_entry_ids
 from mentis.store.shared.orphans import check_orphans
+from mentis.store.shared.recall_limits import RecallBounds
+from mentis.store.shared.relational import RelationalStore
 from mentis.store.shared.schema_check import (
     LEDGER_TABLES,
     MIGRATE,
@@ -57,8 +62,6 @@ from mentis.store.shared.schema_check import (
     pg_objects,
     schema_error,
 )
-from mentis.store.shared.skills import SkillCore
-from mentis.store.shared.thoughts import ThoughtCore
 
 log = logging.getLogger(__name__)
 
@@ -71,23 +74,34 @@ SCHEMA_OBJECTS = {
 
 _VERIFY_BATCH = 5_000
 REGISTRY_LOCK = 0x6D656E7469730001
-"""Advisory lock key ordering agent registry writes against other appends (``core_agents``)."""
+"""Advisory lock key ordering agent registry writes against other appends
+(:mod:`mentis.store.shared.agents`)."""
 
 
-class PostgresStore(RecallSql, PgLexicon, ThoughtCore, SkillCore, BrowseReads):
-    """One PostgreSQL database holding the ledger, bodies and derived tables."""
+class PostgresStore(RelationalStore[Conn]):
+    """One PostgreSQL database holding the ledger, bodies and derived tables: the shared
+    relational store over three parts with state of their own — the connection pool and its
+    transactions (:class:`PgPool`), the in-process lexical indexes (:class:`PgLexicon`) and
+    ``recall`` (:class:`PostgresRecall`); vectors are searched by the server."""
+
+    D = POSTGRES
 
     def __init__(self, url: str, dim: int, *, verify: bool = True, check_derived: bool = True) -> None:
         """Open the database (migrating it), compare its schema with the one recorded when it was
         last migrated and, with ``verify``, verify every chain; ``check_derived=False``: the
         caller recreates the derived tables next or reads only the ledger, so only the ledger's
         own tables must be as recorded."""
-        super().__init__(url, dim)
+        self._pool = PgPool(url)
+        self.url = url
+        self.path = self._pool.path
+        self.dim = dim
+        self._lexicon = PgLexicon(self._pool)
+        self._recall_sql = PostgresRecall(self._pool)
         self._check_derived = check_derived
         self.damaged = {}
         try:
             self._migrate()
-            self._open_pool()
+            self._pool.open()
             if verify:
                 self.verify_chains()
         except BaseException:
@@ -95,7 +109,7 @@ class PostgresStore(RecallSql, PgLexicon, ThoughtCore, SkillCore, BrowseReads):
             raise
 
     def _migrate(self) -> None:
-        with self._bootstrap() as conn:
+        with self._pool.bootstrap() as conn:
             conn.execute("BEGIN")
             try:
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
@@ -199,10 +213,16 @@ class PostgresStore(RecallSql, PgLexicon, ThoughtCore, SkillCore, BrowseReads):
         check_orphans(conn, skip)
         return reports
 
-    # ------------------------------------------------------------ core hooks
+    # ------------------------------------------------------------ transactions
+
+    def _read(self) -> AbstractContextManager[Conn]:
+        return self._pool.read()
+
+    def _write(self, *chains: str) -> AbstractContextManager[Conn]:
+        return self._pool.write(*chains)
 
     def _peek(self) -> AbstractContextManager[Conn]:
-        return self._read()
+        return self._pool.read()
 
     def _scan(self, conn: Conn, sql: str, name: str) -> Iterator[Sequence[Any]]:
         """The rows of a large SELECT, streamed through a server-side cursor."""
@@ -210,6 +230,38 @@ class PostgresStore(RecallSql, PgLexicon, ThoughtCore, SkillCore, BrowseReads):
             cur.itersize = _VERIFY_BATCH
             cur.execute(sql)
             yield from cur
+
+    # ------------------------------------------------------------ the lexical index, vectors
+
+    def _index_terms(
+        self,
+        conn: Conn,
+        table: str,
+        rowid: int,
+        repository: str,
+        fields: Sequence[str],
+        weights: Sequence[float],
+    ) -> None:
+        self._lexicon.index_terms(conn, table, rowid, repository, fields, weights)
+
+    def _terms_batch(self, conn: Conn) -> AbstractContextManager[None]:
+        return self._lexicon.terms_batch(conn)
+
+    def _unindex_terms(self, conn: Conn, table: str, rowid: int) -> None:
+        self._lexicon.unindex_terms(conn, table, rowid)
+
+    def _lexical(
+        self, table: str, terms: Sequence[str], repositories: Sequence[str] | None, limit: int
+    ) -> list[tuple[int, float]]:
+        return self._lexicon.lexical(table, terms, repositories, limit)
+
+    def warm(self) -> None:
+        self._lexicon.warm()
+
+    @property
+    def reloads(self) -> int:
+        """Full loads of this process's in-process lexical indexes (the first, then after a rebuild)."""
+        return self._lexicon.reloads
 
     def _removing(self, conn: Conn, kind: str, rowid: int | None) -> None:
         """Nothing to log: the server holds the vector index, and ``_unindex_terms`` logs the
@@ -256,6 +308,20 @@ class PostgresStore(RecallSql, PgLexicon, ThoughtCore, SkillCore, BrowseReads):
     ) -> list[tuple[int, float]]:
         with self._read() as conn:
             return nearest(conn, table, query, repositories, limit, iterative=self._iterative)
+
+    # ------------------------------------------------------------ recall, size, close
+
+    def _recall(self, sql: str, params: SqlParams | None, bounds: RecallBounds) -> SqlResult:
+        return self._recall_sql.run(sql, params, bounds)
+
+    def size_bytes(self) -> int:
+        """Bytes the database takes on the server (``pg_database_size``)."""
+        with self._read() as conn:
+            row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+        return int(row[0]) if row else 0
+
+    def close(self) -> None:
+        self._pool.close()
 
     def _resize_vectors(self, conn: Conn) -> None:
         """After a model change (``reindex``), give the emptied vector columns this embedder's size."""

@@ -1,12 +1,12 @@
-"""The ``tokens`` table in PostgreSQL (``MENTIS_DATABASE_URL``): every ``serve --http`` replica on
-one database accepts the same tokens and refuses a revoked one at its next request.
+"""The ``tokens`` table in PostgreSQL (``MENTIS_DATABASE_URL``): every ``serve --http`` replica on one
+database accepts the same tokens and refuses a revoked one at its next request.
 
-Schema migration 3 (``postgres_schema``) creates the table when a store opens; the token commands
-may come first, so opening here creates it too (the same statement, under the migration lock).
-Tokens that a server on this database kept before in its local SQLite file (the store path) are
-copied in on the first open, with their ids, hashes, expiry and revocation; a token already in the
-database wins. The file then records the move under ``tokens_moved_to:<database>``, so it happens
-once; the file itself is otherwise left as it was.
+Schema migration 3 (:mod:`mentis.store.postgres.schema`) creates the table when a store opens; the
+token commands may come first, so opening here creates it too (the same statement, under the
+migration lock). Tokens that a server on this database kept before in its local SQLite file (the
+store path) are copied in on the first open, with their ids, hashes, expiry and revocation; a token
+already in the database wins. The file then records the move under ``tokens_moved_to:<database>``,
+so it happens once; the file itself is otherwise left as it was.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-import psycopg_pool  # after postgres_base, which names the extra to install when it is missing
+import psycopg_pool  # after postgres.connection, which names the extra to install when it is missing
 
 from mentis.store.postgres.connection import (
     MIGRATION_LOCK,

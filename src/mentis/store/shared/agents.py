@@ -1,6 +1,6 @@
 """The agent registry in the store, and the signed-write rules every append passes (both backends).
 
-The registry is the system chain :data:`mentis.ledger.signing.AGENTS_CHAIN`, folded by
+The registry is the system chain :data:`mentis.ledger.links.AGENTS_CHAIN`, folded by
 :class:`mentis.ledger.registry.Registry`; a process caches the fold and re-reads it when that chain's head
 moves (checked inside each write transaction, so processes sharing a store see each other's
 changes). ``sig_streams`` (stream → last n, its statement's digest, key id) is derived from the
@@ -20,14 +20,23 @@ cannot commit around it: one of them waits for the other and then sees it.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any
 
 import orjson
 
-from mentis.errors import Conflict, Forbidden, IntegrityError, InvalidInput, MentisError, NotFound
+from mentis.errors import (
+    Conflict,
+    Forbidden,
+    IntegrityError,
+    InvalidInput,
+    MentisError,
+    NotFound,
+    RegistryError,
+)
 from mentis.ledger import signing
-from mentis.ledger.chain import Entry, canonical, sha256_hex
-from mentis.ledger.registry import AgentRecord, Registry, RegistryError
+from mentis.ledger.canonical import sha256_hex
+from mentis.ledger.registry import AgentRecord, Registry
+from mentis.store.shared.backend import Backend, ConnT
 
 _REFUSAL: dict[str, type[MentisError]] = {
     "invalid": InvalidInput,
@@ -38,27 +47,16 @@ AgentKey = tuple[str, str, str, str | None]
 """(agent_id, public key text, added_at, revoked_at) of a registered key."""
 
 
-class AgentCore:
-    """Registry reads and writes, and the signed-write rules (``self`` is the store)."""
+class AgentCore(Backend[ConnT]):
+    """Registry reads, the checks of a registry event, and the signed-write rules (``self`` is the
+    store; the appends themselves are :class:`~mentis.store.shared.core.LedgerCore`'s)."""
 
-    D: ClassVar[Any]
     _registry_cache: tuple[int, Registry] | None = None
     _registry_guard = threading.Lock()
 
-    if TYPE_CHECKING:
-
-        def _read(self) -> Any: ...
-        def _write(self, *chains: str) -> Any: ...
-        def _append(
-            self, conn: Any, chain: str, kind: str, id_: str, at: str, agent: str, body: bytes
-        ) -> tuple[int, Entry]: ...
-
-    def _registry_lock(self, conn: Any, exclusive: bool) -> None:
-        """Order registry writes against other appends (SQLite: its write lock already does)."""
-
     # ------------------------------------------------------------ registry
 
-    def _registry_in(self, conn: Any) -> Registry:
+    def _registry_in(self, conn: ConnT) -> Registry:
         """The registry as ``conn``'s transaction sees it (cached while the chain's head stands)."""
         q = self.D.q
         head = conn.execute(q("SELECT seq FROM heads WHERE chain=?"), (signing.AGENTS_CHAIN,)).fetchone()
@@ -102,28 +100,29 @@ class AgentCore:
         key = self.agent_registry().keys.get(key_id)
         return None if key is None else (key.agent_id, key.public_key, key.added_at, key.revoked_at)
 
-    def append_agent_event(self, id_: str, at: str | None, agent: str, body: dict[str, Any]) -> Entry:
-        """Append one registry event (``mentis.ledger.registry``) by ``agent``; InvalidInput, NotFound or
-        Conflict when it may not follow the registry as it stands, and nothing is written. With
-        ``at`` None the event is dated here, once the registry's lock is held: every append that
-        committed before it read the clock earlier (verification compares those times)."""
-        with self._write(signing.AGENTS_CHAIN) as conn:
-            self._registry_lock(conn, True)
-            if at is None:
-                at = signing.now_iso()
-                body = {**body, "at": at}
-            before = self._registry_in(conn)
-            after = before.copy()
-            try:
-                after.apply(body)
-            except RegistryError as exc:
-                raise _REFUSAL[exc.kind](str(exc)) from None
-            if body["op"] == "key_add" and not before.agents[body["agent_id"]].keys:
-                self._refuse_unsigned_after(conn, before.agents[body["agent_id"]], body["at"])
-            _, entry = self._append(conn, signing.AGENTS_CHAIN, "agent", id_, at, agent, canonical(body))
-        return entry
+    def _admit_agent_event(
+        self, conn: ConnT, at: str | None, body: dict[str, Any]
+    ) -> tuple[str, dict[str, Any]]:
+        """The time and body of a registry event that may follow the registry as it stands in
+        ``conn``'s write transaction (which holds the registry's lock from here on): InvalidInput,
+        NotFound or Conflict otherwise. With ``at`` None the event is dated here, once the lock is
+        held: every append that committed before it read the clock earlier (verification compares
+        those times)."""
+        self._registry_lock(conn, True)
+        if at is None:
+            at = signing.now_iso()
+            body = {**body, "at": at}
+        before = self._registry_in(conn)
+        after = before.copy()
+        try:
+            after.apply(body)
+        except RegistryError as exc:
+            raise _REFUSAL[exc.kind](str(exc)) from None
+        if body["op"] == "key_add" and not before.agents[body["agent_id"]].keys:
+            self._refuse_unsigned_after(conn, before.agents[body["agent_id"]], body["at"])
+        return at, body
 
-    def _refuse_unsigned_after(self, conn: Any, who: AgentRecord, at: str) -> None:
+    def _refuse_unsigned_after(self, conn: ConnT, who: AgentRecord, at: str) -> None:
         """Conflict when an unsigned entry by ``who`` is dated at or after ``at``, the time of its
         first key: verification holds every unsigned entry dated from then on to be a forgery
         (``mentis.ledger.signatures``). It happens when a write read the clock before this key add did and
@@ -146,7 +145,7 @@ class AgentCore:
 
     # ------------------------------------------------------------ enforcement
 
-    def _enforce(self, conn: Any, fields: signing.Unsigned, key_id: str | None, sig: str | None) -> None:
+    def _enforce(self, conn: ConnT, fields: signing.Unsigned, key_id: str | None, sig: str | None) -> None:
         """Refuse an append the registry does not allow (see the module docstring)."""
         self._registry_lock(conn, fields.chain == signing.AGENTS_CHAIN)
         registry = self._registry_in(conn)
@@ -182,7 +181,7 @@ class AgentCore:
             )
         self._advance_stream(conn, env, key_id, stmt.digest())
 
-    def _advance_stream(self, conn: Any, env: signing.Envelope, key_id: str, digest: str) -> None:
+    def _advance_stream(self, conn: ConnT, env: signing.Envelope, key_id: str, digest: str) -> None:
         """Move the stream's head to this statement, or refuse a replay, a gap or a broken link."""
         q = self.D.q
         if env.n == 0:
@@ -222,9 +221,8 @@ class AgentCore:
             f"sig: statement {env.n} of signing stream {env.stream} does not link: {why}", field="sig"
         )
 
-    def _rebuild_sig_streams(self, conn: Any) -> None:
+    def _rebuild_sig_streams(self, conn: ConnT) -> None:
         """Derive ``sig_streams`` from the ledger again (rebuild, import)."""
-        q = self.D.q
         conn.execute("DELETE FROM sig_streams")
         heads: dict[str, tuple[int, str, str]] = {}
         for row in conn.execute(
@@ -237,7 +235,6 @@ class AgentCore:
         rows = [(stream, n, digest, key_id) for stream, (n, digest, key_id) in heads.items()]
         if rows:
             self.D.many(conn, "INSERT INTO sig_streams(stream, n, digest, key_id) VALUES(?,?,?,?)", rows)
-        del q
 
 
 __all__ = ["AgentCore", "AgentKey"]

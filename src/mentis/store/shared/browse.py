@@ -1,67 +1,25 @@
 """Reads for people browsing a store (the dashboard): repository summaries, a repository's tasks
 filtered and paginated, and a task's tombstones.
 
-A mixin of both backends: the SQL is written once with ``?`` placeholders and the backend's
-dialect spells them (the tables and columns are the same). Like every store read it knows
+Written once for both backends: the SQL uses ``?`` placeholders and the backend's dialect spells
+them (the tables and columns are the same). Like every store read it knows
 nothing of scopes; :mod:`mentis.service.browse` filters by the caller before anything is shown.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
-
-from mentis.ledger.chain import Entry
-
-if TYPE_CHECKING:
-    from mentis.store.shared.dialect import Dialect
-
-TASK_STATUSES = ("passed", "failed", "unverified", "outdated")
-
-
-@dataclass(frozen=True, slots=True)
-class RepositoryRow:
-    repository: str
-    head_seq: int
-    head_hash: str
-    last_at: str
-    tasks: int
-    attempts: int
-    thoughts: int
-    forgotten: int
-
-
-@dataclass(frozen=True, slots=True)
-class TaskRow:
-    task_id: str
-    attempts: int
-    passed: int
-    failed: int
-    unverified: int
-    outdated: int
-    last_rowid: int
-
+from mentis.ledger.bodies import TombstoneBody
+from mentis.store.protocol import RepositoryRow, StoredTombstone, TaskRow
+from mentis.store.shared.backend import ConnT
+from mentis.store.shared.core import LedgerCore
 
 _OUTDATED = (
     "CASE WHEN EXISTS(SELECT 1 FROM correction_idx c WHERE c.attempt_rowid = a.rowid) THEN 1 ELSE 0 END"
 )
 
 
-class BrowseReads:
-    """Needs the backend's ``_read`` (a snapshot connection) and ``_load`` (hash-checked bodies)."""
-
-    if TYPE_CHECKING:  # the backends define them
-        D: ClassVar[Dialect]
-
-        def _read(self) -> AbstractContextManager[Any]: ...
-        def _load(
-            self, conn: Any, rowids: Sequence[int], kind: str
-        ) -> dict[int, tuple[Entry, dict[str, Any]]]: ...
-
-    def _sql(self, sql: str) -> str:
-        return self.D.q(sql)
+class BrowseReads(LedgerCore[ConnT]):
+    """Reads for browsing (``self`` is the store)."""
 
     def repository_rows(self) -> list[RepositoryRow]:
         """Every chain with its head, newest entry time and live counts, newest activity first."""
@@ -112,9 +70,9 @@ class BrowseReads:
             args += [repository, agent]
         with self._read() as conn:
             count = f"SELECT count(DISTINCT a.task_id) FROM attempt_idx a WHERE {where}"
-            total = conn.execute(self._sql(count), args).fetchone()[0]
+            total = conn.execute(self.D.q(count), args).fetchone()[0]
             page = conn.execute(
-                self._sql(
+                self.D.q(
                     f"SELECT a.task_id, max(a.rowid) AS last FROM attempt_idx a WHERE {where} "
                     "GROUP BY a.task_id ORDER BY last DESC LIMIT ? OFFSET ?"
                 ),
@@ -126,7 +84,7 @@ class BrowseReads:
             if order:
                 marks = ",".join("?" * len(order))
                 for row in conn.execute(
-                    self._sql(
+                    self.D.q(
                         "SELECT a.task_id, count(*), "
                         "sum(CASE WHEN a.status = 'passed' THEN 1 ELSE 0 END), "
                         "sum(CASE WHEN a.status = 'failed' THEN 1 ELSE 0 END), "
@@ -140,7 +98,7 @@ class BrowseReads:
                 times = {
                     int(r): str(at)
                     for r, at in conn.execute(
-                        self._sql(f"SELECT rowid, at FROM entries WHERE rowid IN ({marks})"),
+                        self.D.q(f"SELECT rowid, at FROM entries WHERE rowid IN ({marks})"),
                         [last for _, last in order],
                     )
                 }
@@ -156,12 +114,12 @@ class BrowseReads:
         cache: dict[str, tuple[int, frozenset[str]]] = self.__dict__.setdefault("_agents_seen", {})
         upto, agents = cache.get(repository, (-1, frozenset()))
         with self._read() as conn:
-            head = conn.execute(self._sql("SELECT seq FROM heads WHERE chain = ?"), [repository]).fetchone()
+            head = conn.execute(self.D.q("SELECT seq FROM heads WHERE chain = ?"), [repository]).fetchone()
             if head is None:
                 return []
             if int(head[0]) > upto:
                 fresh = conn.execute(
-                    self._sql(
+                    self.D.q(
                         "SELECT DISTINCT agent FROM entries WHERE chain = ? AND seq > ? AND seq <= ? "
                         "AND kind = 'attempt'"
                     ),
@@ -171,15 +129,18 @@ class BrowseReads:
                 cache[repository] = (int(head[0]), agents)
         return sorted(agents)
 
-    def tombstones(self, repository: str) -> list[tuple[Entry, dict[str, Any]]]:
+    def tombstones(self, repository: str) -> list[StoredTombstone]:
         """The hash-checked forget bodies of ``repository``, oldest first."""
         with self._read() as conn:
             rowids = [
                 int(r)
                 for (r,) in conn.execute(
-                    self._sql("SELECT tomb_rowid FROM forgotten WHERE repository = ? ORDER BY tomb_rowid"),
+                    self.D.q("SELECT tomb_rowid FROM forgotten WHERE repository = ? ORDER BY tomb_rowid"),
                     [repository],
                 )
             ]
-            loaded = self._load(conn, rowids, "forget")
+            loaded = self._load(conn, rowids, TombstoneBody)
         return [loaded[r] for r in rowids if r in loaded]
+
+
+__all__ = ["BrowseReads"]

@@ -1,59 +1,58 @@
-"""The relational core both backends share: the ledger appends, the attempt tables derived from
-them, and the reads over both, written once against a :class:`~mentis.store.shared.dialect.Dialect`.
-
-A backend mixes this in (with :class:`~mentis.store.shared.thoughts.ThoughtCore`) and supplies
-its own transactions (``_read``, ``_write(*chains)``, ``_peek``), schema, verification, recall
-views and index hooks: ``_index_terms``/``_unindex_terms`` (the lexical rows), ``_lexical`` and
-``_vector`` (candidate search), ``_removing`` (tell in-process indexes a row went),
-``_after_forget``, ``_scan`` (stream a large SELECT), ``_task_rows``, ``_terms_batch`` (lexical rows
-written together; a no-op by default), and the import/rebuild hooks
-``_lock_ledger``, ``_verify_within``, ``_reset_derived`` and ``_after_rebuild``.
+"""The ledger as tables, written once for both backends against the hooks of
+:class:`~mentis.store.shared.backend.Backend`: appends, hash-checked loads, meta, counts.
 
 Tables (the same names and columns on both backends): ``entries`` (the ledger, never updated),
 ``bodies`` (canonical JSON of each entry's body; forgetting deletes one), ``heads`` (each
-chain's last seq and hash) and derived tables rebuilt from the ledger: ``attempt_idx`` (keys
-only), ``correction_idx``, ``task_idx``, ``forgotten``, ``attempt_label``, ``vectors`` and the
-lexical rows. Everything a read returns is parsed from a body whose hash is checked as it is read.
+chain's last seq and hash), ``entry_ids`` (every id an entry ever had) and ``meta``; the tables
+derived from the ledger are written by the parts of the store built on this one — attempts
+(:mod:`~mentis.store.shared.attempts`), thoughts, skills — and rebuilt from the ledger alone
+(:mod:`~mentis.store.shared.relational`). Everything a read returns is parsed from a body whose
+hash is checked as it is read (:meth:`LedgerCore._load`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
-import orjson
 
-from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
+from mentis.errors import IntegrityError
 from mentis.ledger import signing
-from mentis.ledger.bodies import AttemptBody, ThoughtBody, tombstone
-from mentis.ledger.chain import (
-    ChainReport,
-    Entry,
-    canonical,
-    chain_refused,
-    entry_hash,
-    isolate,
-    seal,
-    sha256_hex,
+from mentis.ledger.bodies import (
+    AttemptBody,
+    Body,
+    CorrectionBody,
+    SkillStatusBody,
+    SkillVersionBody,
+    ThoughtBody,
+    TombstoneBody,
 )
-from mentis.ledger.fingerprint import fingerprint
-from mentis.store.protocol import AttemptRow, Embed, SqlResult, replay
+from mentis.ledger.canonical import canonical, sha256_hex
+from mentis.ledger.chain import ChainReport, chain_refused, isolate
+from mentis.ledger.entry import Entry, entry_hash, seal
+from mentis.store.protocol import BodyT, SqlParams, SqlResult, Stored
 from mentis.store.shared.agents import AgentCore
+from mentis.store.shared.backend import ConnT
 from mentis.store.shared.derived_check import pg_vector_check, vector_check
-from mentis.store.shared.dialect import Dialect, as_array
-from mentis.store.shared.entry_ids import check_import_ids, claim_id, fill_entry_ids
+from mentis.store.shared.dialect import as_array
+from mentis.store.shared.entry_ids import claim_id
 from mentis.store.shared.recall_limits import RecallBounds
 
 log = logging.getLogger(__name__)
 
 ENTRY_COLS = "e.v, e.chain, e.seq, e.kind, e.id, e.at, e.agent, e.prev, e.body_hash, e.key_id, e.sig, e.hash"
-"""A ledger entry's columns, in :class:`~mentis.ledger.chain.Entry` order (see :func:`entry_of`)."""
-LABEL_FANOUT = 200
-ATTEMPT_KEYS = ("attempt_id", "repository", "task_id", "action", "observation")
-"""Body keys every stored attempt has (the derived tables and the lexical index read them)."""
+"""A ledger entry's columns, in :class:`~mentis.ledger.entry.Entry` order (see :func:`entry_of`)."""
+ENTRY_KIND: dict[type[Body], str] = {
+    AttemptBody: "attempt",
+    CorrectionBody: "correction",
+    ThoughtBody: "thought",
+    TombstoneBody: "forget",
+    SkillVersionBody: "skill",
+    SkillStatusBody: "skill_status",
+}
+"""The kind of the entries whose bodies each body type reads."""
 
 
 def entry_of(row: Sequence[Any]) -> Entry:
@@ -97,61 +96,9 @@ def check_list(values: Sequence[str], what: str) -> None:
         raise TypeError(f"{what} must be a list, not one string")
 
 
-class RelationalCore(AgentCore):
-    """Ledger appends, attempt derivation and attempt reads (``self`` is the store)."""
-
-    D: ClassVar[Dialect]
-    dim: int
-    damaged: dict[str, IntegrityError]
-    """Each chain that did not verify when the store opened (or at the last ``verify_chains``),
-    with its failure: its reads and writes are refused, the other chains are served."""
-
-    if TYPE_CHECKING:  # each backend defines these (see the module docstring)
-
-        def _read(self) -> Any: ...
-        def _write(self, *chains: str) -> Any: ...
-        def _peek(self) -> Any: ...
-        def _scan(self, conn: Any, sql: str, name: str) -> Iterable[Sequence[Any]]: ...
-        def _index_terms(
-            self,
-            conn: Any,
-            table: str,
-            rowid: int,
-            repository: str,
-            fields: Sequence[str],
-            weights: Sequence[float],
-        ) -> None: ...
-        def _unindex_terms(self, conn: Any, table: str, rowid: int) -> None: ...
-        def _lexical(
-            self, table: str, terms: Sequence[str], repositories: Sequence[str] | None, limit: int
-        ) -> list[tuple[int, float]]: ...
-        def _vector(
-            self, table: str, query: np.ndarray, repositories: Sequence[str] | None, limit: int
-        ) -> list[tuple[int, float]]: ...
-        def _removing(self, conn: Any, kind: str, rowid: int | None) -> None: ...
-        def _after_forget(self) -> None: ...
-        def _task_rows(
-            self, conn: Any, keys: Sequence[tuple[str, str]]
-        ) -> Iterable[tuple[str, str, int | None, int]]: ...
-        def _verify_skipping(self, skip: frozenset[str], signatures: bool) -> list[ChainReport]: ...
-        def _lock_ledger(self, conn: Any) -> None: ...
-        def _verify_within(self, conn: Any) -> None: ...
-        def _reset_derived(self, conn: Any) -> None: ...
-        def _after_rebuild(self) -> None: ...
-        def _recall(self, sql: str, params: dict[str, Any] | None, bounds: RecallBounds) -> SqlResult: ...
-        def _derive_thought(
-            self, conn: Any, rowid: int, body: dict[str, Any], vector: np.ndarray
-        ) -> None: ...
-        def _derive_forget_thought(self, conn: Any, tomb_rowid: int, tomb: dict[str, Any]) -> None: ...
-        def _derive_forget_skill(self, conn: Any, tomb_rowid: int, tomb: dict[str, Any]) -> None: ...
-        def _derive_skill_status(self, conn: Any, rowid: int, body: dict[str, Any]) -> None: ...
-        def _skill_replayer(self, conn: Any, embed: Embed) -> Callable[[int, dict[str, Any]], None]: ...
-        def _add_rejection(
-            self, conn: Any, by_rowid: int, by_id: str, repo: str, target: str, kind: str, at: str,
-            norm_hash: str, blob: bytes,
-        ) -> None: ...  # fmt: skip
-
-    # ------------------------------------------------------------ ledger
+class LedgerCore(AgentCore[ConnT]):
+    """Ledger appends and hash-checked loads, and what every part of the store shares (``self``
+    is the store): a record's vector row, its lexical row, a rejection fingerprint."""
 
     def verify_chains(self, signatures: bool = False) -> list[ChainReport]:
         """Verify every chain, each on its own (:func:`mentis.ledger.chain.isolate`): the reports of the
@@ -179,7 +126,7 @@ class RelationalCore(AgentCore):
             )
 
     def _append(
-        self, conn: Any, chain: str, kind: str, id_: str, at: str, agent: str, body: bytes
+        self, conn: ConnT, chain: str, kind: str, id_: str, at: str, agent: str, body: bytes
     ) -> tuple[int, Entry]:
         """Append at the chain's head; the caller's write transaction holds the chain's lock.
 
@@ -197,12 +144,20 @@ class RelationalCore(AgentCore):
             key_id, sig = signing.sign_append(sign, fields, body)
         self._enforce(conn, fields, key_id, sig)
         entry = seal(
-            chain=chain, seq=seq, prev=prev, kind=kind, id=id_, at=at, agent=agent, body_hash=body_hash,
-            key_id=key_id, sig=sig,
-        )  # fmt: skip
+            chain=chain,
+            seq=seq,
+            prev=prev,
+            kind=kind,
+            id=id_,
+            at=at,
+            agent=agent,
+            body_hash=body_hash,
+            key_id=key_id,
+            sig=sig,
+        )
         return self._insert(conn, entry, body), entry
 
-    def _insert(self, conn: Any, e: Entry, body: bytes | None) -> int:
+    def _insert(self, conn: ConnT, e: Entry, body: bytes | None) -> int:
         """Write entry ``e`` (and its body), after claiming its id in ``entry_ids``: a Conflict,
         and nothing written, when any entry of the ledger ever had that id (see ``claim_id``)."""
         claim_id(self.D, conn, e)
@@ -224,9 +179,12 @@ class RelationalCore(AgentCore):
         )
         return int(rowid)
 
-    def _load(self, conn: Any, rowids: Sequence[int], kind: str) -> dict[int, tuple[Entry, dict[str, Any]]]:
-        """Entries and parsed bodies for ``rowids``, each body checked against its entry's hash."""
-        out: dict[int, tuple[Entry, dict[str, Any]]] = {}
+    def _load(self, conn: ConnT, rowids: Sequence[int], body: type[BodyT]) -> dict[int, Stored[BodyT]]:
+        """The entries among ``rowids`` that have a body (a forgotten record's has none) with the
+        body parsed as ``body``, each entry and body checked against the hashes the entry holds
+        and the entry of the kind ``body`` is (IntegrityError otherwise)."""
+        kind = ENTRY_KIND[body]
+        out: dict[int, Stored[BodyT]] = {}
         for chunk in self.D.chunks(rowids):
             cond, args = self.D.in_("e.rowid", chunk)
             for row in conn.execute(
@@ -245,7 +203,7 @@ class RelationalCore(AgentCore):
                         chain=e.chain,
                         seq=e.seq,
                     )
-                out[int(row[0])] = (e, orjson.loads(raw))
+                out[int(row[0])] = Stored(e, body.parse(raw))
         return out
 
     def counts(self) -> dict[str, int]:
@@ -272,7 +230,7 @@ class RelationalCore(AgentCore):
     def run_sql(
         self,
         sql: str,
-        params: dict[str, Any] | None,
+        params: SqlParams | None,
         *,
         visible: Callable[[str], bool],
         max_rows: int,
@@ -288,262 +246,14 @@ class RelationalCore(AgentCore):
             chains = [str(c) for (c,) in conn.execute("SELECT chain FROM heads ORDER BY chain")]
         return [c for c in chains if not c.startswith(signing.RESERVED_PREFIX)]
 
-    # ------------------------------------------------------------ attempt writes
-
-    def _check_attempt(self, row: AttemptRow) -> None:
-        """What every appended attempt must be: its body names its own id and repository, has the
-        keys the derived tables read, and its vector is ``dim`` finite numbers."""
-        body = row.body
-        missing = [k for k in ATTEMPT_KEYS if k not in body]
-        if missing:
-            raise InvalidInput(f"attempt {row.attempt_id}: body lacks {', '.join(missing)}")
-        if body["attempt_id"] != row.attempt_id or body["repository"] != row.repository:
-            raise InvalidInput(
-                f"attempt {row.attempt_id}: body names attempt {body['attempt_id']!r} in "
-                f"{body['repository']!r}, not its own id and repository {row.repository!r}"
-            )
-        vector = np.asarray(row.vector)
-        if vector.shape != (self.dim,) or not np.isfinite(vector).all():
-            raise InvalidInput(
-                f"attempt {row.attempt_id}: its vector must be {self.dim} finite numbers "
-                f"(got shape {vector.shape})"
-            )
-
-    def append_attempt(
-        self, chain: str, attempt_id: str, at: str, agent: str, body: dict[str, Any], vector: np.ndarray
-    ) -> Entry:
-        return self.append_attempts([AttemptRow(chain, attempt_id, at, agent, body, vector)])[0]
-
-    def append_attempts(self, rows: Sequence[AttemptRow]) -> list[Entry]:
-        """Append attempts in order in one write transaction: every row is checked first, and a
-        failure at any row writes nothing."""
-        for row in rows:
-            self._check_attempt(row)
-        raws = [canonical(row.body) for row in rows]
-        entries: list[Entry] = []
-        if not rows:
-            return entries
-        with (
-            self._write(*{row.repository for row in rows}) as conn,
-            self.D.pipelined(conn),
-            self._terms_batch(conn),
-        ):
-            for row, raw in zip(rows, raws, strict=True):
-                rowid, entry = self._append(
-                    conn, row.repository, "attempt", row.attempt_id, row.at, row.agent, raw
-                )
-                self._derive_attempt(conn, rowid, row.body, row.vector)
-                entries.append(entry)
-        return entries
-
-    def append_correction(
-        self,
-        chain: str,
-        correction_id: str,
-        at: str,
-        agent: str,
-        body: dict[str, Any],
-        conclusion: np.ndarray,
-    ) -> tuple[Entry, int]:
-        """Append a correction; ``conclusion`` is the vector of the attempt's rejected conclusion."""
-        raw = canonical(body)
-        with self._write(chain) as conn:
-            attempt_rowid = self._live_attempt_rowid(conn, chain, body["attempt_id"])
-            rowid, entry = self._append(conn, chain, "correction", correction_id, at, agent, raw)
-            self._derive_correction(conn, rowid, attempt_rowid, body, conclusion)
-            row = conn.execute(
-                self.D.q("SELECT count(*) FROM correction_idx WHERE attempt_rowid=?"), (attempt_rowid,)
-            ).fetchone()
-        return entry, int(row[0]) if row else 0
-
-    def forget_attempt(
-        self, chain: str, tombstone_id: str, at: str, agent: str, attempt_id: str, reason: str | None
-    ) -> Entry:
-        q = self.D.q
-        with self._write(chain) as conn:
-            rowid = self._live_attempt_rowid(conn, chain, attempt_id)
-            erased = [rowid] + [
-                int(r)
-                for (r,) in conn.execute(
-                    q("SELECT rowid FROM correction_idx WHERE attempt_rowid=?"), (rowid,)
-                )
-            ]
-            cond, args = self.D.in_("rowid", erased)
-            seqs = sorted(int(s) for (s,) in conn.execute(q(f"SELECT seq FROM entries WHERE {cond}"), args))
-            found = conn.execute(q("SELECT task_id FROM attempt_idx WHERE rowid=?"), (rowid,)).fetchone()
-            task_id = found[0] if found is not None else None
-            body = tombstone("attempt", attempt_id, chain, seqs, reason, agent, at, task_id).to_json()
-            tomb_rowid, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(body))
-            self._derive_forget(conn, tomb_rowid, body)
-        self._after_forget()
+    def append_agent_event(self, id_: str, at: str | None, agent: str, body: dict[str, Any]) -> Entry:
+        """Append one registry event (``mentis.ledger.registry``) by ``agent``; InvalidInput, NotFound or
+        Conflict when it may not follow the registry as it stands, and nothing is written. With
+        ``at`` None the event is dated once the registry's lock is held (``_admit_agent_event``)."""
+        with self._write(signing.AGENTS_CHAIN) as conn:
+            at, body = self._admit_agent_event(conn, at, body)
+            _, entry = self._append(conn, signing.AGENTS_CHAIN, "agent", id_, at, agent, canonical(body))
         return entry
-
-    def _live_attempt_rowid(self, conn: Any, chain: str, attempt_id: str) -> int:
-        q = self.D.q
-        row = conn.execute(
-            q("SELECT rowid FROM attempt_idx WHERE attempt_id=? AND repository=?"), (attempt_id, chain)
-        ).fetchone()
-        if row is not None:
-            return int(row[0])
-        gone = conn.execute(
-            q("SELECT 1 FROM forgotten WHERE attempt_id=? AND repository=?"), (attempt_id, chain)
-        ).fetchone()
-        if gone is not None:
-            raise Conflict(f"attempt {attempt_id} in {chain} was forgotten; its content is erased")
-        raise NotFound(f"no attempt {attempt_id} in repository {chain}; search or recall to find its id")
-
-    # ------------------------------------------------------------ derivation (live and rebuild)
-
-    def _derive_attempt(self, conn: Any, rowid: int, body: dict[str, Any], vector: np.ndarray) -> None:
-        q = self.D.q
-        repo, task, attempt = body["repository"], body["task_id"], AttemptBody.from_json(body)
-        conn.execute(
-            q("INSERT INTO attempt_idx(rowid, attempt_id, repository, task_id, status) VALUES(?,?,?,?,?)"),
-            (rowid, body["attempt_id"], repo, task, attempt.status),
-        )
-        self._index_record(conn, "attempt_terms", rowid, attempt)
-        self._index_title(conn, rowid, attempt)
-        self._insert_vector(conn, "vectors", rowid, repo, vector)
-        labels = [(rowid, kind, label) for kind, label in attempt.labels]
-        self.D.many(conn, "INSERT INTO attempt_label(rowid, kind, label) VALUES(?,?,?)", labels)
-        conn.execute(
-            q(
-                "INSERT INTO task_idx(repository, task_id, title_rowid) VALUES(?,?,?) "
-                "ON CONFLICT(repository, task_id) DO UPDATE SET "
-                "title_rowid = coalesce(excluded.title_rowid, task_idx.title_rowid)"
-            ),
-            (repo, task, rowid if body.get("task_title") else None),
-        )
-
-    def _insert_vector(self, conn: Any, table: str, rowid: int, repository: str, vector: np.ndarray) -> None:
-        """One record's vector row, with its checksum (``derived_check``)."""
-        array = as_array(vector)
-        if self.D.postgres:
-            chk = pg_vector_check(rowid, repository, array)
-        else:
-            chk = vector_check(rowid, repository, array.tobytes())
-        conn.execute(
-            self.D.q(f"INSERT INTO {table}(rowid, repository, vec, chk) VALUES(?,?,?,?)"),
-            (rowid, repository, self.D.vector(array), chk),
-        )
-
-    def _terms_batch(self, conn: Any) -> AbstractContextManager[None]:
-        """A block whose lexical rows a backend may write together when it ends (PostgreSQL:
-        ``PgLexicon._terms_batch``); here, each is written when indexed."""
-        return nullcontext()
-
-    def _index_record(self, conn: Any, table: str, rowid: int, record: AttemptBody | ThoughtBody) -> None:
-        """One attempt's (``attempt_terms``) or thought's (``thought_terms``) lexical row."""
-        self._index_terms(conn, table, rowid, record.repository, *record.index_fields)
-
-    def _index_title(self, conn: Any, rowid: int, attempt: AttemptBody) -> None:
-        """An attempt's ``task_title`` alone, as its row in ``title_terms`` (none without a title)."""
-        if attempt.task_title:
-            self._index_terms(conn, "title_terms", rowid, attempt.repository, (attempt.task_title,), (1.0,))
-
-    def _index_titles(self, conn: Any) -> int:
-        """Index the title of every live attempt that has no ``title_terms`` row yet (the
-        migration that adds the table), from bodies checked against their ledger entries;
-        returns the number of attempts read."""
-        rows = conn.execute(
-            "SELECT a.rowid, b.body, e.body_hash FROM attempt_idx a JOIN bodies b ON b.rowid = a.rowid "
-            "JOIN entries e ON e.rowid = a.rowid "
-            "WHERE NOT EXISTS (SELECT 1 FROM title_terms t WHERE t.rowid = a.rowid) ORDER BY a.rowid"
-        ).fetchall()
-        with self._terms_batch(conn):
-            for rowid, raw, body_hash in rows:
-                body = checked_body(int(rowid), bytes(raw), body_hash)
-                self._index_title(conn, int(rowid), AttemptBody.parse(body))
-        return len(rows)
-
-    def _index_all(self, conn: Any) -> int:
-        """Index every live attempt and thought (the migration to lexical rows); returns the count."""
-        done = 0
-        for table, idx in (("attempt_terms", "attempt_idx"), ("thought_terms", "thought_idx")):
-            rows = conn.execute(
-                f"SELECT i.rowid, b.body FROM {idx} i JOIN bodies b ON b.rowid = i.rowid ORDER BY i.rowid"
-            ).fetchall()
-            with self._terms_batch(conn):
-                for rowid, raw in rows:
-                    kind = AttemptBody if table == "attempt_terms" else ThoughtBody
-                    self._index_record(conn, table, int(rowid), kind.parse(raw))
-            done += len(rows)
-        return done
-
-    def _derive_correction(
-        self, conn: Any, rowid: int, attempt_rowid: int, body: dict[str, Any], conclusion: np.ndarray
-    ) -> None:
-        q = self.D.q
-        conn.execute(
-            q("INSERT INTO correction_idx(rowid, attempt_rowid) VALUES(?,?)"), (rowid, attempt_rowid)
-        )
-        row = conn.execute(q("SELECT body FROM bodies WHERE rowid=?"), (attempt_rowid,)).fetchone()
-        norm = fingerprint(AttemptBody.parse(row[0]).conclusion)
-        blob = np.ascontiguousarray(conclusion, dtype=np.float32).tobytes()
-        aid, repo = body["attempt_id"], body["repository"]
-        self._add_rejection(conn, rowid, aid, repo, aid, "attempt", body["at"], norm, blob)
-
-    def _derive_forget(self, conn: Any, tomb_rowid: int, tomb: dict[str, Any]) -> None:
-        if "skill_id" in tomb:
-            self._derive_forget_skill(conn, tomb_rowid, tomb)
-            return
-        if "thought_id" in tomb:
-            self._removing(conn, "thought", None)
-            self._derive_forget_thought(conn, tomb_rowid, tomb)
-            return
-        q = self.D.q
-        attempt_id, repo = tomb["attempt_id"], tomb["repository"]
-        conn.execute(
-            q(
-                "INSERT INTO forgotten(attempt_id, repository, tomb_rowid) VALUES(?,?,?) "
-                "ON CONFLICT(attempt_id) DO UPDATE SET repository = excluded.repository, "
-                "tomb_rowid = excluded.tomb_rowid"
-            ),
-            (attempt_id, repo, tomb_rowid),
-        )
-        row = conn.execute(
-            q("SELECT rowid, task_id FROM attempt_idx WHERE attempt_id=? AND repository=?"),
-            (attempt_id, repo),
-        ).fetchone()
-        if row is None:
-            return
-        rowid, task_id = int(row[0]), str(row[1])
-        self._removing(conn, "attempt", rowid)
-        corr = [
-            int(r)
-            for (r,) in conn.execute(q("SELECT rowid FROM correction_idx WHERE attempt_rowid=?"), (rowid,))
-        ]
-        cond, args = self.D.in_("rowid", [rowid, *corr])
-        conn.execute(q(f"DELETE FROM bodies WHERE {cond}"), args)
-        self._unindex_terms(conn, "attempt_terms", rowid)
-        self._unindex_terms(conn, "title_terms", rowid)
-        conn.execute(q("DELETE FROM correction_idx WHERE attempt_rowid=?"), (rowid,))
-        conn.execute(q("DELETE FROM rejections WHERE target_kind='attempt' AND target_id=?"), (attempt_id,))
-        for table in ("vectors", "attempt_label", "attempt_idx"):
-            conn.execute(q(f"DELETE FROM {table} WHERE rowid=?"), (rowid,))
-        self._retitle(conn, repo, task_id)
-
-    def _retitle(self, conn: Any, repo: str, task_id: str) -> None:
-        """After a forget: the task's title comes from its newest titled attempt left; a task
-        with no attempt left goes."""
-        q = self.D.q
-        titled = conn.execute(
-            q(
-                f"SELECT count(*), max(a.rowid) FILTER (WHERE {self.D.json_text('b.body', 'task_title')} "
-                "IS NOT NULL) FROM attempt_idx a JOIN bodies b ON b.rowid = a.rowid "
-                "WHERE a.repository=? AND a.task_id=?"
-            ),
-            (repo, task_id),
-        ).fetchone()
-        if not titled[0]:
-            conn.execute(q("DELETE FROM task_idx WHERE repository=? AND task_id=?"), (repo, task_id))
-            return
-        conn.execute(
-            q("UPDATE task_idx SET title_rowid=? WHERE repository=? AND task_id=?"),
-            (titled[1], repo, task_id),
-        )
-
-    # ------------------------------------------------------------ export, import, rebuild
 
     def iter_ledger(self) -> Iterator[tuple[Entry, bytes | None]]:
         with self._read() as conn:
@@ -557,77 +267,54 @@ class RelationalCore(AgentCore):
             ]
         yield from rows
 
-    def import_ledger(self, items: Sequence[tuple[Entry, bytes | None]], embed: Embed) -> int:
-        """Append chains that this store does not hold yet, in one transaction that commits only
-        once the whole ledger, old and new entries together, verifies (DESIGN §4)."""
-        q = self.D.q
-        chains = sorted({e.chain for e, _ in items})
-        with self._write(*chains) as conn:
-            self._lock_ledger(conn)
-            for chunk in self.D.chunks(chains):
-                cond, args = self.D.in_("chain", chunk)
-                held = conn.execute(q(f"SELECT chain FROM heads WHERE {cond} LIMIT 1"), args).fetchone()
-                if held is not None:
-                    raise Conflict(f"this store already holds chain {held[0]!r}; import into a fresh store")
-            check_import_ids(self.D, conn, items)
-            placed = [(self._insert(conn, e, body), e, body) for e, body in items]
-            self._replay(conn, placed, embed, None)
-            self._rebuild_sig_streams(conn)
-            self._verify_within(conn)
-        return len(placed)
+    # ------------------------------------------------------------ rows every record kind writes
 
-    def rebuild(self, embed: Embed, progress: Callable[[int], None] | None = None) -> int:
-        """Empty every derived table and regenerate it from the ledger, in one transaction (the
-        entries of a damaged chain derive nothing)."""
-        with self._write() as conn:
-            self._reset_derived(conn)
-            fill_entry_ids(conn)
-            rows = conn.execute(
-                f"SELECT e.rowid, {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b "
-                "ON b.rowid = e.rowid ORDER BY e.rowid"
-            ).fetchall()
-            placed = [
-                (int(r[0]), entry_of(r[1:13]), None if r[13] is None else bytes(r[13]))
-                for r in rows
-                if r[2] not in self.damaged  # a damaged chain derives nothing: it is not read
-            ]
-            self._replay(conn, placed, embed, progress)
-            self._rebuild_sig_streams(conn)
-        self._after_rebuild()
-        return len(placed)
-
-    def _replay(
-        self,
-        conn: Any,
-        placed: Sequence[tuple[int, Entry, bytes | None]],
-        embed: Embed,
-        progress: Callable[[int], None] | None,
+    def _insert_vector(
+        self, conn: ConnT, table: str, rowid: int, repository: str, vector: np.ndarray
     ) -> None:
-        """Derive tables for entries in ledger order (see :func:`mentis.store.protocol.replay`)."""
+        """One record's vector row, with its checksum (``derived_check``)."""
+        array = as_array(vector)
+        if self.D.postgres:
+            chk = pg_vector_check(rowid, repository, array)
+        else:
+            chk = vector_check(rowid, repository, array.tobytes())
+        conn.execute(
+            self.D.q(f"INSERT INTO {table}(rowid, repository, vec, chk) VALUES(?,?,?,?)"),
+            (rowid, repository, self.D.vector(array), chk),
+        )
 
-        def correction(rowid: int, body: dict[str, Any]) -> None:
-            arow = conn.execute(
-                self.D.q(
-                    "SELECT a.rowid, b.body FROM attempt_idx a JOIN bodies b ON b.rowid = a.rowid "
-                    "WHERE a.attempt_id=? AND a.repository=?"
-                ),
-                (body["attempt_id"], body["repository"]),
-            ).fetchone()
-            if arow is not None:
-                vec = embed([AttemptBody.parse(arow[1]).conclusion])[0]
-                self._derive_correction(conn, rowid, int(arow[0]), body, vec)
+    def _index_record(self, conn: ConnT, table: str, rowid: int, record: AttemptBody | ThoughtBody) -> None:
+        """One attempt's (``attempt_terms``) or thought's (``thought_terms``) lexical row."""
+        self._index_terms(conn, table, rowid, record.repository, *record.index_fields)
 
-        replay(
-            placed,
-            embed,
-            progress,
-            attempt=lambda rowid, body, vec: self._derive_attempt(conn, rowid, body, vec),
-            thought=lambda rowid, body, vec: self._derive_thought(conn, rowid, body, vec),
-            correction=correction,
-            forget=lambda rowid, body: self._derive_forget(conn, rowid, body),
-            skill=self._skill_replayer(conn, embed),
-            skill_status=lambda rowid, body: self._derive_skill_status(conn, rowid, body),
+    def _add_rejection(
+        self,
+        conn: ConnT,
+        by_rowid: int,
+        by_id: str,
+        repo: str,
+        target: str,
+        kind: str,
+        at: str,
+        norm_hash: str,
+        blob: bytes,
+    ) -> None:
+        """The fingerprint of a rejected conclusion (an attempt marked outdated, a thought
+        Corrected or Invalidated): who rejected what, when, its text's hash and its vector."""
+        conn.execute(
+            self.D.q(
+                "INSERT INTO rejections(by_rowid, by_id, repository, target_id, target_kind, at, "
+                "norm_hash, vec) VALUES(?,?,?,?,?,?,?,?)"
+            ),
+            (by_rowid, by_id, repo, target, kind, at, norm_hash, blob),
         )
 
 
-__all__ = ["ENTRY_COLS", "LABEL_FANOUT", "RelationalCore", "derived_mismatch", "entry_of"]
+__all__ = [
+    "ENTRY_COLS",
+    "LedgerCore",
+    "check_list",
+    "checked_body",
+    "derived_mismatch",
+    "entry_of",
+]

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mentis.errors import Conflict
-from mentis.ledger.chain import Entry
+from mentis.ledger.entry import Entry
 from mentis.store.shared.dialect import Dialect
 
 

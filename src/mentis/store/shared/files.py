@@ -1,16 +1,20 @@
-"""Store files private to their owner (DESIGN §4): what Mentis creates is 0600 (directories 0700).
+"""Files private to their owner (DESIGN §4): what Mentis creates is 0600 (directories 0700).
 
 SQLite creates ``-wal`` and ``-shm`` beside the database with the database file's permissions, and
 the database itself with the process umask, so :func:`private_files` narrows the umask around the
 connect that may create them and then sets 0600 on each file created during it. A store file or
 directory that existed already is left as its owner set it, but a group- or world-accessible one is
 reported on stderr (logging), since anyone who can read it reads every repository in it.
+
+Other files Mentis writes (tokens, TLS keys) are created by :func:`write_new`, never through a
+symbolic link.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import secrets
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -74,3 +78,37 @@ def warn_if_shared(path: str, existed: set[str]) -> None:
             "700" if os.path.isdir(target) else "600",
             target,
         )
+
+
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def write_new(path: Path, data: bytes, mode: int = 0o600, *, replace: bool = True) -> None:
+    """Write ``data`` to ``path`` as a new regular file, never through a symbolic link.
+
+    The bytes go to a fresh file in the same directory (``O_CREAT | O_EXCL | O_NOFOLLOW``, created
+    with ``mode``), which is then renamed over ``path``: a symlink at ``path`` is replaced, not
+    followed. Without ``replace``, the file is created at ``path`` itself and anything already
+    there — a dangling symlink included — is an error (``FileExistsError``).
+    """
+    if not replace:
+        fd = os.open(path, _NEW_FILE, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        return
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(tmp, _NEW_FILE, mode)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to a new file only its owner can read (mode 0600), replacing any old one."""
+    write_new(path, data, 0o600)

@@ -22,6 +22,9 @@ from typing import Any, NamedTuple
 
 import orjson
 
+VIEW_NAMES = frozenset({"attempts", "corrections", "tasks", "thoughts", "relations"})
+"""The documented views ``recall`` SQL may read (DESIGN §6), on both backends."""
+
 
 class RecallBounds(NamedTuple):
     """What one recall call may see and spend: the caller's scope (per repository) and its limits."""

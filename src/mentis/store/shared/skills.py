@@ -22,18 +22,20 @@ from the ledger like every other:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import orjson
 
-from mentis.api.skill_text import SkillTextError, apply_diff, instructions_hash, skill_body
-from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
-from mentis.ledger.bodies import SkillVersionBody, tombstone
-from mentis.ledger.chain import Entry, canonical
-from mentis.store.protocol import SkillRow, SkillVersionRow
-from mentis.store.shared.core import RelationalCore, check_list, checked_body, derived_mismatch
+from mentis.api.skill_text import apply_diff, instructions_hash, skill_body
+from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound, SkillTextError
+from mentis.ledger.bodies import SkillStatusBody, SkillVersionBody, tombstone
+from mentis.ledger.canonical import canonical
+from mentis.ledger.entry import Entry
+from mentis.store.protocol import Embed, SkillRow, SkillVersionRow, StoredSkillStatus, StoredSkillVersion
+from mentis.store.shared.backend import ConnT
+from mentis.store.shared.core import LedgerCore, check_list, checked_body, derived_mismatch
 
 SKILL_COLS = "s.repository, s.skill_id, s.rowid, s.status, s.version, s.content_hash"
 
@@ -42,7 +44,17 @@ def _row(r: Sequence[Any]) -> SkillRow:
     return SkillRow(str(r[0]), str(r[1]), int(r[2]), str(r[3]), int(r[4]), str(r[5]))
 
 
-class SkillCore(RelationalCore):
+def _version_text(version: SkillVersionBody, before: str | None) -> str:
+    """A version's whole text: its ``content``, or its ``diff`` applied to the text of the version
+    before it (``before``; SkillTextError when there is none, or no diff)."""
+    if version.content is not None:
+        return version.content
+    if before is None or version.diff is None:
+        raise SkillTextError("its diff has no version before it to apply to")
+    return apply_diff(before, version.diff)
+
+
+class SkillCore(LedgerCore[ConnT]):
     """Skill writes, derivation and reads (``self`` is the store)."""
 
     # ------------------------------------------------------------ writes
@@ -75,7 +87,7 @@ class SkillCore(RelationalCore):
                 rowid, entry = self._append(
                     conn, row.repository, "skill", row.version_id, row.at, row.agent, raw
                 )
-                self._derive_skill(conn, rowid, body, row.content, row.vector)
+                self._derive_skill(conn, rowid, SkillVersionBody.from_json(body), row.content, row.vector)
                 entries.append(entry)
         return entries
 
@@ -90,7 +102,7 @@ class SkillCore(RelationalCore):
             if newest[2] != body["version_id"]:
                 raise Conflict(f"skill {body['skill_id']} in {chain} has a newer version; read it again")
             rowid, entry = self._append(conn, chain, "skill_status", status_id, at, agent, canonical(body))
-            self._derive_skill_status(conn, rowid, body)
+            self._derive_skill_status(conn, rowid, SkillStatusBody.from_json(body))
         return entry
 
     def delete_skill(
@@ -110,16 +122,16 @@ class SkillCore(RelationalCore):
             if not versions:
                 raise NotFound(f"no skill {skill_id} in repository {chain}; list_skills shows them")
             seqs = sorted(int(v[0]) for v in versions)
-            body = tombstone(
-                "skill", skill_id, chain, seqs, reason, agent, at,
-                version_id=str(versions[-1][2]), version=int(versions[-1][1]),
-            ).to_json()  # fmt: skip
-            tomb_rowid, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(body))
-            self._derive_forget_skill(conn, tomb_rowid, body)
+            newest_id, newest = str(versions[-1][2]), int(versions[-1][1])
+            tomb = tombstone(
+                "skill", skill_id, chain, seqs, reason, agent, at, version_id=newest_id, version=newest
+            )
+            _, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(tomb.to_json()))
+            self._derive_forget_skill(conn, chain, skill_id)
         self._after_forget()
         return entry
 
-    def _newest_version(self, conn: Any, repository: str, skill_id: str) -> tuple[int, int, str] | None:
+    def _newest_version(self, conn: ConnT, repository: str, skill_id: str) -> tuple[int, int, str] | None:
         """(rowid, version, entry id) of a live skill's newest version."""
         row = conn.execute(
             self.D.q(
@@ -134,11 +146,12 @@ class SkillCore(RelationalCore):
     # ------------------------------------------------------------ derivation (live and rebuild)
 
     def _derive_skill(
-        self, conn: Any, rowid: int, body: dict[str, Any], content: str, vector: np.ndarray
+        self, conn: ConnT, rowid: int, version: SkillVersionBody, content: str, vector: np.ndarray
     ) -> None:
+        """A skill version's rows: it becomes the skill's newest (revoked when its skill or its
+        instructions were); ``content`` is its whole text."""
         q = self.D.q
-        repo, skill_id = body["repository"], body["skill_id"]
-        version = SkillVersionBody.from_json(body)
+        repo, skill_id = version.repository, version.skill_id
         instructions = instructions_hash(skill_body(content))
         revoked = conn.execute(
             q("SELECT 1 FROM skill_revoked WHERE repository=? AND skill_id=? LIMIT 1"), (repo, skill_id)
@@ -159,12 +172,18 @@ class SkillCore(RelationalCore):
                 "description, tags, triggers) VALUES(?,?,?,?,?,?,?,?,?,?)"
             ),
             (
-                repo, skill_id, rowid, "revoked" if revoked else "active", version.version,
+                repo,
+                skill_id,
+                rowid,
+                "revoked" if revoked else "active",
+                version.version,
                 version.content_hash,
-                version.name, version.description, orjson.dumps(version.tags).decode(),
+                version.name,
+                version.description,
+                orjson.dumps(version.tags).decode(),
                 orjson.dumps(version.triggers).decode(),
             ),
-        )  # fmt: skip
+        )
         conn.execute(
             q(
                 "INSERT INTO skill_version_idx(rowid, repository, skill_id, version, content_hash) "
@@ -176,7 +195,7 @@ class SkillCore(RelationalCore):
         self._index_terms(conn, "skill_terms", rowid, repo, *version.index_fields(content))
         self._insert_vector(conn, "skill_vectors", rowid, repo, vector)
 
-    def _drop_skill_rows(self, conn: Any, repo: str, skill_id: str) -> None:
+    def _drop_skill_rows(self, conn: ConnT, repo: str, skill_id: str) -> None:
         """Remove a skill's index row, lexical row and vector (its newest version is replaced or erased)."""
         q = self.D.q
         old = conn.execute(
@@ -190,11 +209,11 @@ class SkillCore(RelationalCore):
         conn.execute(q("DELETE FROM skill_vectors WHERE rowid=?"), (rowid,))
         conn.execute(q("DELETE FROM skill_idx WHERE rowid=?"), (rowid,))
 
-    def _derive_skill_status(self, conn: Any, rowid: int, body: dict[str, Any]) -> None:
+    def _derive_skill_status(self, conn: ConnT, rowid: int, status: SkillStatusBody) -> None:
         q = self.D.q
-        repo, skill_id = body["repository"], body["skill_id"]
-        if body["op"] == "revoke":
-            rows = [(rowid, repo, skill_id, h) for h in body.get("content_hashes", [])]
+        repo, skill_id = status.repository, status.skill_id
+        if status.op == "revoke":
+            rows = [(rowid, repo, skill_id, h) for h in status.content_hashes]
             self.D.many(
                 conn,
                 "INSERT INTO skill_revoked(status_rowid, repository, skill_id, content_hash) VALUES(?,?,?,?)",
@@ -203,7 +222,7 @@ class SkillCore(RelationalCore):
             conn.execute(
                 q("UPDATE skill_idx SET status='revoked' WHERE repository=? AND skill_id=?"), (repo, skill_id)
             )
-            self._revoke_instructions(conn, rowid, body)
+            self._revoke_instructions(conn, rowid, status)
         else:
             conn.execute(
                 q(
@@ -214,7 +233,7 @@ class SkillCore(RelationalCore):
             )
 
     def _index_instruction(
-        self, conn: Any, rowid: int, repo: str, skill_id: str, instructions: str | None
+        self, conn: ConnT, rowid: int, repo: str, skill_id: str, instructions: str | None
     ) -> None:
         if instructions is not None:
             conn.execute(
@@ -225,14 +244,14 @@ class SkillCore(RelationalCore):
                 (rowid, repo, skill_id, instructions),
             )
 
-    def _revoke_instructions(self, conn: Any, status_rowid: int, body: dict[str, Any]) -> None:
+    def _revoke_instructions(self, conn: ConnT, status_rowid: int, status: SkillStatusBody) -> None:
         """Key a revocation on its versions' instructions and revoke the skills of its repository
         whose newest version has them."""
         q = self.D.q
-        repo, skill_id = body["repository"], body["skill_id"]
-        hashes = body.get("instructions_hashes")
+        repo, skill_id = status.repository, status.skill_id
+        hashes = status.instructions_hashes
         if hashes is None:  # written before revocations listed them: from its versions still stored
-            cond, args = self.D.in_("v.content_hash", list(body.get("content_hashes", [])) or [""])
+            cond, args = self.D.in_("v.content_hash", list(status.content_hashes) or [""])
             hashes = [
                 str(h)
                 for (h,) in conn.execute(
@@ -260,7 +279,7 @@ class SkillCore(RelationalCore):
                 [repo, repo, *args],
             )
 
-    def _index_instructions(self, conn: Any) -> int:
+    def _index_instructions(self, conn: ConnT) -> int:
         """Fill the instruction tables for a store written before they existed (its migration):
         every live version's instructions, then every revocation's, in ledger order, as a rebuild
         derives them. Returns the number of versions read."""
@@ -280,17 +299,17 @@ class SkillCore(RelationalCore):
                     (repo, skill_id),
                 )
             ]
-            loaded = self._load(conn, rowids, "skill")
+            loaded = self._load(conn, rowids, SkillVersionBody)
             text = ""
             for rowid in rowids:
                 if rowid not in loaded:  # a live version without its body
                     raise derived_mismatch(rowid)
-                body = loaded[rowid][1]
+                version = loaded[rowid].body
                 try:
-                    text = body["content"] if "content" in body else apply_diff(text, body["diff"])
-                except (KeyError, SkillTextError) as exc:
+                    text = _version_text(version, text)
+                except SkillTextError as exc:
                     raise IntegrityError(
-                        f"skill {skill_id} version {body.get('version')} in {repo} cannot be rebuilt: {exc}"
+                        f"skill {skill_id} version {version.version} in {repo} cannot be rebuilt: {exc}"
                     ) from None
                 self._index_instruction(
                     conn, rowid, str(repo), str(skill_id), instructions_hash(skill_body(text))
@@ -301,15 +320,14 @@ class SkillCore(RelationalCore):
             "WHERE e.kind = 'skill_status' ORDER BY e.rowid"
         ).fetchall()
         for rowid, raw, body_hash in statuses:
-            body = orjson.loads(checked_body(int(rowid), bytes(raw), body_hash))
-            if body.get("op") == "revoke":
-                self._revoke_instructions(conn, int(rowid), body)
+            status = SkillStatusBody.parse(checked_body(int(rowid), bytes(raw), body_hash))
+            if status.op == "revoke":
+                self._revoke_instructions(conn, int(rowid), status)
         return done
 
-    def _derive_forget_skill(self, conn: Any, tomb_rowid: int, tomb: dict[str, Any]) -> None:
+    def _derive_forget_skill(self, conn: ConnT, repo: str, skill_id: str) -> None:
         """Erase every live version's body and drop the skill's derived rows (its revocations stay)."""
         q = self.D.q
-        repo, skill_id = tomb["repository"], tomb["skill_id"]
         rowids = [
             int(r)
             for (r,) in conn.execute(
@@ -323,24 +341,21 @@ class SkillCore(RelationalCore):
         conn.execute(q("DELETE FROM skill_version_idx WHERE repository=? AND skill_id=?"), (repo, skill_id))
         conn.execute(q("DELETE FROM skill_instructions WHERE repository=? AND skill_id=?"), (repo, skill_id))
 
-    def _skill_replayer(self, conn: Any, embed: Any) -> Any:
+    def _skill_replayer(self, conn: ConnT, embed: Embed) -> Callable[[int, SkillVersionBody], None]:
         """The replay callback for skill versions: rebuilds each version's text from the one before."""
         texts: dict[tuple[str, str], str] = {}
 
-        def skill(rowid: int, body: dict[str, Any]) -> None:
-            key = (body["repository"], body["skill_id"])
-            if "content" in body:
-                text = body["content"]
-            else:
-                try:
-                    text = apply_diff(texts[key], body["diff"])
-                except (KeyError, SkillTextError) as exc:
-                    raise IntegrityError(
-                        f"skill {key[1]} version {body['version']} in {key[0]} cannot be rebuilt: {exc}"
-                    ) from None
+        def skill(rowid: int, version: SkillVersionBody) -> None:
+            key = (version.repository, version.skill_id)
+            try:
+                text = _version_text(version, texts.get(key))
+            except SkillTextError as exc:
+                raise IntegrityError(
+                    f"skill {key[1]} version {version.version} in {key[0]} cannot be rebuilt: {exc}"
+                ) from None
             texts[key] = text
-            vector = embed([SkillVersionBody.from_json(body).embed_text])[0]
-            self._derive_skill(conn, rowid, body, text, vector)
+            vector = embed([version.embed_text])[0]
+            self._derive_skill(conn, rowid, version, text, vector)
 
         return skill
 
@@ -380,7 +395,7 @@ class SkillCore(RelationalCore):
                     out[int(r[2])] = _row(r)
         return out
 
-    def skill_history(self, repository: str, skill_id: str) -> list[tuple[Entry, dict[str, Any]]]:
+    def skill_history(self, repository: str, skill_id: str) -> list[StoredSkillVersion]:
         """Every live version's entry and body (checked against its hash), oldest first."""
         with self._read() as conn:
             rowids = [
@@ -393,16 +408,16 @@ class SkillCore(RelationalCore):
                     (repository, skill_id),
                 )
             ]
-            loaded = self._load(conn, rowids, "skill")
+            loaded = self._load(conn, rowids, SkillVersionBody)
         return [loaded[r] for r in rowids if r in loaded]
 
-    def load_skill_versions(self, rowids: Sequence[int]) -> dict[int, tuple[Entry, dict[str, Any]]]:
+    def load_skill_versions(self, rowids: Sequence[int]) -> dict[int, StoredSkillVersion]:
         with self._read() as conn:
-            return self._load(conn, rowids, "skill")
+            return self._load(conn, rowids, SkillVersionBody)
 
     def skill_revocation(
         self, repository: str, skill_id: str, instructions: str | None = None
-    ) -> tuple[Entry, dict[str, Any]] | None:
+    ) -> StoredSkillStatus | None:
         """The revocation that applies to ``skill_id``: its own first one (it outlives re-uploads
         and deletion), else the first one in ``repository`` that revoked a version with the
         instructions hash ``instructions``; None when neither exists."""
@@ -422,7 +437,7 @@ class SkillCore(RelationalCore):
                 ).fetchone()
             if row is None or row[0] is None:
                 return None
-            loaded = self._load(conn, [int(row[0])], "skill_status")
+            loaded = self._load(conn, [int(row[0])], SkillStatusBody)
         return loaded.get(int(row[0]))
 
     def revoked_copies(self, content_hash: str, instructions: str | None) -> list[tuple[str, str]]:

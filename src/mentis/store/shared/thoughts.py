@@ -18,32 +18,30 @@ from typing import Any
 
 import numpy as np
 
-from mentis.api.models import INVALIDATING_KINDS, REJECTING_KINDS
 from mentis.errors import Conflict, NotFound
-from mentis.ledger.bodies import ThoughtBody, tombstone
-from mentis.ledger.chain import Entry, canonical
+from mentis.ledger.bodies import INVALIDATING_KINDS, REJECTING_KINDS, CorrectionBody, ThoughtBody, tombstone
+from mentis.ledger.canonical import canonical
+from mentis.ledger.entry import Entry
 from mentis.ledger.fingerprint import fingerprint
-from mentis.store.protocol import RejectionRow, ThoughtQuery
-from mentis.store.shared.core import check_list, checked_body, derived_mismatch
-from mentis.store.shared.reads import AttemptReads
+from mentis.store.protocol import RejectionRow, StoredThought, ThoughtQuery
+from mentis.store.shared.backend import ConnT
+from mentis.store.shared.core import LedgerCore, check_list, checked_body, derived_mismatch
+from mentis.store.shared.graph import for_seeds, label_links
 
 EDGE_COLS = "from_rowid, from_id, kind, to_id, valid_at, invalid_at, created_at"
 """A ``thought_edge`` row's columns, as :meth:`ThoughtCore._check_edges` reads them."""
 
 
-def _edges_of(body: dict[str, Any]) -> list[tuple[Any, ...]]:
+def _edges_of(thought: ThoughtBody) -> list[tuple[Any, ...]]:
     """The edges (``EDGE_COLS`` but the rowid) a thought's body names: what ``_derive_thought`` writes."""
-    tid, at = body["thought_id"], body["created_at"]
-    edges: list[tuple[Any, ...]] = [(tid, "ref", ref, None, None, at) for ref in body.get("refs", [])]
-    edges += [
-        (tid, r["kind"], r["target_id"], r.get("valid_at"), r.get("invalid_at"), at)
-        for r in body.get("relations", [])
-    ]
+    tid, at = thought.thought_id, thought.created_at
+    edges: list[tuple[Any, ...]] = [(tid, "ref", ref, None, None, at) for ref in thought.refs]
+    edges += [(tid, r.kind, r.target_id, r.valid_at, r.invalid_at, at) for r in thought.relations]
     return edges
 
 
-class ThoughtCore(AttemptReads):
-    """Thought reads and writes (``self`` is the store)."""
+class ThoughtCore(LedgerCore[ConnT]):
+    """Thought writes, derivation and reads (``self`` is the store)."""
 
     def append_thought(
         self, chain: str, thought_id: str, at: str, agent: str, body: dict[str, Any], vector: np.ndarray
@@ -51,13 +49,12 @@ class ThoughtCore(AttemptReads):
         raw = canonical(body)
         with self._write(chain) as conn:
             rowid, entry = self._append(conn, chain, "thought", thought_id, at, agent, raw)
-            self._derive_thought(conn, rowid, body, vector)
+            self._derive_thought(conn, rowid, ThoughtBody.from_json(body), vector)
         return entry
 
-    def _derive_thought(self, conn: Any, rowid: int, body: dict[str, Any], vector: np.ndarray) -> None:
+    def _derive_thought(self, conn: ConnT, rowid: int, thought: ThoughtBody, vector: np.ndarray) -> None:
         q = self.D.q
-        tid, repo, at = body["thought_id"], body["repository"], body["created_at"]
-        confidence = body.get("confidence")
+        tid, repo, at = thought.thought_id, thought.repository, thought.created_at
         conn.execute(
             q(
                 "INSERT INTO thought_idx(rowid, thought_id, repository, type, role, agent_id, task_id, "
@@ -67,37 +64,31 @@ class ThoughtCore(AttemptReads):
                 rowid,
                 tid,
                 repo,
-                body["type"],
-                body["role"],
-                body["agent_id"],
-                body.get("task_id"),
+                thought.type,
+                thought.role,
+                thought.agent_id,
+                thought.task_id,
                 at,
-                float(body["importance"]),
-                None if confidence is None else float(confidence),
+                float(thought.importance),
+                None if thought.confidence is None else float(thought.confidence),
             ),
         )
-        thought = ThoughtBody.from_json(body)
         labels = [(rowid, kind, label) for kind, label in thought.labels]
-        edges = [(rowid, tid, "ref", ref, None, None, at) for ref in body.get("refs", [])]
-        edges += [
-            (rowid, tid, r["kind"], r["target_id"], r.get("valid_at"), r.get("invalid_at"), at)
-            for r in body.get("relations", [])
-        ]
+        edges = [(rowid, *edge) for edge in _edges_of(thought)]
         self.D.many(conn, "INSERT INTO thought_label(rowid, kind, label) VALUES(?,?,?)", labels)
         self.D.many(
             conn,
-            "INSERT INTO thought_edge(from_rowid, from_id, kind, to_id, valid_at, invalid_at, created_at) "
-            "VALUES(?,?,?,?,?,?,?)",
+            f"INSERT INTO thought_edge({EDGE_COLS}) VALUES(?,?,?,?,?,?,?)",
             edges,
         )
         self._index_record(conn, "thought_terms", rowid, thought)
         self._index_window(conn, rowid, thought)
         self._insert_vector(conn, "thought_vectors", rowid, repo, vector)
-        for r in body.get("relations", []):
-            if r["kind"] in REJECTING_KINDS:
-                self._reject_thought(conn, rowid, tid, repo, at, r["target_id"])
+        for r in thought.relations:
+            if r.kind in REJECTING_KINDS:
+                self._reject_thought(conn, rowid, tid, repo, at, r.target_id)
 
-    def _index_window(self, conn: Any, rowid: int, thought: ThoughtBody) -> None:
+    def _index_window(self, conn: ConnT, rowid: int, thought: ThoughtBody) -> None:
         """The thought's causal window row in ``window_terms``: the content of the thought just
         before it (rowid − 1, its body checked against its ledger entry) and its own, when that
         one is a live thought of the same repository and session (else no row)."""
@@ -117,7 +108,7 @@ class ThoughtCore(AttemptReads):
             fields = (before.content, thought.content)
             self._index_terms(conn, "window_terms", rowid, thought.repository, fields, (1.0, 1.0))
 
-    def _index_windows(self, conn: Any) -> int:
+    def _index_windows(self, conn: ConnT) -> int:
         """Index the window of every live thought that has none yet (the migration that adds
         ``window_terms``); returns the number of window rows written."""
         rows = conn.execute(
@@ -157,17 +148,16 @@ class ThoughtCore(AttemptReads):
                     raise Conflict(f"thought {thought_id} in {chain} was forgotten; its content is erased")
                 raise NotFound(f"no thought {thought_id} in repository {chain}; search_thoughts finds ids")
             body = tombstone("thought", thought_id, chain, [int(row[1])], reason, agent, at).to_json()
-            tomb_rowid, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(body))
-            self._derive_forget_thought(conn, tomb_rowid, body)
+            _, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(body))
+            self._derive_forget_thought(conn, chain, thought_id)
         self._after_forget()
         return entry
 
-    def _derive_forget_thought(self, conn: Any, tomb_rowid: int, tomb: dict[str, Any]) -> None:
+    def _derive_forget_thought(self, conn: ConnT, repo: str, thought_id: str) -> None:
         """Drop a forgotten thought's body, index rows, its own edges, its terms and vector, and every
         rejection fingerprint it made or that was made of it. Edges other thoughts hold to it stay
         (their bodies name it): reads report them as dangling."""
         q = self.D.q
-        thought_id, repo = tomb["thought_id"], tomb["repository"]
         row = conn.execute(
             q("SELECT rowid FROM thought_idx WHERE thought_id=? AND repository=?"), (thought_id, repo)
         ).fetchone()
@@ -175,8 +165,10 @@ class ThoughtCore(AttemptReads):
             return
         rowid = int(row[0])
         conn.execute(q("DELETE FROM bodies WHERE rowid=?"), (rowid,))
-        conn.execute(q("DELETE FROM rejections WHERE by_rowid=? OR (target_kind='thought' AND target_id=?)"),
-                     (rowid, thought_id))  # fmt: skip
+        conn.execute(
+            q("DELETE FROM rejections WHERE by_rowid=? OR (target_kind='thought' AND target_id=?)"),
+            (rowid, thought_id),
+        )
         self._unindex_terms(conn, "thought_terms", rowid)
         # the windows holding its text: its own, and the next thought's (whose window starts here);
         # every process drops them from its in-process index (the thought's own rows need not:
@@ -189,7 +181,9 @@ class ThoughtCore(AttemptReads):
             column = "from_rowid" if table == "thought_edge" else "rowid"
             conn.execute(q(f"DELETE FROM {table} WHERE {column}=?"), (rowid,))
 
-    def _reject_thought(self, conn: Any, by_rowid: int, by_id: str, repo: str, at: str, target: str) -> None:
+    def _reject_thought(
+        self, conn: ConnT, by_rowid: int, by_id: str, repo: str, at: str, target: str
+    ) -> None:
         row = conn.execute(
             self.D.q(
                 "SELECT b.body, v.vec FROM thought_idx t JOIN bodies b ON b.rowid = t.rowid "
@@ -202,26 +196,6 @@ class ThoughtCore(AttemptReads):
         text = ThoughtBody.parse(row[0]).conclusion
         blob = self.D.vector_bytes(row[1])
         self._add_rejection(conn, by_rowid, by_id, repo, target, "thought", at, fingerprint(text), blob)
-
-    def _add_rejection(
-        self,
-        conn: Any,
-        by_rowid: int,
-        by_id: str,
-        repo: str,
-        target: str,
-        kind: str,
-        at: str,
-        norm_hash: str,
-        blob: bytes,
-    ) -> None:
-        conn.execute(
-            self.D.q(
-                "INSERT INTO rejections(by_rowid, by_id, repository, target_id, target_kind, at, "
-                "norm_hash, vec) VALUES(?,?,?,?,?,?,?,?)"
-            ),
-            (by_rowid, by_id, repo, target, kind, at, norm_hash, blob),
-        )
 
     # ------------------------------------------------------------ reads
 
@@ -279,9 +253,9 @@ class ThoughtCore(AttemptReads):
             f"JOIN thought_idx b ON b.rowid = e.from_rowid WHERE a.rowid = {{seed}} {repo_sql} LIMIT ?"
         )
         with self._read() as conn:
-            refs = self._for_seeds(conn, linked, "x.other", seeds, [*repo_args, *repo_args, per_seed])
-            labels = self._label_links(
-                conn, "thought_label", "thought_idx", "concept", seeds, repositories, fanout, per_seed
+            refs = for_seeds(self.D, conn, linked, "x.other", seeds, [*repo_args, *repo_args, per_seed])
+            labels = label_links(
+                self.D, conn, "thought_label", "thought_idx", "concept", seeds, repositories, fanout, per_seed
             )
         return [
             (seed, int(other), float(w))
@@ -366,7 +340,7 @@ class ThoughtCore(AttemptReads):
                     out.setdefault(row[3], []).append(row[1])
         return out
 
-    def _check_edges(self, conn: Any, rows: Sequence[Sequence[Any]], whole: Sequence[int] = ()) -> None:
+    def _check_edges(self, conn: ConnT, rows: Sequence[Sequence[Any]], whole: Sequence[int] = ()) -> None:
         """Each edge row (``EDGE_COLS``) must be one its from-thought's body (checked against its
         ledger hash) names; for the thoughts in ``whole``, ``rows`` must hold every edge their
         bodies name. IntegrityError (run ``mentis rebuild``) otherwise: an edge decides what a read
@@ -376,17 +350,17 @@ class ThoughtCore(AttemptReads):
             found.setdefault(int(row[0]), Counter())[tuple(row[1:])] += 1
         if not found:
             return
-        loaded = self._load(conn, list(found), "thought")
+        loaded = self._load(conn, list(found), ThoughtBody)
         for rowid, edges in found.items():
             if rowid not in loaded:
                 raise derived_mismatch(rowid)
-            named = Counter(_edges_of(loaded[rowid][1]))
+            named = Counter(_edges_of(loaded[rowid].body))
             if (named if rowid in whole else named & edges) != edges:
                 raise derived_mismatch(rowid)
 
-    def load_thoughts(self, rowids: Sequence[int]) -> dict[int, tuple[Entry, dict[str, Any]]]:
+    def load_thoughts(self, rowids: Sequence[int]) -> dict[int, StoredThought]:
         with self._read() as conn:
-            return self._load(conn, rowids, "thought")
+            return self._load(conn, rowids, ThoughtBody)
 
     def thought_rowids(self, ids: Sequence[str]) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -433,7 +407,7 @@ class ThoughtCore(AttemptReads):
                     out += [(str(r[1]), str(r[2]), str(r[3])) for r in rows if not kinds or r[2] in kinds]
         return out
 
-    def _live_thought_rowids(self, conn: Any, ids: Sequence[str]) -> list[int]:
+    def _live_thought_rowids(self, conn: ConnT, ids: Sequence[str]) -> list[int]:
         cond, args = self.D.in_("thought_id", ids)
         return [
             int(r) for (r,) in conn.execute(self.D.q(f"SELECT rowid FROM thought_idx WHERE {cond}"), args)
@@ -478,13 +452,16 @@ class ThoughtCore(AttemptReads):
         ]
 
     def rejection_reason(self, by_rowid: int) -> str:
-        """Why a rejection happened, read from the rejecting entry's verified body."""
+        """Why a rejection happened, read from the rejecting entry's verified body: a correction's
+        reason, or the content of the thought that Corrects or Invalidates."""
         with self._read() as conn:
             kind = conn.execute(self.D.q("SELECT kind FROM entries WHERE rowid = ?"), (by_rowid,)).fetchone()
             if kind is None:
                 return ""
-            loaded = self._load(conn, [by_rowid], kind[0])
-        if by_rowid not in loaded:
-            return ""
-        body = loaded[by_rowid][1]
-        return str(body.get("reason") or body.get("content") or "")
+            if kind[0] == "correction":
+                corrections = self._load(conn, [by_rowid], CorrectionBody)
+                return corrections[by_rowid].body.reason if by_rowid in corrections else ""
+            if kind[0] == "thought":
+                thoughts = self._load(conn, [by_rowid], ThoughtBody)
+                return thoughts[by_rowid].body.content if by_rowid in thoughts else ""
+        return ""

@@ -1,5 +1,6 @@
-"""Plumbing of the SQLite store: the connection, transactions and error translation (the shared
-SQL is :mod:`mentis.store.shared.core`'s; the in-process indexes are :mod:`mentis.store.sqlite.indexes`'s)."""
+"""Plumbing of the SQLite store: the file's connection, its transactions and error translation
+(the shared SQL is :mod:`mentis.store.shared.relational`'s; the in-process indexes are
+:mod:`mentis.store.sqlite.indexes`'s)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,11 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
 
 from mentis.errors import StoreError
-from mentis.store.shared.dialect import SQLITE
 from mentis.store.shared.files import private_files
 
 log = logging.getLogger(__name__)
@@ -24,52 +23,52 @@ ERASE_WAIT_MS = 2_000
 """How long a forget's WAL checkpoint waits for other connections' older read snapshots."""
 
 
-class SqliteBase:
-    """An open SQLite file in WAL mode with one connection guarded by a lock."""
+@contextmanager
+def translating(what: str, path: str) -> Iterator[None]:
+    """Raise a StoreError naming ``path`` and what to do for an sqlite3 error inside the block."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        raise _store_error(what, path, exc) from exc
+    except UnicodeDecodeError as exc:
+        # sqlite3 could not decode SQLite's own message: it quotes bytes of a damaged schema
+        text = exc.object.decode("utf-8", "replace") if isinstance(exc.object, bytes) else str(exc)
+        raise _store_error(what, path, sqlite3.DatabaseError(text)) from exc
 
-    D = SQLITE
 
-    def __init__(self, path: str | Path, dim: int) -> None:
+class SqliteFile:
+    """An open SQLite file in WAL mode: one connection guarded by a lock, and its transactions."""
+
+    def __init__(self, path: str | Path) -> None:
         self.path = str(path)
-        self.dim = dim
-        self._lock = threading.RLock()
-        self._erase_pending = False
-        self._writes = 0
-        with self._translate("open"), private_files(self.path):
-            self._conn = sqlite3.connect(
+        self.lock = threading.RLock()
+        """Held by every use of :attr:`conn` (it is shared by the store's threads)."""
+        self.erase_pending = False
+        """A forget's checkpoint could not erase the WAL in time: retried after the next write."""
+        with translating("open", self.path), private_files(self.path):
+            self.conn = sqlite3.connect(
                 self.path,
                 isolation_level=None,
                 check_same_thread=False,
                 timeout=BUSY_TIMEOUT_MS / 1000,
             )
-            self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            mode = _switch_to_wal(self._conn)
+            self.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            mode = _switch_to_wal(self.conn)
             if mode != "wal":
                 raise StoreError(f"could not switch {self.path} to WAL mode (got {mode!r})")
-            self._conn.execute("PRAGMA synchronous=FULL")
-            self._conn.execute("PRAGMA foreign_keys=OFF")
-            self._conn.execute("PRAGMA secure_delete=ON")
-        self._data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+            self.conn.execute("PRAGMA synchronous=FULL")
+            self.conn.execute("PRAGMA foreign_keys=OFF")
+            self.conn.execute("PRAGMA secure_delete=ON")
 
-    # ------------------------------------------------------------ plumbing
-
-    @contextmanager
-    def _translate(self, what: str) -> Iterator[None]:
-        try:
-            yield
-        except sqlite3.DatabaseError as exc:
-            raise _store_error(what, self.path, exc) from exc
-        except UnicodeDecodeError as exc:
-            # sqlite3 could not decode SQLite's own message: it quotes bytes of a damaged schema
-            text = exc.object.decode("utf-8", "replace") if isinstance(exc.object, bytes) else str(exc)
-            raise _store_error(what, self.path, sqlite3.DatabaseError(text)) from exc
+    def translate(self, what: str) -> AbstractContextManager[None]:
+        return translating(what, self.path)
 
     @contextmanager
-    def _write(self, *chains: str) -> Iterator[sqlite3.Connection]:
-        """One IMMEDIATE transaction: the write lock (of the whole file, so of every one of
-        ``chains``) is held from the first statement."""
-        with self._lock, self._translate("write"):
-            conn = self._conn
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE transaction: the write lock of the whole file is held from the first
+        statement (so every chain's)."""
+        with self.lock, self.translate("write"):
+            conn = self.conn
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
@@ -77,16 +76,14 @@ class SqliteBase:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
-            self._committed()
-            self._writes += 1
-        if self._erase_pending:  # an earlier forget's checkpoint waited out its time
+        if self.erase_pending:  # an earlier forget's checkpoint waited out its time
             self.erase_on_disk()
 
     @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
+    def read(self) -> Iterator[sqlite3.Connection]:
         """A read transaction, so multi-statement reads see one snapshot."""
-        with self._lock, self._translate("read"):
-            conn = self._conn
+        with self.lock, self.translate("read"):
+            conn = self.conn
             conn.execute("BEGIN")
             try:
                 yield conn
@@ -94,21 +91,11 @@ class SqliteBase:
                 conn.execute("COMMIT")
 
     @contextmanager
-    def _peek(self) -> Iterator[sqlite3.Connection]:
+    def peek(self) -> Iterator[sqlite3.Connection]:
         """The connection for one statement, outside a transaction (a single statement reads one
         snapshot anyway)."""
-        with self._lock, self._translate("read"):
-            yield self._conn
-
-    def _scan(self, conn: sqlite3.Connection, sql: str, name: str) -> Iterable[Sequence[Any]]:
-        """The rows of a large SELECT (read whole: SQLite reads them from the local file)."""
-        return conn.execute(sql).fetchall()
-
-    def _committed(self) -> None:
-        """Called after each write commits (the indexes mark themselves stale)."""
-
-    def _after_forget(self) -> None:
-        self.erase_on_disk()
+        with self.lock, self.translate("read"):
+            yield self.conn
 
     def erase_on_disk(self) -> None:
         """After a forget commits: copy the WAL into the database and truncate it, so the erased
@@ -117,13 +104,13 @@ class SqliteBase:
         A TRUNCATE checkpoint waits for every other connection reading an older snapshot; it waits
         at most ``ERASE_WAIT_MS`` (it holds this process's store lock meanwhile), and when a reader
         outlasts that, the erasure is retried after the next write and at close."""
-        with self._lock, self._translate("checkpoint"):
-            self._conn.execute(f"PRAGMA busy_timeout={ERASE_WAIT_MS}")
+        with self.lock, self.translate("checkpoint"):
+            self.conn.execute(f"PRAGMA busy_timeout={ERASE_WAIT_MS}")
             try:
-                busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                busy, _, _ = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
             finally:
-                self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            self._erase_pending = bool(busy)
+                self.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            self.erase_pending = bool(busy)
         if busy:
             log.warning(
                 "forgotten content may stay in %s-wal until the next checkpoint: another connection was "
@@ -133,11 +120,11 @@ class SqliteBase:
             )
 
     def close(self) -> None:
-        if self._erase_pending:
+        if self.erase_pending:
             with contextlib.suppress(StoreError):
                 self.erase_on_disk()
-        with self._lock:
-            self._conn.close()
+        with self.lock:
+            self.conn.close()
 
 
 def _switch_to_wal(conn: sqlite3.Connection) -> str:

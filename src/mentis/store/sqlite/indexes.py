@@ -23,7 +23,7 @@ from mentis.index import lexical
 from mentis.index.malloc import release_free_heap
 from mentis.index.vectors import VectorIndex
 from mentis.store.shared.derived_check import derived_row_error, holds, terms_check, vector_check, vocab_check
-from mentis.store.sqlite.connection import BUSY_TIMEOUT_MS, SqliteBase
+from mentis.store.sqlite.connection import BUSY_TIMEOUT_MS, SqliteFile
 
 LEXICAL_SELECT_MIN_DOCS = 1_000
 """Below this many documents every query term is used; above it, terms in most documents are not.
@@ -80,15 +80,18 @@ REMOVED_KIND = {
 }
 
 
-class SqliteIndexes(SqliteBase):
+class SqliteIndexes:
     """The in-process lexical and vector indexes of one SQLite file, and the lexical rows they
-    load (written inside each record's transaction)."""
+    load (written inside each record's transaction). The vector indexes load through the store's
+    connection (under its lock), the lexical ones through a read-only connection of their own."""
 
-    def __init__(self, path: str | Path, dim: int) -> None:
-        super().__init__(path, dim)
-        self._indexes = {table: VectorIndex(dim) for table in VECTOR_TABLES}
-        self._lexicons = {table: lexical.LexicalIndex() for table in TERM_TABLES}
-        self._lex_stale = set(TERM_TABLES)
+    def __init__(self, file: SqliteFile, dim: int) -> None:
+        self._file = file
+        self._dim = dim
+        self.vectors = {table: VectorIndex(dim) for table in VECTOR_TABLES}
+        self.lexicons = {table: lexical.LexicalIndex() for table in TERM_TABLES}
+        self.lex_stale = set(TERM_TABLES)
+        """The lexical indexes to refresh before their next search."""
         self._lex_version: int | None = None
         self._lex_epoch: str | None = None
         self._vec_epoch: str | None = None
@@ -100,18 +103,18 @@ class SqliteIndexes(SqliteBase):
         self._lex: sqlite3.Connection | None = None
         self._lex_lock = threading.Lock()
         self._stale = set(VECTOR_TABLES)
-
-    def _committed(self) -> None:
-        self._stale.update(VECTOR_TABLES)
+        self._seen: tuple[int, int] | None = None
+        """The store connection's (``data_version``, ``total_changes``) at the last vector refresh:
+        the first moves with other connections' commits, the second with this one's writes."""
 
     def close(self) -> None:
-        with self._lock, self._lex_lock:
+        with self._file.lock, self._lex_lock:
             if self._lex is not None:
                 self._lex.close()
                 self._lex = None
-        super().close()
 
-    def _removing(self, conn: sqlite3.Connection, kind: str, rowid: int | None) -> None:
+    @staticmethod
+    def removing(conn: sqlite3.Connection, kind: str, rowid: int | None) -> None:
         """A forget removes ``rowid`` (of ``kind``): every process drops it from its in-process
         indexes on its next refresh. A thought forgotten during a replay (``rowid`` None) renews
         the epoch instead."""
@@ -120,8 +123,8 @@ class SqliteIndexes(SqliteBase):
         else:
             conn.execute("INSERT INTO removed_rows(kind, row) VALUES(?, ?)", (kind, rowid))
 
-    def _after_rebuild(self) -> None:
-        for index in self._indexes.values():
+    def after_rebuild(self) -> None:
+        for index in self.vectors.values():
             index.clear()
         self._stale.update(VECTOR_TABLES)
 
@@ -130,12 +133,12 @@ class SqliteIndexes(SqliteBase):
         release_free_heap()  # what opening (the ledger check) freed, before the load's peak
         for table in VECTOR_TABLES:
             self._refresh_index(table)
-        with self._lex_lock, self._translate("lexical index"):
+        with self._lex_lock, self._file.translate("lexical index"):
             for table in TERM_TABLES:
                 self._refresh_lexicon(table)
         release_free_heap()
 
-    def _index_terms(
+    def index_terms(
         self,
         conn: sqlite3.Connection,
         table: str,
@@ -177,7 +180,7 @@ class SqliteIndexes(SqliteBase):
         return ids
 
     @staticmethod
-    def _unindex_terms(conn: sqlite3.Connection, table: str, rowid: int) -> None:
+    def unindex_terms(conn: sqlite3.Connection, table: str, rowid: int) -> None:
         """Remove one document from ``table`` and drop the stems no other document holds."""
         row = conn.execute(f"SELECT terms FROM {table} WHERE rowid=?", (rowid,)).fetchone()
         if row is None:
@@ -196,14 +199,14 @@ class SqliteIndexes(SqliteBase):
     def _lexical_conn(self) -> sqlite3.Connection:
         """A read-only connection of its own, so lexical search runs beside embedding and vectors."""
         if self._lex is None:
-            uri = Path(self.path).resolve().as_uri() + "?mode=ro"
+            uri = Path(self._file.path).resolve().as_uri() + "?mode=ro"
             lex = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
             lex.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             self._lex = lex
             self._lex_version = None  # data_version counts per connection
         return self._lex
 
-    def _lexical(
+    def lexical(
         self, table: str, words: Sequence[str], repositories: Sequence[str] | None, limit: int
     ) -> list[tuple[int, float]]:
         """BM25 candidates among the documents of ``repositories`` (None: all) from the lexical
@@ -215,9 +218,9 @@ class SqliteIndexes(SqliteBase):
         if not words:
             return []
         analyzer = lexical.analyzer()
-        with self._lex_lock, self._translate("lexical search"):
+        with self._lex_lock, self._file.translate("lexical search"):
             self._refresh_lexicon(table)
-            index = self._lexicons[table]
+            index = self.lexicons[table]
             vocab = self._vocab
             ids = [vocab[t] for w in words for t in analyzer.terms(w) if t in vocab]
             return index.search(ids, repositories, limit, LEXICAL_SELECT_MIN_DOCS)
@@ -233,11 +236,11 @@ class SqliteIndexes(SqliteBase):
         conn = self._lexical_conn()
         version = conn.execute("PRAGMA data_version").fetchone()[0]
         if version != self._lex_version:
-            self._lex_stale.update(self._lexicons)
+            self.lex_stale.update(self.lexicons)
             self._lex_version = version
-        if table not in self._lex_stale:
+        if table not in self.lex_stale:
             return
-        index = self._lexicons[table]
+        index = self.lexicons[table]
         conn.execute("BEGIN")
         try:
             epoch = _epoch(conn)
@@ -245,10 +248,10 @@ class SqliteIndexes(SqliteBase):
                 self._vocab = {}
                 self._vocab_max = 0
                 self._lex_epoch = epoch
-                for name, other in self._lexicons.items():
+                for name, other in self.lexicons.items():
                     other.clear()
                     self._removed_seen.pop(name, None)
-                self._lex_stale.update(self._lexicons)
+                self.lex_stale.update(self.lexicons)
                 self.reloads += 1
             new = conn.execute(
                 "SELECT term, id, chk FROM lex_vocab WHERE id > ? ORDER BY id", (self._vocab_max,)
@@ -263,7 +266,7 @@ class SqliteIndexes(SqliteBase):
             self._load_terms(conn, table, index.max_rowid)
         finally:
             conn.execute("COMMIT")
-        self._lex_stale.discard(table)
+        self.lex_stale.discard(table)
 
     def _load_terms(self, conn: sqlite3.Connection, table: str, after: int) -> None:
         """Add the documents above ``after``, one frozen segment's worth of rows at a time."""
@@ -275,27 +278,27 @@ class SqliteIndexes(SqliteBase):
                 if not holds(terms_check, chk, rowid, repository, length, terms):
                     raise derived_row_error(table, rowid)
             rowids, repositories, lengths, packed, _ = zip(*rows, strict=True)
-            self._lexicons[table].add_columns(rowids, repositories, lengths, packed)
+            self.lexicons[table].add_columns(rowids, repositories, lengths, packed)
 
-    def _vector(
+    def vector(
         self, table: str, query: np.ndarray, repositories: Sequence[str] | None, limit: int
     ) -> list[tuple[int, float]]:
         self._refresh_index(table)
-        return self._indexes[table].search(query, repositories, limit, lambda ids: self._exact(table, ids))
+        return self.vectors[table].search(query, repositories, limit, lambda ids: self._exact(table, ids))
 
     def _exact(self, table: str, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The float32 vectors of ``rowids`` as stored (the re-score of an int8 index's candidates);
         a row forgotten since the scan is left out."""
         marks = ",".join("?" * len(rowids))
-        with self._lock, self._translate("vector index"):
-            rows = self._conn.execute(
+        with self._file.lock, self._file.translate("vector index"):
+            rows = self._file.conn.execute(
                 f"SELECT rowid, vec, repository, chk FROM {table} WHERE rowid IN ({marks})", rowids.tolist()
             ).fetchall()
         for rowid, vec, repository, chk in rows:
             if not holds(vector_check, chk, rowid, repository, vec):
                 raise derived_row_error(table, rowid)
         found = np.array([r[0] for r in rows], dtype=np.int64)
-        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, self.dim)
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, self._dim)
         return found, matrix
 
     def _refresh_index(self, table: str) -> None:
@@ -305,28 +308,31 @@ class SqliteIndexes(SqliteBase):
         water mark; a new ``derived_epoch`` (a forget removed rows, a rebuild or reindex rewrote
         them) reloads every vector index.
         """
-        index = self._indexes[table]
-        with self._lock, self._translate("vector index"):
-            version = self._conn.execute("PRAGMA data_version").fetchone()[0]
-            if version != self._data_version:
+        index = self.vectors[table]
+        with self._file.lock, self._file.translate("vector index"):
+            seen = (
+                self._file.conn.execute("PRAGMA data_version").fetchone()[0],
+                self._file.conn.total_changes,
+            )
+            if seen != self._seen:
                 self._stale.update(VECTOR_TABLES)
-                self._data_version = version
+                self._seen = seen
             if table not in self._stale:
                 return
-            self._conn.execute("BEGIN")
+            self._file.conn.execute("BEGIN")
             try:
-                epoch = _epoch(self._conn)
+                epoch = _epoch(self._file.conn)
                 if epoch != self._vec_epoch:
-                    for name, other in self._indexes.items():
+                    for name, other in self.vectors.items():
                         other.clear()
                         self._removed_seen.pop(name, None)
                     self._stale.update(VECTOR_TABLES)
                     self._vec_epoch = epoch
                     self.reloads += 1
-                self._apply_removals(self._conn, table, index.remove)
+                self._apply_removals(self._file.conn, table, index.remove)
                 self._load_vectors(table, index.max_rowid)
             finally:
-                self._conn.execute("COMMIT")
+                self._file.conn.execute("COMMIT")
             self._stale.discard(table)
 
     def _apply_removals(
@@ -346,7 +352,7 @@ class SqliteIndexes(SqliteBase):
             return
         remove([int(row) for _, kind, row in rows if kind == REMOVED_KIND[table]])
         dropped = {int(row) for _, kind, row in rows if kind == "term"}
-        if dropped and table in self._lexicons:
+        if dropped and table in self.lexicons:
             # the erased stems leave this process's vocabulary too
             self._vocab = {t: i for t, i in self._vocab.items() if i not in dropped}
         self._removed_seen[table] = int(rows[-1][0])
@@ -354,22 +360,22 @@ class SqliteIndexes(SqliteBase):
     def _load_vectors(self, table: str, after: int) -> None:
         """Add the rows above ``after``, ``LOAD_CHUNK`` at a time (a bulk load never holds more
         than one chunk of raw rows beside the index, which is sized once up front)."""
-        index = self._indexes[table]
+        index = self.vectors[table]
         # a full load counts on the covering repository index ("+rowid" keeps the planner off the
         # table, whose pages are the vectors); a refresh counts the few rows past its mark
         where = "+rowid > ?" if after == 0 else "rowid > ?"
-        count = self._conn.execute(f"SELECT count(*) FROM {table} WHERE {where}", (after,)).fetchone()[0]
+        count = self._file.conn.execute(f"SELECT count(*) FROM {table} WHERE {where}", (after,)).fetchone()[0]
         if not count:
             return
         index.reserve(len(index) + int(count))
-        cur = self._conn.execute(
+        cur = self._file.conn.execute(
             f"SELECT rowid, repository, vec, chk FROM {table} WHERE rowid > ? ORDER BY rowid", (after,)
         )
         while rows := cur.fetchmany(LOAD_CHUNK):
             for rowid, repository, vec, chk in rows:
                 if not holds(vector_check, chk, rowid, repository, vec):
                     raise derived_row_error(table, rowid)
-            matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(-1, self.dim)
+            matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(-1, self._dim)
             index.add([r[0] for r in rows], [r[1] for r in rows], matrix)
 
 

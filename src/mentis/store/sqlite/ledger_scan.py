@@ -33,15 +33,17 @@ ties it to the previous block's last hash or to ``""``). Any other chunk is rend
 ``tests/test_verify_parallel.py`` proves both renderings byte-equal to ``ledger.canonical``.
 
 **Attempt-only chunks**, the bulk of a large store, go through :meth:`_Scan.attempts`: the plain
-loop with :func:`body_links`' rule for an attempt inline (the body is still parsed whole: only a
-full parse tells whether it is JSON and which of two equal keys counts).
+loop with :func:`mentis.ledger.links.body_links`' rule for an attempt inline (the body is still
+parsed whole: only a full parse tells whether it is JSON and which of two equal keys counts).
 
-**The worker.** This module imports only the standard library (and orjson, to parse bodies exactly
-as the reference verifier does), so ``python -S -P ledger_scan.py`` (no site, no script directory
-on ``sys.path``; orjson's directory is passed in) starts in about 20 ms, where importing ``mentis``
-takes 400 ms. Its arguments are the store's read-only URI, the fd of a pipe of blocks (rowid
-ranges) shared with the other processes, the version and the known kinds. It takes blocks until the
-pipe is empty, all in one read snapshot, and writes its scans as one marshal on stdout.
+**The worker.** A worker is ``python -S -P -c`` :data:`WORKER` (no site, no script directory on
+``sys.path``): it puts the directories this process imported mentis and orjson from on its path and
+runs :func:`worker`. This module imports only the standard library, orjson (to parse bodies
+exactly as the reference verifier does) and :mod:`mentis.ledger.links`, and nothing of ``typing``,
+so a worker starts in about 20 ms, where importing ``mentis.service`` takes 400 ms. Its arguments
+are the store's read-only URI, the fd of a pipe of blocks (rowid ranges) shared with the other
+processes, the version and the known kinds. It takes blocks until the pipe is empty, all in one
+read snapshot, and writes its scans as one marshal on stdout.
 """
 
 from __future__ import annotations
@@ -54,20 +56,17 @@ import sys
 from itertools import chain as concat
 from operator import itemgetter
 
-try:
-    from orjson import loads as _loads  # the parser of the reference verifier and the derive steps
-except ImportError:  # a worker, until it puts orjson's directory on sys.path (see ``_worker``)
-    _loads = None  # type: ignore[assignment]
+from orjson import loads
+
+from mentis.ledger.links import RECORD_ID, RESERVED_PREFIX, body_links, record_kind
 
 TYPE_CHECKING = False  # typing is not imported at run time: it would add 6 ms to a worker's start
 if TYPE_CHECKING:
-    from typing import Any, TypeAlias
+    from typing import Any, NoReturn, TypeAlias
 
     Row: TypeAlias = tuple[Any, ...]
     ChainSpan: TypeAlias = tuple[int, str, int, str]
     """(first seq, its prev, last seq + 1, last hash) of one chain in one block."""
-    Link: TypeAlias = tuple[str, str]
-    """(target record id, the kind it must be: 'attempt', 'thought' or 'record' for either)."""
     StreamSpan: TypeAlias = list[Any]
     """[key_id, agent, first n, first prev, first rowid, last n, last digest, last rowid, last
     statement's canonical bytes, last signature] of one signing stream in one block."""
@@ -153,124 +152,8 @@ def needs_escape(text: str) -> bool:
     return len(raw.translate(None, _NEEDS_ESCAPE)) != len(raw)
 
 
-RECORD_ID = {"attempt": "attempt_id", "thought": "thought_id", "skill": "version_id"}
-"""The body field that names its own entry's id, per entry kind that creates a record."""
-AGENTS_CHAIN = "__agents__"
-"""``mentis.ledger.signing.AGENTS_CHAIN`` (this module imports nothing of Mentis: workers run it alone)."""
-SKILL = "skill"
-_SEP = "\x00"
-
-
 def _reserved(chain: str) -> bool:
-    return chain.startswith("__")
-
-
-def skill_want(skill_id: object, version: object) -> str:
-    """The record kind a link to version ``version`` of skill ``skill_id`` wants."""
-    return f"{SKILL}{_SEP}{skill_id}{_SEP}{version}"
-
-
-def record_kind(kind: str, body: bytes | None) -> str:
-    """The kind a record is noted under: a skill version whose body is there names its skill and
-    version (``skill_want``), so links can check them; one whose body was erased is plain
-    ``skill`` (a link to it is checked for chain, order and kind only)."""
-    if kind != SKILL or body is None or _loads is None:
-        return kind
-    try:
-        doc = _loads(body)
-        return skill_want(doc["skill_id"], doc["version"]) if type(doc) is dict else kind
-    except (ValueError, KeyError, TypeError):
-        return kind
-
-
-def body_links(chain: str, kind: str, id_: str, body: bytes) -> list[Link] | str:
-    """The records a body points at, or why it may not stand in ``chain`` (DESIGN §4, last rule).
-
-    An agent registry event stands only in :data:`AGENTS_CHAIN` and targets nothing; no other
-    chain name starts with ``__``. Every other body names its own chain (``repository``); an
-    attempt or thought body names its own entry's id. A correction targets an attempt, a forget
-    tombstone one attempt or one thought, a thought's refs any record and its relations thoughts:
-    the caller checks that each target is
-    a record of the same chain, appended before. The same rules serve the reference verifier
-    (``mentis.ledger.chain``) and the block scans here, so the two cannot disagree.
-    """
-    if _loads is None:
-        raise RuntimeError("orjson is not importable here")  # a scan then leaves the block to the one pass
-    try:
-        doc = _loads(body)
-    except ValueError:  # orjson.JSONDecodeError, as in the derive steps that read the body
-        return "body is not JSON"
-    if type(doc) is not dict:
-        return "body is not a JSON object"
-    if (kind == "agent") != (chain == AGENTS_CHAIN):
-        return f"a {kind} entry may not stand in chain {chain!r} (only agent entries stand in {AGENTS_CHAIN})"
-    if kind == "agent":
-        return []  # a registry event names agents and keys, never another chain's records
-    if chain.startswith("__"):
-        return f"chain {chain!r} is reserved (names starting with __ are system chains)"
-    if doc.get("repository") != chain:
-        return f"body names repository {doc.get('repository')!r}, not its own chain"
-    own = RECORD_ID.get(kind)
-    if own is not None and doc.get(own) != id_:
-        return f"body names {own} {doc.get(own)!r}, not its entry's id {id_!r}"
-    links: list[tuple[Any, str]] = []
-    if kind == "correction":
-        links.append((doc.get("attempt_id"), "attempt"))
-    elif kind == "forget":
-        named = [key for key in ("attempt_id", "thought_id", "skill_id") if key in doc]
-        if len(named) != 1:
-            return "forget tombstone must name exactly one attempt_id, thought_id or skill_id"
-        if named[0] == "skill_id":
-            links.append((doc.get("version_id"), skill_want(doc["skill_id"], doc.get("version"))))
-        else:
-            links.append((doc[named[0]], named[0].removesuffix("_id")))
-    elif kind == "thought":
-        refs, relations = doc.get("refs", []), doc.get("relations", [])
-        if type(refs) is not list or type(relations) is not list:
-            return "thought refs and relations must be lists"
-        links += [(ref, "record") for ref in refs]
-        for rel in relations:
-            if type(rel) is not dict:
-                return "a thought relation is not an object"
-            links.append((rel.get("target_id"), "thought"))
-    elif kind == SKILL:
-        version = doc.get("version")
-        if type(doc.get("skill_id")) is not str or type(version) is not int or version < 1:
-            return "a skill version must name its skill_id and a version number from 1"
-        if ("content" in doc) == ("diff" in doc):
-            return "a skill version holds exactly one of its whole content or a diff"
-        if "diff" in doc:
-            links.append((doc.get("base_id"), skill_want(doc["skill_id"], version - 1)))
-    elif kind == "skill_status":
-        if type(doc.get("skill_id")) is not str or type(doc.get("version")) is not int:
-            return "a skill status must name its skill_id and version"
-        links.append((doc.get("version_id"), skill_want(doc["skill_id"], doc["version"])))
-    checked: list[Link] = []
-    for target, want in links:
-        if type(target) is not str:
-            return f"body targets {target!r}, which is not a record id"
-        checked.append((target, want))
-    return checked
-
-
-def link_error(
-    records: dict[str, tuple[str, str, int]], chain: str, seq: int, target: str, want: str
-) -> str | None:
-    """Why ``target`` may not be linked from ``chain`` at ``seq`` (None when it may).
-
-    ``records`` maps each attempt or thought id to its (chain, kind, seq).
-    """
-    found = records.get(target)
-    if found is None or found[0] != chain or found[2] >= seq:
-        return f"body targets {target!r}, which is no earlier record of this chain"
-    if want.startswith(SKILL + _SEP):
-        if found[1] != want and found[1] != SKILL:
-            _, skill_id, version = want.split(_SEP)
-            return f"body targets {target!r}, which is not version {version} of skill {skill_id!r}"
-        return None
-    if want != "record" and found[1] != want:
-        return f"body targets {target!r}, which is a {found[1]}, not a {want}"
-    return None
+    return chain.startswith(RESERVED_PREFIX)
 
 
 def render_plain(
@@ -316,9 +199,17 @@ def parse_envelope(sig: str) -> tuple[str, int, str, str] | None:
 
 
 def render_entry_signed(
-    agent: str, at: str, body_hash: str, chain: str, id_: str, key_id: str, kind: str, prev: str, seq: int,
+    agent: str,
+    at: str,
+    body_hash: str,
+    chain: str,
+    id_: str,
+    key_id: str,
+    kind: str,
+    prev: str,
+    seq: int,
     v: int,
-) -> str:  # fmt: skip
+) -> str:
     """The document of a signed entry (with ``key_id``), every string escaped."""
     q = quote
     return (
@@ -328,9 +219,17 @@ def render_entry_signed(
 
 
 def render_statement(
-    agent: str, at: str, body_hash: str, chain: str, id_: str, key_id: str, kind: str, n: int, prev: str,
+    agent: str,
+    at: str,
+    body_hash: str,
+    chain: str,
+    id_: str,
+    key_id: str,
+    kind: str,
+    n: int,
+    prev: str,
     stream: str,
-) -> bytes:  # fmt: skip
+) -> bytes:
     """The canonical bytes of a signed statement (``mentis.ledger.signing.Statement.canonical``)."""
     q = quote
     return (
@@ -468,7 +367,7 @@ class _Scan:
         """:meth:`plain` for attempts of chains not starting with ``__``, with :func:`body_links`
         inline: the body must parse to an object naming the chain and the entry's id; it links
         nothing. ``tests/test_verify_fastpath.py`` proves it agrees with :meth:`plain`."""
-        sha256, loads, tails, firsts = _sha256, _loads, self.tails, self.firsts
+        sha256, tails, firsts = _sha256, self.tails, self.firsts
         note = self.records.append
         end = f',"v":{self.version}}}'
         for agent, at, body_hash, chain, id_, kind, prev, seq, hash_, body, _key, _sig, _rowid in rows:
@@ -613,22 +512,29 @@ def take_block(queue: int) -> tuple[int, int] | None:
     return int.from_bytes(item[:8], "little", signed=True), int.from_bytes(item[8:], "little", signed=True)
 
 
+WORKER = (
+    "import os, sys; sys.path += sys.argv[1].split(os.pathsep); "
+    "from mentis.store.sqlite.ledger_scan import worker; worker(sys.argv[2:])"
+)
+"""The program a worker runs: ``-c WORKER <paths> <uri> <queue> <version> <kinds>...``."""
+
+
 def worker_argv(uri: str, queue: int, version: int, kinds: frozenset[str]) -> list[str]:
     """The command line of a worker: ``uri`` opens the store read-only, ``queue`` is a pipe's fd;
-    bodies are parsed with the orjson this process uses, from the directory it was found in."""
+    it imports mentis and orjson from the directories this process imported them from."""
     import orjson
 
-    site = os.path.dirname(os.path.dirname(os.path.abspath(orjson.__file__)))
-    return [sys.executable, "-S", "-P", __file__, uri, str(queue), str(version), site, *sorted(kinds)]
+    package = os.path.dirname(os.path.abspath(__file__))  # .../mentis/store/sqlite
+    roots = [os.path.dirname(os.path.dirname(os.path.dirname(package)))]
+    roots.append(os.path.dirname(os.path.dirname(os.path.abspath(orjson.__file__))))
+    paths = os.pathsep.join(dict.fromkeys(roots))
+    return [sys.executable, "-S", "-P", "-c", WORKER, paths, uri, str(queue), str(version), *sorted(kinds)]
 
 
-def _worker(args: list[str]) -> int:
-    global _loads
-    uri, queue, version, kinds = args[0], int(args[1]), int(args[2]), frozenset(args[4:])
-    sys.path.append(args[3])
-    from orjson import loads  # an ImportError fails the worker: this process scans its blocks
-
-    _loads = loads
+def worker(args: list[str]) -> NoReturn:
+    """A worker's life (:data:`WORKER`): scan blocks from the queue until it is empty, write the
+    scans on stdout and exit at once (no interpreter shutdown: nothing here needs cleaning up)."""
+    uri, queue, version, kinds = args[0], int(args[1]), int(args[2]), frozenset(args[3:])
     conn = sqlite3.connect(uri, uri=True, isolation_level=None)
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
@@ -640,8 +546,4 @@ def _worker(args: list[str]) -> int:
     while out:
         out = out[os.write(1, out) :]
     os.close(1)  # the parent reads to the end of stdout, so it need not wait for the exit
-    return 0
-
-
-if __name__ == "__main__":
-    os._exit(_worker(sys.argv[1:]))  # no interpreter shutdown: nothing here needs cleaning up
+    os._exit(0)

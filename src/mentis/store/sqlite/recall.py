@@ -1,10 +1,10 @@
 """Read-only SQL for ``recall``: the documented views, an authorizer, time/row/byte limits.
 
-A mixin of :class:`mentis.store.sqlite.store.SqliteStore`. Queries run on a separate read-only
-connection (``mode=ro``) whose TEMP views read every value out of hash-covered bodies and call
-``mentis_visible(repository)`` — the caller's scope — on every row. Views end in ``LIMIT -1`` so
-SQLite never flattens them into the outer query: the authorizer then sees every base-table read
-as coming from inside a view, and anything else is refused.
+:class:`SqliteRecall` is the part of :class:`mentis.store.sqlite.store.SqliteStore` that runs them.
+Queries run on a separate read-only connection (``mode=ro``) whose TEMP views read every value out
+of hash-covered bodies and call ``mentis_visible(repository)`` — the caller's scope — on every row.
+Views end in ``LIMIT -1`` so SQLite never flattens them into the outer query: the authorizer then
+sees every base-table read as coming from inside a view, and anything else is refused.
 """
 
 from __future__ import annotations
@@ -19,21 +19,21 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 from mentis.errors import IntegrityError, QueryError
 from mentis.ledger.bodies import status_sql
-from mentis.store.protocol import SqlResult
+from mentis.store.protocol import SqlParams, SqlResult
 from mentis.store.shared.recall_limits import (
     COLUMN_LIMIT,
     LIKE_PATTERN_LIMIT,
     VALUE_LIMIT_BYTES,
+    VIEW_NAMES,
     Deadline,
     RecallBounds,
     ResultBudget,
     limit_connection,
 )
-from mentis.store.sqlite.indexes import SqliteIndexes
+from mentis.store.sqlite.connection import translating
 from mentis.store.sqlite.thought_schema import THOUGHT_VIEWS
 
 READ_BUSY_TIMEOUT_MS = 30_000
@@ -93,7 +93,6 @@ WHERE mentis_visible(t.repository) LIMIT -1;
 """.replace("{attempt_status}", status_sql("json_extract(b.body, '$.check.status')"))
 _INNER_VIEWS = frozenset({"checked_bodies"})
 """Views the documented ones read through; not queryable themselves."""
-VIEW_NAMES = frozenset({"attempts", "corrections", "tasks", "thoughts", "relations"})
 _SYSTEM = frozenset(
     {
         "sqlite_master",
@@ -122,20 +121,23 @@ def _checked_body(body: bytes, body_hash: str) -> bytes:
     return body
 
 
-class RecallSql(SqliteIndexes):
-    """``run_sql`` over the views; mixed into SqliteStore (``self`` is the store).
+class SqliteRecall:
+    """``recall`` statements over the views of one SQLite file (the store's ``run_sql``).
 
     Each statement runs on a connection of its own from a small pool, without the store's lock,
     so a slow statement delays no other caller; at most :data:`RECALL_CONNECTIONS` run at once,
     and a call that finds none free within its time limit is refused.
     """
 
-    _recall_pool: queue.LifoQueue[sqlite3.Connection] | None = None
-    _recall_open = 0
-    _recall_threads: ThreadPoolExecutor | None = None
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._lock = threading.Lock()
+        self._recall_pool: queue.LifoQueue[sqlite3.Connection] | None = None
+        self._recall_open = 0
+        self._recall_threads: ThreadPoolExecutor | None = None
 
-    def _recall(self, sql: str, params: dict[str, Any] | None, bounds: RecallBounds) -> SqlResult:
-        """Run one ``recall`` statement over the views (the core's ``run_sql``)."""
+    def run(self, sql: str, params: SqlParams | None, bounds: RecallBounds) -> SqlResult:
+        """Run one ``recall`` statement over the views."""
         visible, max_rows, max_bytes, timeout_s = bounds
         started = time.monotonic()
         conn = self._recall_connection(timeout_s)
@@ -163,11 +165,6 @@ class RecallSql(SqliteIndexes):
             columns=columns, rows=budget.rows, truncated=budget.truncated, truncation_reason=budget.reason
         )
 
-    def size_bytes(self) -> int:
-        """Bytes on disk: the SQLite file and its write-ahead log."""
-        paths = (Path(self.path), Path(self.path + "-wal"))
-        return sum(p.stat().st_size for p in paths if p.exists())
-
     def _recall_executor(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._recall_threads is None:
@@ -184,7 +181,6 @@ class RecallSql(SqliteIndexes):
             threads.shutdown(wait=True)
         while pool is not None and not pool.empty():
             pool.get_nowait().close()
-        super().close()
 
     def _recall_connection(self, timeout_s: float) -> sqlite3.Connection:
         with self._lock:
@@ -222,8 +218,8 @@ class RecallSql(SqliteIndexes):
         pool.put(conn)
 
     def _open_recall(self) -> sqlite3.Connection:
-        with self._translate("recall"):
-            uri = Path(self.path).resolve().as_uri() + "?mode=ro"
+        with translating("recall", self._path):
+            uri = Path(self._path).resolve().as_uri() + "?mode=ro"
             ro = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
             ro.execute(f"PRAGMA busy_timeout={READ_BUSY_TIMEOUT_MS}")
             limit_connection(ro)  # first: setting temp_store drops TEMP views
@@ -250,7 +246,7 @@ def _lower_priority() -> None:
 def _execute(
     conn: sqlite3.Connection,
     sql: str,
-    params: dict[str, Any] | None,
+    params: SqlParams | None,
     timeout_s: float,
     max_rows: int,
     max_bytes: int,

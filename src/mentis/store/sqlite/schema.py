@@ -1,6 +1,7 @@
-"""The SQLite file's ledger and derived attempt tables (thought and lexicon tables sit with their
-code in ``sqlite_thoughts`` and ``sqlite_base``). Rebuild clears every table in ``_DERIVED_TABLES``
-and derives them again from the ledger."""
+"""The SQLite file's ledger and derived attempt tables (thought and lexicon tables sit with their code
+in :mod:`~mentis.store.sqlite.thought_schema` and :mod:`~mentis.store.sqlite.indexes`). Rebuild
+clears every table in ``_DERIVED_TABLES`` and derives them again from the ledger.
+"""
 
 from __future__ import annotations
 
@@ -70,7 +71,7 @@ CREATE TABLE IF NOT EXISTS skill_revoked_instructions(
 CREATE INDEX IF NOT EXISTS skill_revoked_instructions_hash
     ON skill_revoked_instructions(instructions_hash, repository);
 """
-"""Skills (``store/core_skills``) have ``skill_idx``, ``skill_version_idx``, ``skill_revoked``,
+"""Skills (:mod:`mentis.store.shared.skills`) have ``skill_idx``, ``skill_version_idx``, ``skill_revoked``,
 ``skill_vectors``, ``skill_instructions`` and ``skill_revoked_instructions`` here; their lexical
 rows, ``skill_terms``, sit with the other lexical tables."""
 _DERIVED_TABLES = (

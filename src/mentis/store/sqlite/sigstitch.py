@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from cryptography.exceptions import InvalidSignature
 
-from mentis.errors import InvalidInput
+from mentis.errors import InvalidInput, RegistryError
 from mentis.ledger import signing
-from mentis.ledger.registry import Registry, RegistryError
+from mentis.ledger.registry import Registry
 from mentis.ledger.signatures import disabled_from, key_window, must_sign_from
 
 if TYPE_CHECKING:

@@ -19,8 +19,9 @@ several processes serialise on SQLite's lock and a chain can never fork. Vectors
 through an in-process :class:`VectorIndex`, and BM25 runs on an in-process
 :class:`~mentis.index.lexical.LexicalIndex`; both pick up other processes' writes by watching
 ``PRAGMA data_version`` (:mod:`mentis.store.sqlite.indexes`). The SQL the two backends share (every
-append, derivation and read) is :mod:`mentis.store.shared.core`'s; this module adds the schema and its
-migration, verification and the hooks the core calls.
+append, derivation and read) is :class:`~mentis.store.shared.relational.RelationalStore`'s; this
+module adds the schema and its migrations, verification and the hooks of
+:class:`~mentis.store.shared.backend.Backend`.
 
 Schema 2 replaced schema 1's FTS5 tables (``attempt_fts``, ``thought_fts``) with the lexical
 index; opening a schema-1 file migrates it in one transaction. Schema 3 adds ``title_terms`` (each
@@ -31,9 +32,9 @@ titles of its live attempts from their checked bodies in the same transaction. S
 Schema 5 adds ``entry_ids`` (every ledger entry's id with the entry that had it first: an append
 claims its id there, so no id is ever written twice); opening an older file fills it from the
 ledger in the same transaction. Schema 6 adds ``skill_instructions`` and
-``skill_revoked_instructions`` (revocations keyed on a skill's instructions,
-``store/core_skills``); opening an older file fills them from the checked skill bodies and revokes
-the copies they catch, as a rebuild would.
+``skill_revoked_instructions`` (revocations keyed on a skill's instructions, in
+:mod:`mentis.store.shared.skills`); opening an older file fills them from the checked skill bodies
+and revokes the copies they catch, as a rebuild would.
 Schema 7 adds ``chk`` to every vector, lexical and vocabulary row (``derived_check``: a checksum,
 checked when the in-process indexes load the rows); opening an older file computes them.
 
@@ -45,20 +46,26 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from mentis.errors import StoreError
 from mentis.ledger.chain import ChainReport
-from mentis.store.shared.browse import BrowseReads
+from mentis.store.protocol import SqlParams, SqlResult
 from mentis.store.shared.derived_check import TERMS, VECTORS, terms_check, vector_check, vocab_check
+from mentis.store.shared.dialect import SQLITE
 from mentis.store.shared.entry_ids import fill_entry_ids
+from mentis.store.shared.recall_limits import RecallBounds
+from mentis.store.shared.relational import RelationalStore
 from mentis.store.shared.schema_check import REBUILD, schema_error, sqlite_differences
-from mentis.store.shared.skills import SkillCore
-from mentis.store.shared.thoughts import ThoughtCore
 from mentis.store.shared.tokens import SQLITE_TOKEN_TABLE
-from mentis.store.sqlite.indexes import LEXICON_SCHEMA
-from mentis.store.sqlite.recall import RecallSql
+from mentis.store.sqlite.connection import SqliteFile
+from mentis.store.sqlite.indexes import LEXICON_SCHEMA, SqliteIndexes
+from mentis.store.sqlite.recall import SqliteRecall
 from mentis.store.sqlite.schema import _DERIVED_SCHEMA, _DERIVED_TABLES, _LEDGER_SCHEMA, _new_epoch
 from mentis.store.sqlite.thought_schema import THOUGHT_SCHEMA
 from mentis.store.sqlite.verify import one_pass, parallel_verify
@@ -73,8 +80,13 @@ DERIVED_OBJECTS = frozenset({*_DERIVED_TABLES, "sig_streams", "entries_agent"})
 and the one derived index on a ledger table."""
 
 
-class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
-    """One SQLite file holding the ledger, bodies and derived tables."""
+class SqliteStore(RelationalStore[sqlite3.Connection]):
+    """One SQLite file holding the ledger, bodies and derived tables: the shared relational store
+    over three parts with state of their own — the file's connection and transactions
+    (:class:`SqliteFile`), the in-process indexes (:class:`SqliteIndexes`) and ``recall``'s pool
+    of read-only connections (:class:`SqliteRecall`)."""
+
+    D = SQLITE
 
     def __init__(
         self, path: str | Path, dim: int, *, verify: bool = True, check_derived: bool = True
@@ -83,47 +95,49 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
         with ``verify``, verify every chain. ``check_derived=False``: the caller recreates the
         derived tables next (or reads only the ledger), so only the ledger's own tables must have
         the expected schema."""
-        super().__init__(path, dim)
-        with self._translate("open"):
-            with self._write() as conn:
-                for stmt in SCHEMA.split(";"):
-                    if stmt.strip():
-                        conn.execute(stmt)
-                found = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-                if found is not None and int(found[0]) > SCHEMA_VERSION:
-                    raise StoreError(
-                        f"{self.path} has schema version {found[0]}, newer than this Mentis "
-                        f"({SCHEMA_VERSION}); upgrade Mentis"
-                    )
-                if found is not None and int(found[0]) < 7:
-                    self._add_checks(conn)
-                if found is not None and int(found[0]) == 1:
-                    self._migrate_lexicon(conn)
-                if found is not None and int(found[0]) < 3:
-                    self._migrate_titles(conn)
-                if found is not None and int(found[0]) < 4:
-                    self._migrate_windows(conn)
-                if found is not None and int(found[0]) < 5:
-                    log.info("migrating %s to schema 5 (entry ids)", self.path)
-                    fill_entry_ids(conn)
-                if found is not None and int(found[0]) < 6:
-                    self._migrate_instructions(conn)
-                if found is not None and int(found[0]) < 7:
-                    self._fill_checks(conn)
-                conn.execute(
-                    "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', ?)",
-                    (str(SCHEMA_VERSION),),
+        self._file = SqliteFile(path)
+        self.path = self._file.path
+        self.dim = dim
+        self._indexes = SqliteIndexes(self._file, dim)
+        self._recall_sql = SqliteRecall(self.path)
+        with self._file.translate("open"), self._write() as conn:
+            for stmt in SCHEMA.split(";"):
+                if stmt.strip():
+                    conn.execute(stmt)
+            found = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            if found is not None and int(found[0]) > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} has schema version {found[0]}, newer than this Mentis "
+                    f"({SCHEMA_VERSION}); upgrade Mentis"
                 )
-                differences = sqlite_differences(
-                    conn, SCHEMA + ";" + SQLITE_TOKEN_TABLE, DERIVED_OBJECTS, {"tokens"}
-                )
-                if not check_derived:
-                    differences = [d for d in differences if not d.derived]
-                if differences:
-                    raise schema_error(self.path, differences, REBUILD)
-                if conn.execute("SELECT 1 FROM meta WHERE key='derived_epoch'").fetchone() is None:
-                    _new_epoch(conn)
-            self._data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+            if found is not None and int(found[0]) < 7:
+                self._add_checks(conn)
+            if found is not None and int(found[0]) == 1:
+                self._migrate_lexicon(conn)
+            if found is not None and int(found[0]) < 3:
+                self._migrate_titles(conn)
+            if found is not None and int(found[0]) < 4:
+                self._migrate_windows(conn)
+            if found is not None and int(found[0]) < 5:
+                log.info("migrating %s to schema 5 (entry ids)", self.path)
+                fill_entry_ids(conn)
+            if found is not None and int(found[0]) < 6:
+                self._migrate_instructions(conn)
+            if found is not None and int(found[0]) < 7:
+                self._fill_checks(conn)
+            conn.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+            differences = sqlite_differences(
+                conn, SCHEMA + ";" + SQLITE_TOKEN_TABLE, DERIVED_OBJECTS, {"tokens"}
+            )
+            if not check_derived:
+                differences = [d for d in differences if not d.derived]
+            if differences:
+                raise schema_error(self.path, differences, REBUILD)
+            if conn.execute("SELECT 1 FROM meta WHERE key='derived_epoch'").fetchone() is None:
+                _new_epoch(conn)
         self.damaged = {}
         if verify:
             try:
@@ -207,7 +221,72 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
             heads = {c: (s, h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")}
             return one_pass(conn, heads, signatures=signatures, skip=skip)
 
-    # ------------------------------------------------------------ core hooks
+    # ------------------------------------------------------------ transactions
+
+    def _read(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._file.read()
+
+    def _write(self, *chains: str) -> AbstractContextManager[sqlite3.Connection]:
+        """One IMMEDIATE transaction: the write lock of the whole file, so of every one of ``chains``."""
+        return self._file.write()
+
+    def _peek(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._file.peek()
+
+    def _scan(self, conn: sqlite3.Connection, sql: str, name: str) -> Iterable[Sequence[Any]]:
+        """The rows of a large SELECT (read whole: SQLite reads them from the local file)."""
+        return conn.execute(sql).fetchall()
+
+    def _registry_lock(self, conn: sqlite3.Connection, exclusive: bool) -> None:
+        """Nothing to add: ``BEGIN IMMEDIATE`` already orders every write to the file."""
+
+    def _lock_ledger(self, conn: sqlite3.Connection) -> None:
+        """Nothing to add: ``BEGIN IMMEDIATE`` already holds the whole file."""
+
+    # ------------------------------------------------------------ the in-process indexes
+
+    def _index_terms(
+        self,
+        conn: sqlite3.Connection,
+        table: str,
+        rowid: int,
+        repository: str,
+        fields: Sequence[str],
+        weights: Sequence[float],
+    ) -> None:
+        self._indexes.index_terms(conn, table, rowid, repository, fields, weights)
+
+    def _unindex_terms(self, conn: sqlite3.Connection, table: str, rowid: int) -> None:
+        self._indexes.unindex_terms(conn, table, rowid)
+
+    def _lexical(
+        self, table: str, terms: Sequence[str], repositories: Sequence[str] | None, limit: int
+    ) -> list[tuple[int, float]]:
+        return self._indexes.lexical(table, terms, repositories, limit)
+
+    def _vector(
+        self, table: str, query: np.ndarray, repositories: Sequence[str] | None, limit: int
+    ) -> list[tuple[int, float]]:
+        return self._indexes.vector(table, query, repositories, limit)
+
+    def _removing(self, conn: sqlite3.Connection, kind: str, rowid: int | None) -> None:
+        self._indexes.removing(conn, kind, rowid)
+
+    def _after_forget(self) -> None:
+        self._file.erase_on_disk()
+
+    def _after_rebuild(self) -> None:
+        self._indexes.after_rebuild()
+
+    def warm(self) -> None:
+        self._indexes.warm()
+
+    @property
+    def reloads(self) -> int:
+        """Full reloads of this process's in-process indexes (a rebuild, reindex or migration)."""
+        return self._indexes.reloads
+
+    # ------------------------------------------------------------ reads, import, rebuild
 
     def _task_rows(
         self, conn: sqlite3.Connection, keys: Sequence[tuple[str, str]]
@@ -221,9 +300,6 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
             ).fetchone()
             if row is not None:
                 yield repo, task, row[0], int(row[1])
-
-    def _lock_ledger(self, conn: sqlite3.Connection) -> None:
-        """Nothing to add: ``BEGIN IMMEDIATE`` already holds the whole file."""
 
     def _verify_within(self, conn: sqlite3.Connection) -> None:
         heads = {c: (s, h) for c, s, h in conn.execute("SELECT chain, seq, hash FROM heads")}
@@ -240,3 +316,18 @@ class SqliteStore(RecallSql, ThoughtCore, SkillCore, BrowseReads):
             if stmt.strip():
                 conn.execute(stmt)
         _new_epoch(conn)
+
+    # ------------------------------------------------------------ recall, size, close
+
+    def _recall(self, sql: str, params: SqlParams | None, bounds: RecallBounds) -> SqlResult:
+        return self._recall_sql.run(sql, params, bounds)
+
+    def size_bytes(self) -> int:
+        """Bytes on disk: the SQLite file and its write-ahead log."""
+        paths = (Path(self.path), Path(self.path + "-wal"))
+        return sum(p.stat().st_size for p in paths if p.exists())
+
+    def close(self) -> None:
+        self._recall_sql.close()
+        self._indexes.close()
+        self._file.close()

@@ -2,7 +2,7 @@
 
 From ``PARALLEL_MIN_ENTRIES`` entries on, the ledger is cut into blocks of rowids
 (:func:`block_ranges`) that this process and worker processes scan at once with
-:func:`ledger_scan.scan_block`. A worker is ``python -S -P ledger_scan.py``, started in ~20 ms
+:func:`ledger_scan.scan_block`. A worker is ``python -S -P -c ledger_scan.WORKER``, started in ~20 ms
 (never a fork: the caller may have threads). The blocks wait in a pipe that every process reads
 one block at a time, so the work splits evenly whatever each process's start-up time or load, and
 blocks shrink towards the end so all finish together; blocks a failed worker took are scanned here.
@@ -12,7 +12,7 @@ chain starts at seq 0 with an empty prev and each block of a chain starts where 
 ended, the chains are exactly those in ``heads`` and end at the recorded heads, every missing body
 is listed by a forget tombstone of its chain, no body row lies outside the entries' rowids
 (inside them, each block counts its own), no two attempts or thoughts share an id, and every record
-a body targets is an earlier record of the body's own chain (:func:`ledger_scan.link_error`), and
+a body targets is an earlier record of the body's own chain (:func:`mentis.ledger.links.link_error`), and
 the signed entries and the agent registry pass :func:`sqlite_sigstitch.signatures_verify`.
 
 :func:`parallel_verify` returns the reports :func:`mentis.ledger.chain.verify_rows` would return, or
@@ -48,7 +48,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mentis.errors import IntegrityError
-from mentis.ledger.chain import KINDS, VERSION, ChainReport, erased_seqs, verify_rows
+from mentis.ledger.chain import ChainReport, erased_seqs, verify_rows
+from mentis.ledger.entry import KINDS, VERSION
+from mentis.ledger.links import link_error
 from mentis.store.shared.core import ENTRY_COLS
 from mentis.store.shared.orphans import check_orphans
 from mentis.store.sqlite import ledger_scan
@@ -331,11 +333,11 @@ def _stitch(scans: list[BlockScan | None], heads: dict[str, tuple[int, str]]) ->
 def _links_hold(found: list[list[tuple[str, str, str, int]]], links: list[tuple[str, int, str, str]]) -> bool:
     """Every link targets an earlier record of its own chain (each id is one record: ``_scan``).
 
-    The map of records that :func:`ledger_scan.link_error` reads is built only for the ids some
+    The map of records that :func:`link_error` reads is built only for the ids some
     link targets: a store of attempts alone links nothing."""
     if not links:
         return True
     targets = {target for _, _, target, _ in links}
     records = itertools.chain.from_iterable(found)
     index = {id_: (chain, kind, seq) for id_, chain, kind, seq in records if id_ in targets}
-    return all(ledger_scan.link_error(index, *link) is None for link in links)
+    return all(link_error(index, *link) is None for link in links)

@@ -1,0 +1,127 @@
+"""What a body may point at and where it may stand (DESIGN §4, last rule): the one rule the
+reference verifier (:func:`mentis.ledger.chain.verify_rows`) and SQLite's block scans
+(``store/sqlite/ledger_scan.py``) both apply, so the two cannot disagree.
+
+An agent registry event stands only in :data:`AGENTS_CHAIN` and targets nothing; no other chain
+name starts with :data:`RESERVED_PREFIX`. Every other body names its own chain (``repository``);
+an attempt, thought or skill version body names its own entry's id (:data:`RECORD_ID`). A
+correction targets an attempt, a forget tombstone one attempt, thought or skill version, a
+thought's refs any record and its relations thoughts, a skill diff the version before it and a
+skill status the version it names: each target must be a record of the same chain, appended
+before.
+
+This module imports only the standard library and orjson (to parse bodies exactly as the derive
+steps do): a scan worker process imports it at start-up, where ``typing`` alone would cost more
+than the rest.
+"""
+
+from __future__ import annotations
+
+from orjson import loads
+
+AGENTS_CHAIN = "__agents__"
+"""The system chain of the agent registry; repositories starting with ``__`` are reserved."""
+RESERVED_PREFIX = "__"
+RECORD_ID = {"attempt": "attempt_id", "thought": "thought_id", "skill": "version_id"}
+"""The body field that names its own entry's id, per entry kind that creates a record."""
+SKILL = "skill"
+_SEP = "\x00"
+
+Link = tuple[str, str]
+"""(target record id, the kind it must be: 'attempt', 'thought', 'record' for either, or
+:func:`skill_want` of one skill version)."""
+Records = dict[str, tuple[str, str, int]]
+"""Each record id → (chain, :func:`record_kind`, seq) of the entry that created it."""
+
+
+def skill_want(skill_id: object, version: object) -> str:
+    """The record kind a link to version ``version`` of skill ``skill_id`` wants."""
+    return f"{SKILL}{_SEP}{skill_id}{_SEP}{version}"
+
+
+def record_kind(kind: str, body: bytes | None) -> str:
+    """The kind a record is noted under: a skill version whose body is there names its skill and
+    version (:func:`skill_want`), so links can check them; one whose body was erased is plain
+    ``skill`` (a link to it is checked for chain, order and kind only)."""
+    if kind != SKILL or body is None:
+        return kind
+    try:
+        doc = loads(body)
+        return skill_want(doc["skill_id"], doc["version"]) if type(doc) is dict else kind
+    except (ValueError, KeyError, TypeError):
+        return kind
+
+
+def body_links(chain: str, kind: str, id_: str, body: bytes) -> list[Link] | str:
+    """The records a body points at, or why it may not stand in ``chain`` (module docstring); the
+    caller checks each target with :func:`link_error`."""
+    try:
+        doc = loads(body)
+    except ValueError:  # orjson.JSONDecodeError, as in the derive steps that read the body
+        return "body is not JSON"
+    if type(doc) is not dict:
+        return "body is not a JSON object"
+    if (kind == "agent") != (chain == AGENTS_CHAIN):
+        return f"a {kind} entry may not stand in chain {chain!r} (only agent entries stand in {AGENTS_CHAIN})"
+    if kind == "agent":
+        return []  # a registry event names agents and keys, never another chain's records
+    if chain.startswith(RESERVED_PREFIX):
+        return f"chain {chain!r} is reserved (names starting with __ are system chains)"
+    if doc.get("repository") != chain:
+        return f"body names repository {doc.get('repository')!r}, not its own chain"
+    own = RECORD_ID.get(kind)
+    if own is not None and doc.get(own) != id_:
+        return f"body names {own} {doc.get(own)!r}, not its entry's id {id_!r}"
+    links: list[tuple[object, str]] = []
+    if kind == "correction":
+        links.append((doc.get("attempt_id"), "attempt"))
+    elif kind == "forget":
+        named = [key for key in ("attempt_id", "thought_id", "skill_id") if key in doc]
+        if len(named) != 1:
+            return "forget tombstone must name exactly one attempt_id, thought_id or skill_id"
+        if named[0] == "skill_id":
+            links.append((doc.get("version_id"), skill_want(doc["skill_id"], doc.get("version"))))
+        else:
+            links.append((doc[named[0]], named[0].removesuffix("_id")))
+    elif kind == "thought":
+        refs, relations = doc.get("refs", []), doc.get("relations", [])
+        if type(refs) is not list or type(relations) is not list:
+            return "thought refs and relations must be lists"
+        links += [(ref, "record") for ref in refs]
+        for rel in relations:
+            if type(rel) is not dict:
+                return "a thought relation is not an object"
+            links.append((rel.get("target_id"), "thought"))
+    elif kind == SKILL:
+        version = doc.get("version")
+        if type(doc.get("skill_id")) is not str or type(version) is not int or version < 1:
+            return "a skill version must name its skill_id and a version number from 1"
+        if ("content" in doc) == ("diff" in doc):
+            return "a skill version holds exactly one of its whole content or a diff"
+        if "diff" in doc:
+            links.append((doc.get("base_id"), skill_want(doc["skill_id"], version - 1)))
+    elif kind == "skill_status":
+        if type(doc.get("skill_id")) is not str or type(doc.get("version")) is not int:
+            return "a skill status must name its skill_id and version"
+        links.append((doc.get("version_id"), skill_want(doc["skill_id"], doc["version"])))
+    checked: list[Link] = []
+    for target, want in links:
+        if type(target) is not str:
+            return f"body targets {target!r}, which is not a record id"
+        checked.append((target, want))
+    return checked
+
+
+def link_error(records: Records, chain: str, seq: int, target: str, want: str) -> str | None:
+    """Why ``target`` may not be linked from ``chain`` at ``seq`` (None when it may)."""
+    found = records.get(target)
+    if found is None or found[0] != chain or found[2] >= seq:
+        return f"body targets {target!r}, which is no earlier record of this chain"
+    if want.startswith(SKILL + _SEP):
+        if found[1] != want and found[1] != SKILL:
+            _, skill_id, version = want.split(_SEP)
+            return f"body targets {target!r}, which is not version {version} of skill {skill_id!r}"
+        return None
+    if want != "record" and found[1] != want:
+        return f"body targets {target!r}, which is a {found[1]}, not a {want}"
+    return None
