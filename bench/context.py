@@ -51,9 +51,17 @@ ENCODING = "o200k_base"
 REPO = "github.com/acme/shop"
 OWNER = Caller(agent_id="claude-code")
 
-BEFORE_TOOLS = {"commit": "6459b7a", "tools": 32, "wire": (85_448, 21_295), "spaced": (92_908, 27_150)}
-"""tools/list before issue 29 (every tool, no profile): (characters, tokens), measured on the
-``layout`` branch at that commit with this script's method."""
+BEFORE_TOOLS = {
+    "commit": "92624cd",
+    "tools": 32,
+    "wire": (85_588, 21_334),
+    "spaced": (92_908, 27_150),
+    "model": (28_500, 7_110),
+}
+"""tools/list before issue 29 (every tool, no profile): (characters, tokens), measured with this
+script's method on ``main`` at that commit (the last before the profiles), in a checkout of its
+``src/`` (bench/README.md gives the command). Issue 29's brief measured 92,650 characters and 27,082
+tokens the ``spaced`` way on an earlier commit."""
 
 TARGETS = {"default": 2_500, "core": 1_500, "all": 12_000, "search_5": 500, "search_10": 900}
 """Issue 29's targets, in tokens: tools/list per profile, and a search's text."""
@@ -322,7 +330,8 @@ def report(data: dict[str, Any]) -> str:
     lines = [
         f"tokens: {data['encoding']} (bpe-openai); before: commit {BEFORE_TOOLS['commit']}, "
         f"{BEFORE_TOOLS['tools']} tools, wire {BEFORE_TOOLS['wire'][1]:,} tokens "
-        f"({BEFORE_TOOLS['wire'][0]:,} chars), spaced {BEFORE_TOOLS['spaced'][1]:,}",
+        f"({BEFORE_TOOLS['wire'][0]:,} chars), spaced {BEFORE_TOOLS['spaced'][1]:,}, "
+        f"model-facing {BEFORE_TOOLS['model'][1]:,}",
         "",
         "| profile | tools | wire tokens (chars) | spaced tokens | model-facing tokens | output schemas "
         "| target |",
