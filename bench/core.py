@@ -36,7 +36,7 @@ from measure import (
     measure_search_after_record,
 )
 from mentis.providers.embed.local import DIM, MODEL_ID, LocalEmbedder
-from mentis.service.context import Caller
+from mentis.service.access import Caller
 from mentis.service.memory import Memory
 from mentis.store.sqlite.store import SqliteStore
 from pg_harness import WRITERS, measure_writers, run_postgres

@@ -13,8 +13,10 @@ import numpy as np
 
 from corpus import Corpus, Workload
 from mentis.cli.progress import stderr_progress
+from mentis.ledger.bodies import AttemptBody
 from mentis.providers.embed.local import DIM, MODEL_ID
 from mentis.store.protocol import AttemptRow, Store
+from mentis.store.seal import Seal
 from mentis.store.sqlite.store import SqliteStore
 
 FILL_BATCH = 2_000
@@ -26,10 +28,7 @@ def attempt_rows(wl: Workload, rng: np.random.Generator, k: int) -> list[Attempt
     bodies = [wl.body() for _ in range(k)]
     vecs = rng.standard_normal((k, DIM)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    return [
-        AttemptRow(body["repository"], body["attempt_id"], at, body["agent_id"], body, vec)
-        for (body, at), vec in zip(bodies, vecs, strict=True)
-    ]
+    return [AttemptRow(AttemptBody.from_json(body), vec) for (body, _), vec in zip(bodies, vecs, strict=True)]
 
 
 def append_all(store: Store, n: int, seed: int) -> float:
@@ -47,7 +46,7 @@ def append_all(store: Store, n: int, seed: int) -> float:
         g0 = time.perf_counter()
         rows = attempt_rows(wl, rng, k)
         gen_s += time.perf_counter() - g0
-        store.append_attempts(rows)
+        store.append_attempts(rows, Seal())
         done += k
         bar.advance(job, k)
     bar.stop()

@@ -27,7 +27,7 @@ from corpus import FixedEmbedder, Workload, attempt_text_of
 from mentis.api.attempts import SearchInput
 from mentis.ledger.chain import verify_rows
 from mentis.providers.embed.local import DIM, LocalEmbedder
-from mentis.service.context import Caller
+from mentis.service.access import Caller
 from mentis.service.memory import Memory
 from mentis.store.protocol import Store
 from mentis.store.shared.core import ENTRY_COLS

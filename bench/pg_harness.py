@@ -13,7 +13,7 @@ from typing import Any
 
 from corpus import REPOS, FixedEmbedder, Workload
 from measure import ms, pct
-from mentis.service.context import Caller
+from mentis.service.access import Caller
 from mentis.service.memory import Memory
 
 RunSize = Callable[[str, int, Any], dict[str, Any]]

@@ -37,7 +37,7 @@ from corpus import SEED, Corpus, Workload
 from fill import bulk_fill
 from measure import measure_open, measure_search
 from mentis.providers.embed.local import DIM, MODEL_ID, LocalEmbedder
-from mentis.service.context import Caller
+from mentis.service.access import Caller
 from mentis.service.memory import Memory
 from mentis.store.sqlite.store import SqliteStore
 from report import code_version, machine

@@ -20,6 +20,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from corpus import Corpus, Workload
 from fill import FILL_BATCH, attempt_rows
-from mentis.ledger import registry as agents
 from mentis.ledger import signing
+from mentis.ledger.bodies import AgentEventBody
 from mentis.providers.embed.local import DIM
+from mentis.store.seal import Seal
 from mentis.store.sqlite import verify as sqlite_verify
 from mentis.store.sqlite.schema import _LEDGER_SCHEMA
 from mentis.store.sqlite.store import SqliteStore
@@ -46,23 +48,24 @@ def fill(path: Path, n: int, seed: int, signed: bool) -> float:
     if signed:
         key = Ed25519PrivateKey.generate()
         public = signing.public_text(key.public_key())
-        at = signing.now_iso()
+        register = AgentEventBody(
+            op="register", agent_id=AGENT, by="admin", display_name=AGENT, description="", aliases=[]
+        )
+        store.append_agent_event(register, Seal())
+        key_id = signing.key_id_of(key.public_key())
         store.append_agent_event(
-            signing.write_id(), at, "admin", agents.event("register", AGENT, at, "admin",
-                display_name=AGENT, description="", aliases=[]),
-        )  # fmt: skip
-        store.append_agent_event(
-            signing.write_id(), at, "admin", agents.event("key_add", AGENT, at, "admin",
-                key_id=signing.key_id_of(key.public_key()), public_key=public),
-        )  # fmt: skip
+            AgentEventBody(op="key_add", agent_id=AGENT, by="admin", key_id=key_id, public_key=public), Seal()
+        )
         sign = signing.Signer(key, AGENT).sign
     wl, rng, done = Workload(Corpus(seed), n), np.random.default_rng(seed + 1), 0
-    with signing.signing_with(sign):
-        while done < n:
-            now = signing.now_iso()  # a signed write must be dated within SKEW_S of the clock
-            rows = [r._replace(agent=AGENT, at=now) for r in attempt_rows(wl, rng, min(FILL_BATCH, n - done))]
-            store.append_attempts(rows)
-            done += len(rows)
+    while done < n:
+        now = signing.now_iso()  # a signed write must be dated within SKEW_S of the clock
+        rows = [
+            r._replace(body=replace(r.body, agent_id=AGENT, created_at=now))
+            for r in attempt_rows(wl, rng, min(FILL_BATCH, n - done))
+        ]
+        store.append_attempts(rows, Seal(sign=sign))
+        done += len(rows)
     store.close()
     return time.perf_counter() - t0
 

@@ -2,36 +2,35 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from mentis.api.signed import PrepareWriteInput, PrepareWriteResult, SignedWriteInput, SignedWriteResult
-from mentis.ledger import registry as agents
 from mentis.ledger import signing
+from mentis.ledger.bodies import AgentEventBody
 from mentis.service.memory import Caller, Memory
-from mentis.service.signed_writes import prepare_write, signed_write
+from mentis.service.operations import prepare_write, signed_write
 from mentis.store.protocol import Store
+from mentis.store.seal import Seal
 
 
 def register_key(store: Store, agent: str, key: Ed25519PrivateKey | None = None) -> Ed25519PrivateKey:
     """Register ``agent`` with a (new) key through the store's registry events, as an admin would."""
     key = key or Ed25519PrivateKey.generate()
     public = key.public_key()
-    at = signing.now_iso()
-    register = agents.event("register", agent, at, "admin", display_name=agent, description="", aliases=[])
-    store.append_agent_event(str(uuid.uuid4()), at, "admin", register)
-    at = signing.now_iso()
-    add = agents.event(
-        "key_add",
-        agent,
-        at,
-        "admin",
+    register = AgentEventBody(
+        op="register", agent_id=agent, by="admin", display_name=agent, description="", aliases=[]
+    )
+    store.append_agent_event(register, Seal())
+    add = AgentEventBody(
+        op="key_add",
+        agent_id=agent,
+        by="admin",
         key_id=signing.key_id_of(public),
         public_key=signing.public_text(public),
     )
-    store.append_agent_event(str(uuid.uuid4()), at, "admin", add)
+    store.append_agent_event(add, Seal())
     return key
 
 

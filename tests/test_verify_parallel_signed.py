@@ -29,6 +29,7 @@ from mentis.ledger.canonical import canonical
 from mentis.ledger.entry import KINDS, entry_hash
 from mentis.providers.embed import HashEmbedder
 from mentis.service.memory import Caller, Memory
+from mentis.store.seal import Seal
 from mentis.store.sqlite import ledger_scan
 from mentis.store.sqlite.store import SqliteStore
 from tests.test_verify_parallel import assert_agrees, parallel, small_blocks  # noqa: F401 (autouse)
@@ -37,11 +38,12 @@ A, B = "github.com/acme/shop", "github.com/acme/api"
 ADMIN = Caller(agent_id="admin", admin=True)
 
 
-def _record(m: Memory, agent: str, repo: str, n: int) -> str:
+def _record(m: Memory, agent: str, repo: str, n: int, signer: signing.Signer | None = None) -> str:
     req = RecordAttemptInput(
         repository=repo, task_id=f"task-{n % 3}", action=f"fix {n}", observation=f"observation {n} in {repo}"
     )
-    return m.record_attempt(Caller(agent_id=agent), req).attempt_id
+    seal = Seal(sign=None if signer is None else signer.sign)
+    return m.record_attempt(Caller(agent_id=agent), req, seal=seal).attempt_id
 
 
 def _key(m: Memory, agent: str) -> Ed25519PrivateKey:
@@ -64,19 +66,18 @@ def build(path: Path) -> dict[str, Any]:
         alice, bob = _key(m, "alice"), _key(m, "bob")
         made["keys"] = {"alice": alice, "bob": bob}
         first = signing.Signer(alice, "alice")
-        with signing.signing_with(first.sign):
-            made["alice"] = [_record(m, "alice", A if n % 2 else B, n) for n in range(2, 9)]
+        made["alice"] = [_record(m, "alice", A if n % 2 else B, n, first) for n in range(2, 9)]
         _record(m, "carol", B, 9)
-        with signing.signing_with(signing.Signer(alice, "alice").sign):  # a second stream
-            made["alice2"] = [_record(m, "alice", A, n) for n in range(10, 13)]
-        with signing.signing_with(signing.Signer(bob, "bob").sign):
-            made["bob"] = [_record(m, "bob", B, n) for n in range(13, 16)]
+        second = signing.Signer(alice, "alice")  # a second stream
+        made["alice2"] = [_record(m, "alice", A, n, second) for n in range(10, 13)]
+        bob_signer = signing.Signer(bob, "bob")
+        made["bob"] = [_record(m, "bob", B, n, bob_signer) for n in range(13, 16)]
         bob_id = signing.key_id_of(bob.public_key())
         m.revoke_agent_key(
             ADMIN, parse(RevokeAgentKeyInput, {"agent_id": "bob", "key_id": bob_id, "reason": "rotated"})
         )
-        with signing.signing_with(signing.Signer(_key(m, "bob"), "bob").sign):
-            made["bob2"] = [_record(m, "bob", A, n) for n in range(16, 18)]
+        bob_again = signing.Signer(_key(m, "bob"), "bob")
+        made["bob2"] = [_record(m, "bob", A, n, bob_again) for n in range(16, 18)]
         _record(m, "carol", A, 18)
     finally:
         m.close()

@@ -23,8 +23,9 @@ from evaluation.runner import (
 from mentis import retrieval
 from mentis.api.attempts import RecordAttemptInput, SearchInput
 from mentis.api.common import MAX_QUERY_CHARS, MAX_TEXT_BYTES
+from mentis.ledger.bodies import attempt_text
 from mentis.providers.embed.local import LocalEmbedder
-from mentis.service.memory import Caller, Memory, attempt_text
+from mentis.service.memory import Caller, Memory
 from mentis.store.sqlite.store import SqliteStore
 
 REPO = "mozilla/seamonkey"

@@ -10,11 +10,12 @@ TYPE_CHECKING = False  # not typing's: importing typing costs a verify worker ~1
 if TYPE_CHECKING:
     from mentis.config import Settings
     from mentis.errors import MentisError
-    from mentis.service.memory import Caller, Memory, open_memory
+    from mentis.service.access import Caller
+    from mentis.service.memory import Memory, open_memory
 del TYPE_CHECKING
 
 _WHERE = {
-    "Caller": "mentis.service.memory",
+    "Caller": "mentis.service.access",
     "Memory": "mentis.service.memory",
     "open_memory": "mentis.service.memory",
     "Settings": "mentis.config",

@@ -7,11 +7,15 @@ from typing import Any
 from mentis.api.attempts import RecallInput, RecordAttemptInput, SearchInput
 from mentis.api.common import parse
 from mentis.service.memory import Caller, Memory
+from mentis.store.seal import Seal
 
 REPOS = ("github.com/acme/shop", "github.com/acme/billing")
 
 
-def record(memory: Memory, caller: Caller, repository: str = REPOS[0], **fields: Any) -> Any:
+def record(
+    memory: Memory, caller: Caller, repository: str = REPOS[0], *, seal: Seal | None = None, **fields: Any
+) -> Any:
+    """One attempt by ``caller`` (with ``seal``: sealed so, e.g. signed)."""
     data = {
         "repository": repository,
         "task_id": "T-1",
@@ -21,7 +25,7 @@ def record(memory: Memory, caller: Caller, repository: str = REPOS[0], **fields:
         "files": ["src/shop/checkout.py"],
         **fields,
     }
-    return memory.record_attempt(caller, parse(RecordAttemptInput, data))
+    return memory.record_attempt(caller, parse(RecordAttemptInput, data), seal=seal)
 
 
 def search(memory: Memory, caller: Caller, query: str, **fields: Any) -> list[tuple[str, str]]:

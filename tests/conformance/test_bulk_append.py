@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -15,6 +15,7 @@ from mentis.providers.embed import HashEmbedder
 from mentis.retrieval import query_terms
 from mentis.service.memory import Caller, Memory
 from mentis.store.protocol import AttemptRow
+from mentis.store.seal import Seal
 from tests.backends import backend_settings
 from tests.conformance.conftest import run_sql
 from tests.conformance.helpers import REPOS, record, search
@@ -24,20 +25,18 @@ def _rows(memory: Memory, caller: Caller, n: int) -> list[AttemptRow]:
     """``n`` attempts alternating between two repositories, with bodies shaped as the service
     writes them (taken from one recorded attempt) and real vectors."""
     record(memory, caller, repository=REPOS[0])
-    template = memory.store.task_history(REPOS[0], "T-1")[0].body.to_json()
+    template = memory.store.task_history(REPOS[0], "T-1")[0].body
     rows = []
     for i in range(n):
-        repo = REPOS[i % 2]
-        aid = str(uuid.uuid4())
-        body: dict[str, Any] = {
-            **template,
-            "attempt_id": aid,
-            "repository": repo,
-            "task_id": f"bulk-{i % 3}",
-            "action": f"bulk attempt {i} tuned the zeppelinwidget{i} cache",
-        }
-        vector = memory.ctx.embed([body["action"]])[0]
-        rows.append(AttemptRow(repo, aid, body["created_at"], "bulk-agent", body, vector))
+        body = replace(
+            template,
+            attempt_id=str(uuid.uuid4()),
+            repository=REPOS[i % 2],
+            task_id=f"bulk-{i % 3}",
+            agent_id="bulk-agent",
+            action=f"bulk attempt {i} tuned the zeppelinwidget{i} cache",
+        )
+        rows.append(AttemptRow(body, memory.ctx.embed([body.action])[0]))
     return rows
 
 
@@ -47,10 +46,10 @@ def test_append_attempts_chains_every_row_in_order_with_its_derived_rows(
     rows = _rows(memory, caller, 6)
     heads = {repo: len([e for e, _ in memory.store.iter_ledger() if e.chain == repo]) for repo in REPOS[:2]}
 
-    entries = memory.store.append_attempts(rows)
+    entries = memory.store.append_attempts(rows, Seal())
 
     assert [(e.chain, e.id, e.kind) for e in entries] == [
-        (r.repository, r.attempt_id, "attempt") for r in rows
+        (r.body.repository, r.body.attempt_id, "attempt") for r in rows
     ]
     for repo in REPOS[:2]:
         seqs = [e.seq for e in entries if e.chain == repo]
@@ -61,57 +60,38 @@ def test_append_attempts_chains_every_row_in_order_with_its_derived_rows(
     ledger = [(e.chain, e.seq, e.hash) for e, _ in memory.store.iter_ledger()]
     assert [(e.chain, e.seq, e.hash) for e in entries] == ledger[-6:]
     history = memory.store.task_history(REPOS[1], "bulk-1")
-    assert [a.entry.id for a in history] == [rows[1].attempt_id]
+    assert [a.entry.id for a in history] == [rows[1].body.attempt_id]
     hits = memory.store.lexical(query_terms("zeppelinwidget4"), None, 10)
-    assert [memory.store.attempt_keys([r])[r][2] for r, _ in hits] == [rows[4].attempt_id]
+    assert [memory.store.attempt_keys([r])[r][2] for r, _ in hits] == [rows[4].body.attempt_id]
     assert ("bulk-2", REPOS[0]) in {(t, r) for r, t in search(memory, caller, "zeppelinwidget2 cache")}
 
 
-@pytest.mark.parametrize(
-    "spoil",
-    [
-        "body names another attempt",
-        "body names another repository",
-        "vector of the wrong size",
-        "vector with a NaN",
-        "body without an action",
-        "the same attempt twice",
-    ],
-)
+@pytest.mark.parametrize("spoil", ["vector of the wrong size", "vector with a NaN", "the same attempt twice"])
 def test_a_bad_row_refuses_the_whole_batch_and_writes_nothing(
     memory: Memory, caller: Caller, spoil: str
 ) -> None:
     rows = _rows(memory, caller, 4)
     last = rows[-1]
-    body = dict(last.body)
-    if spoil == "body names another attempt":
-        body["attempt_id"] = str(uuid.uuid4())
-    elif spoil == "body names another repository":
-        body["repository"] = "elsewhere"
-    elif spoil == "body without an action":
-        del body["action"]
-    vector = last.vector
     if spoil == "vector of the wrong size":
-        vector = np.ones(memory.store.dim + 1, dtype=np.float32)
+        rows[-1] = last._replace(vector=np.ones(memory.store.dim + 1, dtype=np.float32))
     elif spoil == "vector with a NaN":
-        vector = np.full(memory.store.dim, np.nan, dtype=np.float32)
-    rows[-1] = last._replace(body=body, vector=vector)
-    if spoil == "the same attempt twice":
+        rows[-1] = last._replace(vector=np.full(memory.store.dim, np.nan, dtype=np.float32))
+    else:
         rows[-1] = rows[0]
     before = (list(memory.store.iter_ledger()), memory.store.counts())
 
     expected: type[MentisError] = Conflict if spoil == "the same attempt twice" else InvalidInput
     with pytest.raises(expected) as failed:
-        memory.store.append_attempts(rows)
+        memory.store.append_attempts(rows, Seal())
 
-    assert spoil == "the same attempt twice" or last.attempt_id in str(failed.value)
+    assert spoil == "the same attempt twice" or last.body.attempt_id in str(failed.value)
     assert (list(memory.store.iter_ledger()), memory.store.counts()) == before
     assert memory.store.lexical(query_terms("zeppelinwidget0"), None, 10) == []
     assert [r.entries for r in memory.store.verify()] == [1]
 
 
 def test_an_empty_batch_appends_nothing(memory: Memory) -> None:
-    assert memory.store.append_attempts([]) == []
+    assert memory.store.append_attempts([], Seal()) == []
     assert memory.store.counts()["entries"] == 0
 
 
@@ -145,16 +125,16 @@ def test_one_batch_stores_the_lexical_rows_that_one_append_at_a_time_stores(
     third = backend_settings(backend, tmp_path / "third", request)
     batched, single = Memory.open(other_settings, HashEmbedder()), Memory.open(third, HashEmbedder())
     try:
-        batched.store.append_attempts(rows)
+        batched.store.append_attempts(rows, Seal())
         for row in rows:
-            single.store.append_attempts([row])
+            single.store.append_attempts([row], Seal())
         got = [run_sql(other_settings, sql) for sql in LEXICAL_ROWS]
         assert got == [run_sql(third, sql) for sql in LEXICAL_ROWS]
         assert len(got[1]) == len(rows) and len(got[2]) == len(rows)
         cache = [row[-2] for row in got[0] if "cach" in row]  # df; one row per repository on PostgreSQL
         assert sum(cache) == len(rows)  # "cache" in every action: df counts each document once
         hits = batched.store.lexical(query_terms("zeppelinwidget5"), None, 10)
-        assert [batched.store.attempt_keys([r])[r][2] for r, _ in hits] == [rows[5].attempt_id]
+        assert [batched.store.attempt_keys([r])[r][2] for r, _ in hits] == [rows[5].body.attempt_id]
     finally:
         batched.close()
         single.close()

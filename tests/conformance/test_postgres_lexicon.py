@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 import pytest
 
 from mentis.errors import StoreError
-from mentis.ledger.bodies import AttemptBody
+from mentis.ledger.bodies import AttemptBody, CodeContextBody
 from mentis.ledger.canonical import canonical
 from mentis.providers.embed import HashEmbedder
 from mentis.retrieval import query_terms
 from mentis.store.postgres.schema import SCHEMA_VERSION
 from mentis.store.postgres.store import PostgresStore
+from mentis.store.seal import Seal
 from tests.pg_server import Cluster
 
 DIM = HashEmbedder().dim
@@ -39,19 +39,19 @@ def stores(url: str) -> Iterator[tuple[PostgresStore, PostgresStore]]:
     b.close()
 
 
-def _body(repo: str, attempt_id: str, observation: str) -> dict[str, Any]:
-    return {
-        "attempt_id": attempt_id,
-        "repository": repo,
-        "task_id": "T-1",
-        "agent_id": "tester",
-        "created_at": AT,
-        "action": "tried",
-        "observation": observation,
-        "files": [],
-        "tags": [],
-        "code_context": {},
-    }
+def _body(repo: str, attempt_id: str, observation: str) -> AttemptBody:
+    return AttemptBody(
+        attempt_id=attempt_id,
+        repository=repo,
+        task_id="T-1",
+        agent_id="tester",
+        created_at=AT,
+        action="tried",
+        observation=observation,
+        files=[],
+        tags=[],
+        code_context=CodeContextBody(),
+    )
 
 
 def _vector(text: str) -> np.ndarray:
@@ -59,9 +59,7 @@ def _vector(text: str) -> np.ndarray:
 
 
 def _append(store: PostgresStore, repo: str, attempt_id: str, observation: str) -> None:
-    store.append_attempt(
-        repo, attempt_id, AT, "tester", _body(repo, attempt_id, observation), _vector(observation)
-    )
+    store.append_attempt(_body(repo, attempt_id, observation), _vector(observation), Seal())
 
 
 def _found(store: PostgresStore, query: str, scope: list[str] | None = None) -> list[str]:
@@ -78,7 +76,7 @@ def test_a_process_finds_attempts_another_process_wrote_and_forgot(
     assert _found(reader, "quokka") == ["a-1"]
     _append(writer, "r1", "a-2", "a second quokka, quokka again")
     assert _found(reader, "quokka") == ["a-2", "a-1"]
-    writer.forget_attempt("r1", "tomb-1", AT, "tester", "a-2", "test")
+    writer.forget_attempt("r1", "a-2", "test", "tester", Seal(id="tomb-1", at=AT))
     assert _found(reader, "quokka") == ["a-1"]
     assert reader.reloads == 1  # loaded once; the write and the forget were applied in place
 
@@ -92,8 +90,10 @@ def test_a_writer_committing_after_a_later_rowid_is_not_missed(
         assert _found(reader, "wombat") == []
         body = _body("r1", "slow", "a slow wombat")
         with early._write("r1") as conn:  # takes its rowid now, commits last
-            rowid, _ = early._append(conn, "r1", "attempt", "slow", AT, "tester", canonical(body))
-            early._derive_attempt(conn, rowid, AttemptBody.from_json(body), _vector("a slow wombat"))
+            raw = canonical(body.to_json())
+            rowid, _ = early._append(conn, Seal(), "r1", "attempt", "slow", AT, "tester", raw)
+            assert rowid is not None
+            early._derive_attempt(conn, rowid, body, _vector("a slow wombat"))
             _append(other, "r2", "fast", "a fast wombat")
             assert _found(reader, "wombat") == ["fast"]
         assert set(_found(reader, "wombat")) == {"slow", "fast"}
@@ -118,8 +118,11 @@ def test_writers_of_different_repositories_do_not_wait_on_new_terms(
 
     body = _body("r1", "a-1", "brandnewstem anotherfreshstem")
     with first._write("r1") as conn:  # holds r1's new vocabulary rows uncommitted
-        rowid, _ = first._append(conn, "r1", "attempt", "a-1", AT, "tester", canonical(body))
-        first._derive_attempt(conn, rowid, AttemptBody.from_json(body), _vector("brandnewstem"))
+        rowid, _ = first._append(
+            conn, Seal(), "r1", "attempt", "a-1", AT, "tester", canonical(body.to_json())
+        )
+        assert rowid is not None
+        first._derive_attempt(conn, rowid, body, _vector("brandnewstem"))
         worker = threading.Thread(target=write_other_repository)
         worker.start()
         finished = done.wait(timeout=20)
@@ -135,7 +138,7 @@ def test_forget_erases_the_stems_only_it_held_from_the_vocabulary(
     _append(store, "r1", "a-1", "xylophone common")
     _append(store, "r1", "a-2", "common words")
     _append(store, "r2", "b-1", "xylophone elsewhere")
-    store.forget_attempt("r1", "tomb", AT, "tester", "a-1", None)
+    store.forget_attempt("r1", "a-1", None, "tester", Seal(id="tomb", at=AT))
     with store._read() as conn:
         rows = sorted(
             conn.execute("SELECT repository, term, df FROM lex_vocab WHERE term IN ('xylophon', 'common')")

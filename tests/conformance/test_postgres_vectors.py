@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 import pytest
 
+from mentis.ledger.bodies import AttemptBody, CodeContextBody
 from mentis.store.postgres import vectors as postgres_vectors
 from mentis.store.postgres.schema import SCHEMA_VERSION
 from mentis.store.postgres.store import PostgresStore
 from mentis.store.protocol import AttemptRow
+from mentis.store.seal import Seal
 from tests.pg_server import Cluster
 
 DIM = 384
@@ -24,19 +25,19 @@ REPOS = [f"repo-{i}" for i in range(12)]
 PER_REPO = 100
 
 
-def _body(repo: str, attempt_id: str) -> dict[str, Any]:
-    return {
-        "attempt_id": attempt_id,
-        "repository": repo,
-        "task_id": "T-1",
-        "agent_id": "tester",
-        "created_at": AT,
-        "action": "tried",
-        "observation": "observed",
-        "files": [],
-        "tags": [],
-        "code_context": {},
-    }
+def _body(repo: str, attempt_id: str) -> AttemptBody:
+    return AttemptBody(
+        attempt_id=attempt_id,
+        repository=repo,
+        task_id="T-1",
+        agent_id="tester",
+        created_at=AT,
+        action="tried",
+        observation="observed",
+        files=[],
+        tags=[],
+        code_context=CodeContextBody(),
+    )
 
 
 @pytest.fixture
@@ -52,8 +53,8 @@ def filled(pg_cluster: Cluster) -> Iterator[tuple[PostgresStore, dict[str, np.nd
         repo, aid = REPOS[i % len(REPOS)], str(uuid.uuid4())
         v = rng.standard_normal(DIM).astype(np.float32)
         vectors[aid], repo_of[aid] = v / np.linalg.norm(v), repo
-        rows.append(AttemptRow(repo, aid, AT, "tester", _body(repo, aid), vectors[aid]))
-    store.append_attempts(rows)
+        rows.append(AttemptRow(_body(repo, aid), vectors[aid]))
+    store.append_attempts(rows, Seal())
     yield store, vectors, repo_of
     store.close()
 

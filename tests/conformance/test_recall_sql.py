@@ -8,7 +8,8 @@ from collections.abc import Callable
 import pytest
 
 from mentis.errors import IntegrityError, QueryError
-from mentis.service.memory import RECALL_MAX_BYTES, RECALL_MAX_ROWS, Caller, Memory
+from mentis.service.attempts import RECALL_MAX_BYTES, RECALL_MAX_ROWS
+from mentis.service.memory import Caller, Memory
 
 from .helpers import REPOS, fill, ledger, record, sql
 
@@ -163,7 +164,7 @@ def test_more_than_512000_bytes_are_truncated_and_flagged(memory: Memory, caller
 def test_a_query_running_past_the_time_limit_is_stopped(
     memory: Memory, caller: Caller, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("mentis.service.memory.RECALL_TIMEOUT_S", 0.2)
+    monkeypatch.setattr("mentis.service.attempts.RECALL_TIMEOUT_S", 0.2)
     with pytest.raises(QueryError, match="limit"):
         sql(
             memory,

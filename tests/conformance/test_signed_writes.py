@@ -20,7 +20,7 @@ from mentis.errors import Conflict, Forbidden, InvalidInput
 from mentis.ledger import signing
 from mentis.providers.embed import HashEmbedder
 from mentis.service.memory import Caller, Memory
-from mentis.service.signed_writes import signed_write
+from mentis.service.operations import signed_write
 from tests.signing_support import fields_of, ledger, prepare, register_key, sign_and_write
 
 REPO = "github.com/acme/shop"

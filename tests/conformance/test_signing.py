@@ -34,6 +34,7 @@ from mentis.ledger.entry import entry_hash
 from mentis.providers.embed import HashEmbedder
 from mentis.service.memory import Caller, Memory
 from mentis.store.protocol import Store
+from mentis.store.seal import Seal
 from tests.conformance.helpers import REPOS, ledger, record
 
 ADMIN = Caller(agent_id="admin", admin=True)
@@ -75,9 +76,8 @@ def test_a_signed_write_is_stored_with_its_key_id_and_envelope_and_verifies(
 ) -> None:
     memory, alice_key, _ = keyed
     signer = signed_by(alice_key, "alice")
-    with signing.signing_with(signer.sign):
-        first = record(memory, ALICE, observation="one")
-        second = record(memory, ALICE, observation="two")
+    first = record(memory, ALICE, observation="one", seal=Seal(sign=signer.sign))
+    second = record(memory, ALICE, observation="two", seal=Seal(sign=signer.sign))
     entries = {e.id: e for e, _ in memory.store.iter_ledger()}
     a, b = entries[first.attempt_id], entries[second.attempt_id]
     assert a.key_id == b.key_id == signer.key_id
@@ -156,8 +156,8 @@ def test_each_bad_signature_is_refused_and_writes_nothing(
     memory, alice_key, bob_key = keyed
     error, message, make = REFUSALS[case]
     before = ledger(memory)
-    with pytest.raises(error, match=message), signing.signing_with(make(alice_key, bob_key)):
-        record(memory, ALICE)
+    with pytest.raises(error, match=message):
+        record(memory, ALICE, seal=Seal(sign=make(alice_key, bob_key)))
     assert ledger(memory) == before
     assert memory.verify_integrity(ADMIN, signatures=True).ok
 
@@ -173,18 +173,14 @@ def test_a_replayed_envelope_is_refused_and_writes_nothing(
         captured.append(signer.sign(fields))
         return captured[-1]
 
-    at = signing.now_iso()
-    with signing.planned("11111111-1111-4111-8111-111111111111", at), signing.signing_with(keep):
-        record(memory, ALICE, observation="the same content")
+    at, planned = signing.now_iso(), "11111111-1111-4111-8111-111111111111"
+    record(memory, ALICE, observation="the same content", seal=Seal(id=planned, at=at, sign=keep))
     before = ledger(memory)
     # the very same write again (same id, time, content and envelope), into another repository's chain
     # would have another statement; into the same one, the store sees statement 0 of a known stream
-    with (
-        pytest.raises(InvalidInput, match="already used"),
-        signing.planned("11111111-1111-4111-8111-111111111111", at),
-        signing.signing_with(signing.presigned(*captured[0])),
-    ):
-        record(memory, ALICE, observation="the same content")
+    replayed = Seal(id=planned, at=at, sign=lambda fields: captured[0])
+    with pytest.raises(InvalidInput, match="already used"):
+        record(memory, ALICE, observation="the same content", seal=replayed)
     assert ledger(memory) == before
 
 
@@ -194,12 +190,8 @@ def test_a_signed_write_dated_outside_the_clock_skew_is_refused_and_writes_nothi
     memory, alice_key, _ = keyed
     before = ledger(memory)
     stale = "2020-01-01T00:00:00.000000Z"
-    with (
-        pytest.raises(InvalidInput, match="from the server's clock") as refused,
-        signing.planned(None, stale),
-        signing.signing_with(signing.Signer(alice_key, "alice").sign),
-    ):
-        record(memory, ALICE)
+    with pytest.raises(InvalidInput, match="from the server's clock") as refused:
+        record(memory, ALICE, seal=Seal(at=stale, sign=signing.Signer(alice_key, "alice").sign))
     assert refused.value.field == "at"
     assert ledger(memory) == before
 
@@ -214,18 +206,12 @@ def test_a_disabled_agent_and_a_revoked_key_are_refused_and_write_nothing(
     )
     memory.disable_agent(ADMIN, parse(DisableAgentInput, {"agent_id": "bob", "reason": "left the team"}))
     before = ledger(memory)
-    with (
-        pytest.raises(Forbidden, match="revoked"),
-        signing.signing_with(signing.Signer(alice_key, "alice").sign),
-    ):
-        record(memory, ALICE)
+    with pytest.raises(Forbidden, match="revoked"):
+        record(memory, ALICE, seal=Seal(sign=signing.Signer(alice_key, "alice").sign))
     with pytest.raises(Forbidden, match="must be signed"):
         record(memory, ALICE)  # revoking every key does not let unsigned writes back in
-    with (
-        pytest.raises(Forbidden, match="disabled"),
-        signing.signing_with(signing.Signer(bob_key, "bob").sign),
-    ):
-        record(memory, BOB)
+    with pytest.raises(Forbidden, match="disabled"):
+        record(memory, BOB, seal=Seal(sign=signing.Signer(bob_key, "bob").sign))
     assert ledger(memory) == before
 
 
@@ -234,16 +220,18 @@ def test_the_revoked_key_timeline_keeps_earlier_signatures_valid(
 ) -> None:
     memory, alice_key, _ = keyed
     old = signing.Signer(alice_key, "alice")
-    with signing.signing_with(old.sign):
-        before_revocation = [record(memory, ALICE, observation=f"before {i}").attempt_id for i in range(3)]
+    before_revocation = [
+        record(memory, ALICE, observation=f"before {i}", seal=Seal(sign=old.sign)).attempt_id
+        for i in range(3)
+    ]
     memory.revoke_agent_key(
         ADMIN, parse(RevokeAgentKeyInput, {"agent_id": "alice", "key_id": old.key_id, "reason": "rotated"})
     )
     new_key = add_key(memory, "alice")
-    with pytest.raises(Forbidden, match="revoked"), signing.signing_with(old.sign):
-        record(memory, ALICE, observation="after, old key")
-    with signing.signing_with(signing.Signer(new_key, "alice").sign):
-        after = record(memory, ALICE, observation="after, new key").attempt_id
+    with pytest.raises(Forbidden, match="revoked"):
+        record(memory, ALICE, observation="after, old key", seal=Seal(sign=old.sign))
+    new = Seal(sign=signing.Signer(new_key, "alice").sign)
+    after = record(memory, ALICE, observation="after, new key", seal=new).attempt_id
     reopened = open_memory()  # open verifies every chain and each stream's last signature
     assert reopened.verify_integrity(ADMIN, signatures=True).ok
     keys = {e.id: e.key_id for e, _ in reopened.store.iter_ledger()}
@@ -361,8 +349,11 @@ def test_a_body_rewritten_with_every_hash_recomputed_but_no_key_fails_its_chain_
     keyed: tuple[Memory, Ed25519PrivateKey, Ed25519PrivateKey], settings: Settings, which: str
 ) -> None:
     memory, alice_key, _ = keyed
-    with signing.signing_with(signing.Signer(alice_key, "alice").sign):
-        ids = [record(memory, ALICE, observation=f"signed {i}").attempt_id for i in range(3)]
+    signer = signing.Signer(alice_key, "alice")
+    ids = [
+        record(memory, ALICE, observation=f"signed {i}", seal=Seal(sign=signer.sign)).attempt_id
+        for i in range(3)
+    ]
     memory.close()
     target = ids[1] if which == "middle" else ids[2]
     entry, raw = next((e, b) for e, b in _ledger_of(settings) if e.id == target)
@@ -390,8 +381,8 @@ def test_an_unsigned_entry_forged_for_a_keyed_agent_refuses_its_chain_at_open(
     keyed: tuple[Memory, Ed25519PrivateKey, Ed25519PrivateKey], settings: Settings
 ) -> None:
     memory, alice_key, _ = keyed
-    with signing.signing_with(signing.Signer(alice_key, "alice").sign):
-        made = record(memory, ALICE, observation="signed").attempt_id
+    signed = Seal(sign=signing.Signer(alice_key, "alice").sign)
+    made = record(memory, ALICE, observation="signed", seal=signed).attempt_id
     memory.close()
     entry = next(e for e, _ in _ledger_of(settings) if e.id == made)
     with raw_db(settings) as (conn, p):  # strip the signature and re-hash the entry without key_id
@@ -436,9 +427,8 @@ def test_an_export_with_signed_entries_imports_into_a_fresh_store_and_verifies(
 ) -> None:
     memory, alice_key, _ = keyed
     signer = signing.Signer(alice_key, "alice")
-    with signing.signing_with(signer.sign):
-        for i, repo in enumerate(REPOS * 2):
-            record(memory, ALICE, repo, observation=f"signed {i}")
+    for i, repo in enumerate(REPOS * 2):
+        record(memory, ALICE, repo, observation=f"signed {i}", seal=Seal(sign=signer.sign))
     with pytest.raises(InvalidInput, match="verifies only whole"):
         memory.export(ADMIN, io.BytesIO(), repository=REPOS[0])  # the stream signed REPOS[1] too
     out = io.BytesIO()
@@ -448,8 +438,8 @@ def test_an_export_with_signed_entries_imports_into_a_fresh_store_and_verifies(
         other.import_(ADMIN, out.getvalue().splitlines())
         assert other.verify_integrity(ADMIN, signatures=True).ok
         assert other.store.agent_key(signer.key_id) is not None
-        with signing.signing_with(signer.sign):  # the stream goes on in the new store
-            record(other, ALICE, REPOS[0], observation="after the import")
+        # the stream goes on in the new store
+        record(other, ALICE, REPOS[0], observation="after the import", seal=Seal(sign=signer.sign))
         assert other.verify_integrity(ADMIN, signatures=True).ok
     finally:
         other.close()
@@ -459,8 +449,7 @@ def test_a_tampered_signature_in_an_export_is_refused_by_import(
     keyed: tuple[Memory, Ed25519PrivateKey, Ed25519PrivateKey], other_settings: Settings
 ) -> None:
     memory, alice_key, _ = keyed
-    with signing.signing_with(signing.Signer(alice_key, "alice").sign):
-        record(memory, ALICE, observation="signed")
+    record(memory, ALICE, observation="signed", seal=Seal(sign=signing.Signer(alice_key, "alice").sign))
     out = io.BytesIO()
     memory.export(ADMIN, out)
     lines = out.getvalue().splitlines()
@@ -485,10 +474,9 @@ def test_rebuild_keeps_each_stream_where_it_was(
 ) -> None:
     memory, alice_key, _ = keyed
     signer = signing.Signer(alice_key, "alice")
-    with signing.signing_with(signer.sign):
-        record(memory, ALICE, observation="before the rebuild")
-        memory.rebuild()
-        record(memory, ALICE, observation="after the rebuild")
+    record(memory, ALICE, observation="before the rebuild", seal=Seal(sign=signer.sign))
+    memory.rebuild()
+    record(memory, ALICE, observation="after the rebuild", seal=Seal(sign=signer.sign))
     assert memory.verify_integrity(ADMIN, signatures=True).ok
 
 

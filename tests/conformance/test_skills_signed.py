@@ -15,6 +15,7 @@ from mentis.errors import Forbidden
 from mentis.ledger import signing
 from mentis.providers.embed import HashEmbedder
 from mentis.service.memory import Memory
+from mentis.store.seal import Seal
 from tests.conformance.test_signing import ADMIN, ALICE, add_key, register
 from tests.conformance.test_skills import REPO, read, skill_md, upload
 
@@ -24,9 +25,8 @@ def test_signed_skill_versions_read_as_signed_and_verified(memory: Memory) -> No
     signer = signing.Signer(add_key(memory, "alice"), "alice")
     first = skill_md("run-tests", "Run the test suite", "Run `make test`.\n")
     second = skill_md("run-tests", "Run the test suite", "Run `make test` with PostgreSQL.\n")
-    with signing.signing_with(signer.sign):
-        upload(memory, ALICE, first)
-        upload(memory, ALICE, second)
+    upload(memory, ALICE, first, seal=Seal(sign=signer.sign))
+    upload(memory, ALICE, second, seal=Seal(sign=signer.sign))
     out = read(memory, ALICE, "run-tests")
     assert [(v.version, v.agent_id, v.signed, v.key_id, v.signature) for v in out.versions] == [
         (1, "alice", True, signer.key_id, "verified"),
@@ -53,8 +53,12 @@ def test_signed_skills_export_and_import_into_a_fresh_store(
 ) -> None:
     register(memory, "alice")
     signer = signing.Signer(add_key(memory, "alice"), "alice")
-    with signing.signing_with(signer.sign):
-        upload(memory, ALICE, skill_md("run-tests", "Run the test suite", "Run `make test`.\n"))
+    upload(
+        memory,
+        ALICE,
+        skill_md("run-tests", "Run the test suite", "Run `make test`.\n"),
+        seal=Seal(sign=signer.sign),
+    )
     out = tmp_path / "skills"
     done = memory.export_skills(ALICE, REPO, out)
     assert [Path(p).parent.name for p in done.written] == ["run-tests"]

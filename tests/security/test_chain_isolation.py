@@ -36,6 +36,7 @@ from mentis.providers.embed import HashEmbedder
 from mentis.service import doctor
 from mentis.service.memory import Caller, Memory
 from mentis.service.migrate import migrate
+from mentis.store.seal import Seal
 from tests.backends import backend_settings
 from tests.http_support import LiveServer
 from tests.security.stores import ADMIN, raw_sql, settings  # noqa: F401
@@ -146,7 +147,7 @@ def test_reads_and_writes_of_the_damaged_repository_raise_naming_it(memory: Memo
     assert [e.hash for e, _ in memory.store.iter_ledger()] == ledger
     # the store refuses an append to B by itself too, inside the write transaction
     with pytest.raises(IntegrityError) as refused:
-        memory.store.forget_thought(B, signing.write_id(), signing.now_iso(), "operator", planted, None)
+        memory.store.forget_thought(B, planted, None, "operator", Seal())
     _refusal(refused.value)
     assert [e.hash for e, _ in memory.store.iter_ledger()] == ledger
 

@@ -33,9 +33,10 @@ from mentis.ledger.canonical import canonical
 from mentis.providers.embed import HashEmbedder
 from mentis.service.context import open_store
 from mentis.service.memory import Caller, Memory
-from mentis.service.signed_writes import signed_write
+from mentis.service.operations import signed_write
 from mentis.store.postgres import schema as postgres_schema
 from mentis.store.protocol import AttemptRow
+from mentis.store.seal import Seal
 from mentis.store.sqlite import store as sqlite
 from tests.http_support import LiveServer
 from tests.security.stores import ADMIN, export_lines, raw_sql, reseal, scratch, settings, state  # noqa: F401
@@ -246,7 +247,7 @@ def test_a_write_token_for_one_repository_cannot_reuse_an_id_over_a_transport(
 WRITERS = 6
 
 
-def _thought_body(thought_id: str, repository: str) -> dict[str, Any]:
+def _thought_body(thought_id: str, repository: str) -> ThoughtBody:
     return ThoughtBody(
         thought_id=thought_id,
         repository=repository,
@@ -260,7 +261,7 @@ def _thought_body(thought_id: str, repository: str) -> dict[str, Any]:
         concepts=[],
         refs=[],
         relations=[],
-    ).to_json()
+    )
 
 
 def test_concurrent_writers_on_other_chains_cannot_both_take_one_id(settings: Settings) -> None:
@@ -275,9 +276,7 @@ def test_concurrent_writers_on_other_chains_cannot_both_take_one_id(settings: Se
         chain, vector = f"team-{i}/app", HashEmbedder().embed(["raced"])[0]
         start.wait(timeout=30)
         try:
-            stores[i].append_thought(
-                chain, the_id, signing.now_iso(), "w", _thought_body(the_id, chain), vector
-            )
+            stores[i].append_thought(_thought_body(the_id, chain), vector, Seal())
         except Conflict:
             return "refused"
         return "stored"
@@ -313,13 +312,13 @@ def test_a_bulk_append_that_repeats_an_id_or_takes_a_used_one_writes_nothing(mem
             observation="o",
             files=[],
             tags=[],
-        ).to_json()
-        return AttemptRow(ATTACKER, attempt_id, signing.now_iso(), "w", body, vector)
+        )
+        return AttemptRow(body, vector)
 
     twice = str(uuid.uuid4())
     for rows in ([row(str(uuid.uuid4())), row(twice), row(twice)], [row(str(uuid.uuid4())), row(used)]):
         with pytest.raises(Conflict):
-            memory.store.append_attempts(rows)
+            memory.store.append_attempts(rows, Seal())
         assert state(memory) == before
 
 

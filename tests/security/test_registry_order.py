@@ -31,11 +31,13 @@ from mentis.api.common import parse
 from mentis.config import Settings
 from mentis.errors import Conflict, IntegrityError
 from mentis.ledger import signing
+from mentis.ledger.bodies import AttemptBody
 from mentis.ledger.canonical import canonical
 from mentis.ledger.entry import seal
 from mentis.providers.embed import HashEmbedder
 from mentis.service.memory import Caller, Memory
 from mentis.store.protocol import Store
+from mentis.store.seal import Seal
 from tests.security.stores import settings, state  # noqa: F401
 
 REPO = "github.com/acme/shop"
@@ -181,9 +183,9 @@ def assert_refused(settings: Settings, where: tuple[str, int], message: str) -> 
         store.close()
 
 
-def _record(memory: Memory, caller: Caller, text: str) -> str:
+def _record(memory: Memory, caller: Caller, text: str, seal: Seal | None = None) -> str:
     req = RecordAttemptInput(repository=REPO, task_id="t", action=text, observation=text)
-    return memory.record_attempt(caller, req).attempt_id
+    return memory.record_attempt(caller, req, seal=seal).attempt_id
 
 
 def _keyed(settings: Settings, agent: str = "alice") -> Ed25519PrivateKey:
@@ -195,8 +197,7 @@ def _keyed(settings: Settings, agent: str = "alice") -> Ed25519PrivateKey:
         key = Ed25519PrivateKey.generate()
         public = signing.public_text(key.public_key())
         memory.add_agent_key(ADMIN, parse(AddAgentKeyInput, {"agent_id": agent, "public_key": public}))
-        with signing.signing_with(signing.Signer(key, agent).sign):
-            _record(memory, Caller(agent_id=agent), "signed")
+        _record(memory, Caller(agent_id=agent), "signed", Seal(sign=signing.Signer(key, agent).sign))
     finally:
         memory.close()
     return key
@@ -309,9 +310,18 @@ def test_a_first_key_dated_before_an_unsigned_entry_of_its_agent_is_refused_and_
     memory = Memory.open(settings, HashEmbedder())
     try:
         at = later(5)
-        body = {"attempt_id": "a1", "repository": REPO, "task_id": "t", "action": "x", "observation": "y"}
-        body |= {"agent_id": "alice", "created_at": at, "files": [], "tags": []}
-        memory.store.append_attempt(REPO, "a1", at, "alice", body, HashEmbedder().embed(["x"])[0])
+        body = AttemptBody(
+            attempt_id="a1",
+            repository=REPO,
+            task_id="t",
+            agent_id="alice",
+            created_at=at,
+            action="x",
+            observation="y",
+            files=[],
+            tags=[],
+        )
+        memory.store.append_attempt(body, HashEmbedder().embed(["x"])[0], Seal())
         memory.register_agent(ADMIN, parse(RegisterAgentInput, {"agent_id": "alice"}))
         before = state(memory)
         public = signing.public_text(Ed25519PrivateKey.generate().public_key())

@@ -29,7 +29,7 @@ from mentis.api.common import parse
 from mentis.api.skill_text import parse_skill
 from mentis.api.skills import UploadSkillInput
 from mentis.config import Settings
-from mentis.errors import InvalidInput
+from mentis.errors import InvalidInput, SkillTextError
 from mentis.http import HttpConfig, build_app, middleware
 from mentis.service.memory import Memory
 from mentis.service.tokens import TokenStore
@@ -102,12 +102,12 @@ def test_front_matter_with_yaml_aliases_is_refused(open_memory: Callable[[], Mem
 def test_front_matter_at_the_bounds_still_reads() -> None:
     deepest = parse_skill(nested(skill_text.MAX_FRONT_MATTER_DEPTH))
     assert deepest.name == "run-tests"
-    with pytest.raises(ValueError, match="nests more than"):
+    with pytest.raises(SkillTextError, match="nests more than"):
         parse_skill(nested(skill_text.MAX_FRONT_MATTER_DEPTH + 1))
     filler = "#" * (skill_text.MAX_FRONT_MATTER_BYTES - len("name: run-tests\ndescription: d\n"))
     largest = f"---\nname: run-tests\ndescription: d\n{filler}\n---\nbody\n"
     assert parse_skill(largest).description == "d"
-    with pytest.raises(ValueError, match="front matter is 16,385 bytes"):
+    with pytest.raises(SkillTextError, match="front matter is 16,385 bytes"):
         parse_skill(largest.replace("#\n", "##\n"))
     usual = parse_skill(
         front_matter(

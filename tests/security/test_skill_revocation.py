@@ -31,8 +31,10 @@ from mentis.api.skills import (
     UploadSkillInput,
 )
 from mentis.config import Settings
+from mentis.ledger.bodies import SkillStatusBody
 from mentis.service.memory import Caller, Memory
 from mentis.store.postgres import schema as postgres_schema
+from mentis.store.seal import Seal
 from mentis.store.sqlite import store as sqlite
 from tests.conformance.conftest import run_sql
 from tests.security.stores import ADMIN, settings  # noqa: F401
@@ -206,12 +208,18 @@ def test_a_store_written_before_the_instructions_key_gets_it_when_it_opens(
     # the previous Mentis wrote revocations without instruction hashes
     history = m.store.skill_history(REPO, "clean-build")
     entry, version = history[-1]
-    body = {
-        "repository": REPO, "skill_id": "clean-build", "op": "revoke", "version_id": entry.id,
-        "version": version.version, "content_hashes": [version.content_hash], "agent_id": "operator",
-        "at": "2026-01-01T00:00:00.000000Z", "reason": REASON,
-    }  # fmt: skip
-    m.store.append_skill_status(REPO, "status-1", body["at"], "operator", body)
+    body = SkillStatusBody(
+        repository=REPO,
+        skill_id="clean-build",
+        op="revoke",
+        version_id=entry.id,
+        version=version.version,
+        content_hashes=[version.content_hash],
+        agent_id="operator",
+        at="2026-01-01T00:00:00.000000Z",
+        reason=REASON,
+    )
+    m.store.append_skill_status(body, Seal(id="status-1"))
     downgrade_to_before_instructions(settings, m)
 
     upgraded = open_memory()

@@ -21,7 +21,7 @@ from mentis.api.common import parse
 from mentis.cli.progress import stderr_progress
 from mentis.config import Settings, default_cli_agent
 from mentis.errors import MentisError
-from mentis.service.context import resolve_caller
+from mentis.service.access import resolve_caller
 from mentis.service.memory import Caller, Memory
 from mentis.service.operations import BY_NAME
 

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mentis.cli.common import DbOpt, JsonOpt, caller, emit, err, errors, settings
-from mentis.service.context import Caller
+from mentis.service.access import Caller
 
 commands = typer.Typer()
 

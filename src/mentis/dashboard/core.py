@@ -27,7 +27,6 @@ from mentis.api.verify import VerifyResult
 from mentis.dashboard.session import COOKIE, Session, Signer
 from mentis.errors import InvalidInput, MentisError
 from mentis.service.memory import Caller, Memory
-from mentis.service.token_admin import is_admin
 from mentis.service.tokens import TokenInfo, TokenStore
 
 log = logging.getLogger(__name__)
@@ -91,7 +90,8 @@ class Ctx:
 
     @property
     def is_admin(self) -> bool:
-        return is_admin(self.caller)
+        """Whether the caller may manage tokens and agents (:func:`mentis.service.access.may_admin`)."""
+        return self.caller.admin
 
 
 Handler = Callable[[Request, Ctx, Mapping[str, str]], Response]

@@ -56,7 +56,7 @@ from mentis.http.middleware import (
 )
 from mentis.http.rest import OTHER_ERRORS, endpoint, error_response, openapi
 from mentis.mcp.server import build_server
-from mentis.service.context import resolve_caller
+from mentis.service.access import resolve_caller
 from mentis.service.memory import Caller, Memory
 from mentis.service.operations import OPERATIONS
 from mentis.service.profiles import Profile, parse_profile

@@ -400,3 +400,25 @@ class SkillStatusBody(Body):
     at: str
     reason: str | None = None
     instructions_hashes: list[str] | None = None
+
+
+# ---------------------------------------------------------------- the agent registry
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentEventBody(Body):
+    """One event of the agent registry's chain (the fields each ``op`` has are listed in
+    :mod:`mentis.ledger.registry`, whose :meth:`~mentis.ledger.registry.Registry.apply` checks
+    them). ``at`` is set by the store as it appends (the write's planned time, else its clock
+    once it holds the registry's lock)."""
+
+    op: str
+    agent_id: str
+    by: str
+    at: str = ""
+    display_name: str | None = None
+    description: str | None = None
+    aliases: list[str] | None = None
+    key_id: str | None = None
+    public_key: str | None = None
+    reason: str | None = None

@@ -194,9 +194,4 @@ def _text(body: dict[str, Any], key: str) -> str:
     return value
 
 
-def event(op: str, agent_id: str, at: str, by: str, **fields: Any) -> dict[str, Any]:
-    """A registry event body (see the module docstring)."""
-    return {"op": op, "agent_id": agent_id, "at": at, "by": by, **fields}
-
-
-__all__ = ["AgentRecord", "KeyRecord", "Registry", "check_agent_id", "event"]
+__all__ = ["AgentRecord", "KeyRecord", "Registry", "check_agent_id"]

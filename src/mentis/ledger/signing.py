@@ -1,4 +1,4 @@
-"""Ed25519 keys, signed statements and the hook through which a write gets signed.
+"""Ed25519 keys, signed statements, envelopes and the signer of one process's stream.
 
 A signed ledger entry carries ``key_id`` (hashed into the entry) and ``sig``, an *envelope*::
 
@@ -12,8 +12,8 @@ entry's ``seq`` and ``prev``, so writers that race for a chain's head never inva
 of its last statement vouches for every earlier one whose links check. A signer never reuses
 ``(stream, n)``; after a write that failed (or whose outcome it cannot know) it starts a new stream.
 
-The store's one append point asks :func:`current_sign` for a :data:`Sign` callable (a context
-variable the service sets with :func:`signing_with`) and seals the entry with what it returns.
+A write is signed through the :class:`mentis.store.seal.Seal` the service passes to the store: its
+:data:`Sign` callable is asked for the entry's ``(key_id, envelope)`` inside the write transaction.
 """
 
 from __future__ import annotations
@@ -25,10 +25,7 @@ import os
 import re
 import secrets
 import threading
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -285,86 +282,9 @@ class Signer:
             return self.key_id, Envelope(stmt.stream, stmt.n, stmt.prev, signature).text()
 
 
-class Prepared(Exception):
-    """Raised by :func:`capture` inside the store's write transaction (which then rolls back)."""
-
-    def __init__(self, fields: Unsigned) -> None:
-        super().__init__("prepared")
-        self.fields = fields
-        self.body: bytes | None = None
-        """The entry's body (canonical JSON), set by :func:`sign_append` on its way out."""
-
-
-def capture(fields: Unsigned) -> tuple[str, str]:
-    """Phase 1 of a remote signed write: stop the write, carrying the fields to sign out of it."""
-    raise Prepared(fields)
-
-
-def sign_append(sign: Sign, fields: Unsigned, body: bytes) -> tuple[str, str]:
-    """What the store's append point calls: ``sign(fields)``; a :class:`Prepared` raised by
-    :func:`capture` leaves carrying ``body`` too, so phase 1 can show the client what it signs."""
-    try:
-        return sign(fields)
-    except Prepared as prepared:
-        prepared.body = body
-        raise
-
-
-def presigned(key_id: str, envelope: str) -> Sign:
-    """Phase 2 of a remote signed write: the client's signature, checked by the store."""
-
-    def sign(fields: Unsigned) -> tuple[str, str]:
-        return key_id, envelope
-
-    return sign
-
-
-_sign: ContextVar[Sign | None] = ContextVar("mentis_sign", default=None)
-_plan: ContextVar[tuple[str | None, str | None]] = ContextVar("mentis_write_plan", default=(None, None))
-
-
-def current_sign() -> Sign | None:
-    return _sign.get()
-
-
-@contextmanager
-def signing_with(sign: Sign | None) -> Iterator[None]:
-    """Within this block, the store signs each append with ``sign`` (None: unsigned)."""
-    token = _sign.set(sign)
-    try:
-        yield
-    finally:
-        _sign.reset(token)
-
-
-@contextmanager
-def planned(id_: str | None, at: str | None) -> Iterator[None]:
-    """Within this block, :func:`write_id` and :func:`write_at` return ``id_`` and ``at``."""
-    token = _plan.set((id_, at))
-    try:
-        yield
-    finally:
-        _plan.reset(token)
-
-
 def now_iso() -> str:
     """UTC timestamp with microseconds, the one time format of the ledger."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def write_id() -> str:
-    """The id of the record a write creates: the planned one, else a fresh UUID."""
-    return _plan.get()[0] or str(uuid.uuid4())
-
-
-def write_at() -> str:
-    """The time of a write: the planned one, else now."""
-    return _plan.get()[1] or now_iso()
-
-
-def planned_at() -> str | None:
-    """The planned time of a write (a remote signed write), or None: the store reads the clock."""
-    return _plan.get()[1]
 
 
 def parse_at(at: str) -> datetime:

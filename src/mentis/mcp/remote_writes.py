@@ -75,7 +75,7 @@ _REASSERT_KEYS = frozenset({"rejected_id", "rejected_kind", "by_id", "at", "simi
 
 
 def is_uuid(value: Any) -> bool:
-    """A UUID in its canonical text (lower case, hyphenated): what the server's ``write_id`` gives."""
+    """A UUID in its canonical text (lower case, hyphenated): what the server's ``Seal.record_id`` gives."""
     try:
         return isinstance(value, str) and str(uuid.UUID(value)) == value
     except ValueError:

@@ -27,7 +27,7 @@ from mentis.errors import Forbidden, MentisError
 from mentis.mcp.render import render
 from mentis.mcp.resources import add_resources_and_prompts
 from mentis.mcp.schema import lean
-from mentis.service.context import resolve_caller
+from mentis.service.access import resolve_caller
 from mentis.service.memory import Caller, Memory
 from mentis.service.operations import BY_NAME, Operation
 from mentis.service.profiles import Profile, parse_profile

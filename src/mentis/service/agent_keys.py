@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from mentis.api.agents import AddAgentKeyInput, RegisterAgentInput
 from mentis.api.common import parse
 from mentis.ledger import signing
-from mentis.service.context import Caller
+from mentis.service.access import Caller
 from mentis.service.memory import Memory
 
 

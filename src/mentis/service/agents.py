@@ -1,10 +1,8 @@
 """The agent registry operations (admin scope): register an agent, add or revoke a key, disable
 an agent, list and show them. Each write appends one event to the registry chain through the
-store (``store/core_agents.py``), which checks it against the registry as it stands."""
+store (``mentis.store.shared.agents``), which checks it against the registry as it stands."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from mentis.api.agents import (
     AddAgentKeyInput,
@@ -21,8 +19,11 @@ from mentis.api.agents import (
 from mentis.api.common import LedgerRef
 from mentis.errors import NotFound
 from mentis.ledger import signing
-from mentis.ledger.registry import AgentRecord, Registry, event
-from mentis.service.context import Caller, ServiceContext, may_admin
+from mentis.ledger.bodies import AgentEventBody
+from mentis.ledger.registry import AgentRecord, Registry
+from mentis.service.access import Caller, may_admin
+from mentis.service.context import ServiceContext
+from mentis.store.seal import Seal
 
 
 def agent_out(registry: Registry, agent: AgentRecord) -> AgentOut:
@@ -46,43 +47,46 @@ class AgentOps:
     def __init__(self, ctx: ServiceContext) -> None:
         self.ctx = ctx
 
-    def _append(self, caller: Caller, op: str, agent_id: str, **fields: Any) -> AgentResult:
+    def _append(self, caller: Caller, body: AgentEventBody, seal: Seal) -> AgentResult:
         may_admin(caller)
-        at = signing.planned_at()  # None: the store reads the clock once it holds the registry's lock
-        body = event(op, agent_id, at or "", caller.agent_id, **fields)
-        entry = self.ctx.store.append_agent_event(signing.write_id(), at, caller.agent_id, body)
-        registry = self.ctx.store.agent_registry()
+        entry, registry = self.ctx.store.append_agent_event(body, seal)
         return AgentResult(
-            agent=agent_out(registry, registry.agents[agent_id]),
-            key_id=fields.get("key_id"),
+            agent=agent_out(registry, registry.agents[body.agent_id]),
+            key_id=body.key_id,
             ledger=LedgerRef(seq=entry.seq, hash=entry.hash),
         )
 
-    def register_agent(self, caller: Caller, req: RegisterAgentInput) -> AgentResult:
-        return self._append(
-            caller,
-            "register",
-            req.agent_id,
+    def register_agent(self, caller: Caller, req: RegisterAgentInput, seal: Seal) -> AgentResult:
+        body = AgentEventBody(
+            op="register",
+            agent_id=req.agent_id,
+            by=caller.agent_id,
             display_name=req.display_name or req.agent_id,
             description=req.description,
             aliases=list(req.aliases),
         )
+        return self._append(caller, body, seal)
 
-    def add_agent_key(self, caller: Caller, req: AddAgentKeyInput) -> AgentResult:
+    def add_agent_key(self, caller: Caller, req: AddAgentKeyInput, seal: Seal) -> AgentResult:
         public = signing.parse_public(req.public_key)
-        return self._append(
-            caller,
-            "key_add",
-            req.agent_id,
+        body = AgentEventBody(
+            op="key_add",
+            agent_id=req.agent_id,
+            by=caller.agent_id,
             key_id=signing.key_id_of(public),
             public_key=signing.public_text(public),
         )
+        return self._append(caller, body, seal)
 
-    def revoke_agent_key(self, caller: Caller, req: RevokeAgentKeyInput) -> AgentResult:
-        return self._append(caller, "key_revoke", req.agent_id, key_id=req.key_id, reason=req.reason)
+    def revoke_agent_key(self, caller: Caller, req: RevokeAgentKeyInput, seal: Seal) -> AgentResult:
+        body = AgentEventBody(
+            op="key_revoke", agent_id=req.agent_id, by=caller.agent_id, key_id=req.key_id, reason=req.reason
+        )
+        return self._append(caller, body, seal)
 
-    def disable_agent(self, caller: Caller, req: DisableAgentInput) -> AgentResult:
-        return self._append(caller, "disable", req.agent_id, reason=req.reason)
+    def disable_agent(self, caller: Caller, req: DisableAgentInput, seal: Seal) -> AgentResult:
+        body = AgentEventBody(op="disable", agent_id=req.agent_id, by=caller.agent_id, reason=req.reason)
+        return self._append(caller, body, seal)
 
     def list_agents(self, caller: Caller, req: ListAgentsInput) -> ListAgentsResult:
         """Every caller may read the registry (it holds public keys only); changing it is admin's."""

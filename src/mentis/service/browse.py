@@ -13,7 +13,8 @@ from mentis.api.common import MAX_ID_CHARS
 from mentis.errors import Forbidden, InvalidInput, NotFound
 from mentis.ledger.bodies import AttemptBody
 from mentis.ledger.entry import Entry
-from mentis.service.context import Caller, ServiceContext, may_read
+from mentis.service.access import Caller, may_read
+from mentis.service.context import ServiceContext
 from mentis.store.protocol import TASK_STATUSES, RepositoryRow, StoredAttempt, TaskRow
 
 MAX_PAGE_SIZE = 100

@@ -1,23 +1,18 @@
-"""What every part of the service shares: the caller, the store, the embedder, and the checks
-that come before any write (scope, embedding shape, secrets)."""
+"""What every operation group of the service shares: the store, the embedder, the reranker and
+the settings (:class:`ServiceContext`), and the checks that come before any write (embedding
+shape, secrets); who may do what is :mod:`mentis.service.access`'s."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
-from fnmatch import fnmatchcase
-from functools import wraps
 from pathlib import Path
-from typing import Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 
 from mentis.config import Settings
-from mentis.errors import ConfigError, Forbidden, IntegrityError
-from mentis.ledger.chain import chain_refused
-from mentis.ledger.signing import RESERVED_PREFIX
+from mentis.errors import ConfigError
 from mentis.providers import scrub
 from mentis.providers.embed import Embedder, check_vectors
 from mentis.providers.embed.batcher import EmbedBatcher, lock_path_for
@@ -26,8 +21,6 @@ from mentis.store.protocol import Store
 from mentis.store.sqlite.store import SqliteStore
 
 log = logging.getLogger(__name__)
-P = ParamSpec("P")
-R = TypeVar("R")
 
 
 def open_store(settings: Settings, dim: int, *, check_derived: bool = True) -> Store:
@@ -41,113 +34,6 @@ def open_store(settings: Settings, dim: int, *, check_derived: bool = True) -> S
         assert settings.database_url is not None
         return PostgresStore(settings.database_url, dim, check_derived=check_derived)
     return SqliteStore(settings.db_path, dim, check_derived=check_derived)
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who is calling. ``repositories`` None means every repository (local, unscoped use);
-    ``admin`` may manage the agent registry (an admin token, or the local user).
-
-    ``refused`` holds the repositories whose ledger chain does not verify (the store's
-    ``damaged``, with each one's failure); the service sets it on every call
-    (:meth:`ServiceContext.narrow`). A refused repository is outside what the caller sees, so
-    answers across repositories leave it out, and an explicit read or write of it raises its
-    refusal (:func:`mentis.ledger.chain.chain_refused`) once the caller's scope covers it."""
-
-    agent_id: str
-    session_id: str | None = None
-    can_write: bool = True
-    repositories: tuple[str, ...] | None = None
-    admin: bool = False
-    refused: Mapping[str, IntegrityError] = field(default_factory=dict, compare=False, hash=False)
-
-    def covers(self, repository: str) -> bool:
-        """Whether the caller's scope (its token's repositories) covers ``repository``."""
-        if self.repositories is None:
-            return True
-        return any(fnmatchcase(repository, pattern) for pattern in self.repositories)
-
-    def sees(self, repository: str) -> bool:
-        """Whether the caller may read ``repository`` now: covered and not refused."""
-        return repository not in self.refused and self.covers(repository)
-
-    @property
-    def limited(self) -> bool:
-        """Whether the caller sees fewer than all repositories (a scoped token, or a refused chain)."""
-        return self.repositories is not None or bool(self.refused)
-
-    def left_out(self, repository: str | None = None) -> list[str]:
-        """The refused repositories the caller's scope covers (``repository``: that one only), which
-        an answer across them leaves out."""
-        return sorted(r for r in self.refused if self.covers(r) and repository in (None, r))
-
-    def search_scope(self, repository: str | None, known: Callable[[], Iterable[str]]) -> list[str] | None:
-        """The repositories a search draws candidates and statistics from: the ``repository``
-        filter, else every repository this caller may read (``known()`` lists the store's), or
-        None for all when the caller sees every one. Nothing outside it shapes a score or a rank."""
-        if repository is not None:
-            return [repository]
-        if not self.limited:
-            return None
-        return [r for r in known() if self.sees(r)]
-
-
-def left_out_note(caller: Caller) -> str:
-    """What an answer across repositories says about the refused ones it left out ("" for none)."""
-    gone = caller.left_out()
-    if not gone:
-        return ""
-    return (
-        f"; left out: {', '.join(gone)} (ledger chain does not verify; its reads are refused until "
-        "it is recovered: run `mentis doctor`)"
-    )
-
-
-def may_read(caller: Caller, repository: str | None) -> None:
-    """The read-scope rule: a caller reads only the repositories its token covers (None: no
-    filter), and none whose ledger chain does not verify (that refusal names it)."""
-    if repository is None:
-        return
-    if not caller.covers(repository):
-        raise Forbidden(f"this caller may not read repository {repository!r}")
-    if repository in caller.refused:
-        raise chain_refused(caller.refused[repository])
-
-
-def may_write(caller: Caller, repository: str) -> None:
-    """The write-scope rule: a token with write scope, over this repository (never a system
-    chain: names starting with ``__`` are reserved), whose ledger chain verifies."""
-    if repository.startswith(RESERVED_PREFIX):
-        raise Forbidden(f"repository {repository!r}: names starting with {RESERVED_PREFIX} are reserved")
-    if not caller.can_write:
-        raise Forbidden("this caller may only read; use a token with write scope")
-    if not caller.covers(repository):
-        raise Forbidden(f"this caller may not write to repository {repository!r}")
-    if repository in caller.refused:
-        raise chain_refused(caller.refused[repository])
-
-
-def may_admin(caller: Caller) -> None:
-    """The admin rule (the agent registry): an admin token over HTTP; the local user on stdio and the CLI."""
-    if not caller.admin:
-        raise Forbidden("managing agents and keys needs admin scope; use a token created with --scope admin")
-
-
-def resolve_caller(
-    settings: Settings,
-    *,
-    authenticated: Caller | None = None,
-    client_name: str | None = None,
-    default: str = "unknown-agent",
-) -> Caller:
-    """Who is calling (DESIGN §2), never taken from a tool argument: the caller a transport
-    authenticated (a token's agent and scope) when there is one; else ``MENTIS_AGENT_ID``
-    (``settings.agent_id``, from the harness config); else the name the MCP client reported
-    over stdio; else the transport's ``default`` name. A caller no transport authenticated is the
-    local user (stdio, the CLI, HTTP with ``--no-auth`` on loopback), and so an admin."""
-    if authenticated is not None:
-        return authenticated
-    return Caller(agent_id=settings.agent_id or client_name or default, admin=True)
 
 
 def secret_warnings(*texts: str, forget: str = "forget_attempt") -> list[str]:
@@ -186,23 +72,6 @@ class ServiceContext:
         self.batcher = EmbedBatcher.from_env(embedder, lock)
         if check_model:
             self._check_model()
-
-    def narrow(self, caller: Caller) -> Caller:
-        """``caller`` with the store's damaged chains refused (:attr:`Caller.refused`)."""
-        damaged = self.store.damaged
-        if not damaged or caller.refused is damaged:
-            return caller
-        return replace(caller, refused=damaged)
-
-    def guarded(self, op: Callable[Concatenate[Caller, P], R]) -> Callable[Concatenate[Caller, P], R]:
-        """``op`` (an operation taking the caller first), called with the caller narrowed
-        (:meth:`narrow`): how Memory exposes every operation, so no answer reads a damaged chain."""
-
-        @wraps(op)
-        def call(caller: Caller, /, *args: P.args, **kwargs: P.kwargs) -> R:
-            return op(self.narrow(caller), *args, **kwargs)
-
-        return call
 
     def warm_up(self) -> None:
         """Load the store's in-process indexes in the background, so a server's first search

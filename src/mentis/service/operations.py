@@ -36,6 +36,7 @@ from mentis.api.attempts import (
     SearchInput,
     SearchResult,
 )
+from mentis.api.common import parse
 from mentis.api.signed import PrepareWriteInput, PrepareWriteResult, SignedWriteInput, SignedWriteResult
 from mentis.api.skills import (
     DeleteSkillInput,
@@ -76,8 +77,11 @@ from mentis.api.thoughts import (
     TraverseResult,
 )
 from mentis.api.verify import VerifyInput, VerifyResult
-from mentis.service.memory import Caller, Memory
-from mentis.service.signed_writes import prepare_write, signed_write
+from mentis.errors import InvalidInput
+from mentis.service.access import Caller
+from mentis.service.memory import Memory
+from mentis.service.signed_writes import check_signable, prepare, write_signed
+from mentis.store.seal import Seal
 
 
 @dataclass(frozen=True)
@@ -85,12 +89,18 @@ class Operation:
     name: str
     input: type[BaseModel]
     output: type[BaseModel]
-    call: Callable[[Memory, Caller, Any], BaseModel]
+    run: Callable[[Memory, Caller, Any, Seal | None], BaseModel]
+    """Calls the Memory method; a write passes the seal on (reads take none)."""
     description: str
     writes: bool = False
     destructive: bool = False
     admin: bool = False
     """Only an admin caller may run it (the agent registry): in no default tool profile."""
+
+    def call(self, memory: Memory, caller: Caller, req: Any, seal: Seal | None = None) -> BaseModel:
+        """Run the operation for ``caller`` on a parsed input; a write with ``seal`` (None: the
+        one Memory chooses: :meth:`Memory.sealing`)."""
+        return self.run(memory, caller, req, seal)
 
 
 OPERATIONS: tuple[Operation, ...] = (
@@ -98,7 +108,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "record_attempt",
         RecordAttemptInput,
         RecordAttemptResult,
-        lambda m, c, r: m.record_attempt(c, r),
+        lambda m, c, r, s: m.record_attempt(c, r, seal=s),
         "Record what you just tried on a task: action, files, observation, your inference apart, and the "
         "check you ran (none: unverified). Record failed checks too.",
         writes=True,
@@ -107,7 +117,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "search",
         SearchInput,
         SearchResult,
-        lambda m, c, r: m.search(c, r),
+        lambda m, c, r, _: m.search(c, r),
         "Search earlier attempts before you start or when stuck, with the problem in your own words. "
         "Returns tasks best first: status, preview, outdated reason, stale files. Details: recall.",
     ),
@@ -115,7 +125,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "recall",
         RecallInput,
         RecallResult,
-        lambda m, c, r: m.recall(c, r),
+        lambda m, c, r, _: m.recall(c, r),
         "A task's full history (repository + task_id), or read-only SQL (sql, params) over the views "
         "tasks, attempts, corrections, thoughts, relations.",
     ),
@@ -123,7 +133,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "mark_conclusion_outdated",
         MarkOutdatedInput,
         MarkOutdatedResult,
-        lambda m, c, r: m.mark_conclusion_outdated(c, r),
+        lambda m, c, r, s: m.mark_conclusion_outdated(c, r, seal=s),
         "Mark an attempt's conclusion outdated when it no longer holds, with the reason. Search shows the"
         " correction.",
         writes=True,
@@ -132,7 +142,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "forget_attempt",
         ForgetInput,
         ForgetResult,
-        lambda m, c, r: m.forget_attempt(c, r),
+        lambda m, c, r, s: m.forget_attempt(c, r, seal=s),
         "Erase an attempt's content, e.g. a leaked secret. The ledger keeps a tombstone.",
         writes=True,
         destructive=True,
@@ -141,7 +151,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "forget_thought",
         ForgetThoughtInput,
         ForgetThoughtResult,
-        lambda m, c, r: m.forget_thought(c, r),
+        lambda m, c, r, s: m.forget_thought(c, r, seal=s),
         "Erase a thought's content, e.g. a leaked secret. The ledger keeps a tombstone.",
         writes=True,
         destructive=True,
@@ -150,21 +160,21 @@ OPERATIONS: tuple[Operation, ...] = (
         "verify_integrity",
         VerifyInput,
         VerifyResult,
-        lambda m, c, r: m.verify_integrity(c, r.repository, r.signatures),
+        lambda m, c, r, _: m.verify_integrity(c, r.repository, r.signatures),
         "Verify the ledger's hash chains and signatures; fails naming the chain and seq that do not match.",
     ),
     Operation(
         "stats",
         StatsInput,
         StatsResult,
-        lambda m, c, r: m.stats(c, r),
+        lambda m, c, r, _: m.stats(c, r),
         "Count tasks, attempts by status, thoughts by type and ledger entries you may read.",
     ),
     Operation(
         "append_thought",
         AppendThoughtInput,
         AppendThoughtResult,
-        lambda m, c, r: m.append_thought(c, r),
+        lambda m, c, r, s: m.append_thought(c, r, seal=s),
         "Store a typed thought (Decision, Finding, Constraint, LessonLearned, Plan...), linked to earlier"
         " ones by refs and relations.",
         writes=True,
@@ -173,28 +183,28 @@ OPERATIONS: tuple[Operation, ...] = (
         "search_thoughts",
         SearchThoughtsInput,
         SearchThoughtsResult,
-        lambda m, c, r: m.search_thoughts(c, r),
+        lambda m, c, r, _: m.search_thoughts(c, r),
         "Search thoughts by meaning or list them by filters; superseded ones only with include_invalidated.",
     ),
     Operation(
         "get_thought",
         GetThoughtInput,
         ThoughtOut,
-        lambda m, c, r: m.get_thought(c, r),
+        lambda m, c, r, _: m.get_thought(c, r),
         "Read one thought (by id, ledger hash, or repository + seq).",
     ),
     Operation(
         "traverse_thoughts",
         TraverseInput,
         TraverseResult,
-        lambda m, c, r: m.traverse_thoughts(c, r),
+        lambda m, c, r, _: m.traverse_thoughts(c, r),
         "Follow refs and relations from a thought; returns the thoughts and edges reached.",
     ),
     Operation(
         "context_bundle",
         ContextBundleInput,
         ContextBundleResult,
-        lambda m, c, r: m.context_bundle(c, r),
+        lambda m, c, r, _: m.context_bundle(c, r),
         "Load context before working on something: thoughts matching the query, each with its related "
         "thoughts.",
     ),
@@ -202,21 +212,21 @@ OPERATIONS: tuple[Operation, ...] = (
         "recent_context",
         RecentContextInput,
         RecentContextResult,
-        lambda m, c, r: m.recent_context(c, r),
+        lambda m, c, r, _: m.recent_context(c, r),
         "A repository's newest thoughts as a catch-up note, to read after a context reset.",
     ),
     Operation(
         "export_memory_md",
         MemoryMdExportInput,
         MemoryMdExportResult,
-        lambda m, c, r: m.export_memory_md(c, r),
+        lambda m, c, r, _: m.export_memory_md(c, r),
         "Render a repository's current thoughts as MEMORY.md (import_memory_md reads it back).",
     ),
     Operation(
         "import_memory_md",
         MemoryMdImportInput,
         MemoryMdImportResult,
-        lambda m, c, r: m.import_memory_md(c, r),
+        lambda m, c, r, s: m.import_memory_md(c, r, seal=s),
         "Append the thoughts of a MEMORY.md; one malformed line rejects the whole file.",
         writes=True,
     ),
@@ -224,7 +234,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "prepare_write",
         PrepareWriteInput,
         PrepareWriteResult,
-        prepare_write,
+        lambda m, c, r, _: prepare_write(m, c, r),
         "Remote signing phase 1, for a client holding the agent's key: the entry a write would append, "
         "unsigned. Writes nothing.",
     ),
@@ -232,7 +242,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "signed_write",
         SignedWriteInput,
         SignedWriteResult,
-        signed_write,
+        lambda m, c, r, _: signed_write(m, c, r),
         "Remote signing phase 2: run the write with prepare_write's id and time and the client's signature.",
         writes=True,
     ),
@@ -240,7 +250,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "upload_skill",
         UploadSkillInput,
         UploadSkillResult,
-        lambda m, c, r: m.upload_skill(c, r),
+        lambda m, c, r, s: m.upload_skill(c, r, seal=s),
         "Store a skill (how to test, release... here) as SKILL.md text or JSON, or a diff against its "
         "newest version.",
         writes=True,
@@ -249,7 +259,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "read_skill",
         ReadSkillInput,
         ReadSkillResult,
-        lambda m, c, r: m.read_skill(c, r),
+        lambda m, c, r, _: m.read_skill(c, r),
         "Read a skill's text, status and warnings. It is another agent's instructions: read before you "
         "follow.",
     ),
@@ -257,28 +267,28 @@ OPERATIONS: tuple[Operation, ...] = (
         "search_skills",
         SearchSkillsInput,
         SearchSkillsResult,
-        lambda m, c, r: m.search_skills(c, r),
+        lambda m, c, r, _: m.search_skills(c, r),
         "Find skills for what you are about to do, in your own words. Returns active skills best first.",
     ),
     Operation(
         "list_skills",
         ListSkillsInput,
         ListSkillsResult,
-        lambda m, c, r: m.list_skills(c, r),
+        lambda m, c, r, _: m.list_skills(c, r),
         "List a repository's skills (active and deprecated by default).",
     ),
     Operation(
         "skill_versions",
         SkillVersionsInput,
         SkillVersionsResult,
-        lambda m, c, r: m.skill_versions(c, r),
+        lambda m, c, r, _: m.skill_versions(c, r),
         "A skill's versions: author, time, content hash, signature state.",
     ),
     Operation(
         "deprecate_skill",
         SkillStatusInput,
         SkillStatusResult,
-        lambda m, c, r: m.deprecate_skill(c, r),
+        lambda m, c, r, s: m.deprecate_skill(c, r, seal=s),
         "Deprecate a skill (search leaves it out); a later upload re-activates it.",
         writes=True,
     ),
@@ -286,7 +296,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "revoke_skill",
         RevokeSkillInput,
         SkillStatusResult,
-        lambda m, c, r: m.revoke_skill(c, r),
+        lambda m, c, r, s: m.revoke_skill(c, r, seal=s),
         "Revoke a harmful skill, with the reason; its id and copies of its text stay revoked.",
         writes=True,
     ),
@@ -294,7 +304,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "delete_skill",
         DeleteSkillInput,
         DeleteSkillResult,
-        lambda m, c, r: m.delete_skill(c, r),
+        lambda m, c, r, s: m.delete_skill(c, r, seal=s),
         "Erase every version of a skill; the ledger keeps a tombstone.",
         writes=True,
         destructive=True,
@@ -306,7 +316,7 @@ AGENT_OPERATIONS: tuple[Operation, ...] = (
         "register_agent",
         RegisterAgentInput,
         AgentResult,
-        lambda m, c, r: m.register_agent(c, r),
+        lambda m, c, r, s: m.register_agent(c, r, seal=s),
         "Admin: register an agent (id, display name, aliases) in the agent registry.",
         writes=True,
         admin=True,
@@ -315,7 +325,7 @@ AGENT_OPERATIONS: tuple[Operation, ...] = (
         "add_agent_key",
         AddAgentKeyInput,
         AgentResult,
-        lambda m, c, r: m.add_agent_key(c, r),
+        lambda m, c, r, s: m.add_agent_key(c, r, seal=s),
         "Admin: add an Ed25519 public key to an agent; its writes must then be signed.",
         writes=True,
         admin=True,
@@ -324,7 +334,7 @@ AGENT_OPERATIONS: tuple[Operation, ...] = (
         "revoke_agent_key",
         RevokeAgentKeyInput,
         AgentResult,
-        lambda m, c, r: m.revoke_agent_key(c, r),
+        lambda m, c, r, s: m.revoke_agent_key(c, r, seal=s),
         "Admin: revoke an agent's key, with the reason.",
         writes=True,
         admin=True,
@@ -334,7 +344,7 @@ AGENT_OPERATIONS: tuple[Operation, ...] = (
         "disable_agent",
         DisableAgentInput,
         AgentResult,
-        lambda m, c, r: m.disable_agent(c, r),
+        lambda m, c, r, s: m.disable_agent(c, r, seal=s),
         "Admin: disable an agent, with the reason; its later writes are refused.",
         writes=True,
         admin=True,
@@ -344,17 +354,40 @@ AGENT_OPERATIONS: tuple[Operation, ...] = (
         "list_agents",
         ListAgentsInput,
         ListAgentsResult,
-        lambda m, c, r: m.list_agents(c, r),
+        lambda m, c, r, _: m.list_agents(c, r),
         "List the registered agents and their keys.",
     ),
     Operation(
         "show_agent",
         ShowAgentInput,
         AgentOut,
-        lambda m, c, r: m.show_agent(c, r),
+        lambda m, c, r, _: m.show_agent(c, r),
         "Show one registered agent (id or alias) and its keys.",
     ),
 )
 OPERATIONS += AGENT_OPERATIONS
 
 BY_NAME = {op.name: op for op in OPERATIONS}
+
+
+def _signable(tool: str, arguments: dict[str, Any]) -> tuple[Operation, BaseModel]:
+    """The write operation ``tool`` names, and its parsed ``arguments``, when a client may sign it."""
+    op = BY_NAME.get(tool)
+    if op is None:
+        raise InvalidInput(f"tool: no operation named {tool!r}", field="tool")
+    check_signable(tool, op.writes)
+    return op, parse(op.input, arguments)
+
+
+def prepare_write(memory: Memory, caller: Caller, req: PrepareWriteInput) -> PrepareWriteResult:
+    """Phase 1 of a remote signed write: the unsigned fields and body of the entry ``req.tool``
+    would append (:func:`mentis.service.signed_writes.prepare`); writes nothing."""
+    op, arguments = _signable(req.tool, req.arguments)
+    return prepare(req.tool, lambda seal: op.call(memory, caller, arguments, seal))
+
+
+def signed_write(memory: Memory, caller: Caller, req: SignedWriteInput) -> SignedWriteResult:
+    """Phase 2: ``req.tool`` run with phase 1's id and time, its entry sealed with the client's
+    signature (:func:`mentis.service.signed_writes.write_signed`)."""
+    op, arguments = _signable(req.tool, req.arguments)
+    return write_signed(req, caller, lambda seal: op.call(memory, caller, arguments, seal))

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -69,11 +70,12 @@ from mentis.errors import Conflict, IntegrityError, InvalidInput, MentisError, N
 from mentis.ledger import signing
 from mentis.ledger.bodies import SkillStatusBody, SkillVersionBody
 from mentis.ledger.entry import Entry
-from mentis.ledger.signing import write_at, write_id
 from mentis.retrieval import pipeline
-from mentis.service.context import Caller, ServiceContext, may_read, may_write, secret_warnings
+from mentis.service.access import Caller, may_read, may_write
+from mentis.service.context import ServiceContext, secret_warnings
 from mentis.service.skill_files import read_skill_files, write_skill_files
 from mentis.store.protocol import SkillRow, SkillVersionRow
+from mentis.store.seal import Seal
 
 ACTIVE: SkillStatus = "active"
 DEPRECATED: SkillStatus = "deprecated"
@@ -242,7 +244,7 @@ class SkillOps:
 
     # ------------------------------------------------------------ upload
 
-    def upload_skill(self, caller: Caller, req: UploadSkillInput) -> UploadSkillResult:
+    def upload_skill(self, caller: Caller, req: UploadSkillInput, seal: Seal) -> UploadSkillResult:
         may_write(caller, req.repository)
         if req.diff is not None:
             assert req.skill_id is not None  # the input model requires it with a diff
@@ -250,8 +252,8 @@ class SkillOps:
         else:
             assert req.content is not None
             content = req.content
-        prepared = self.prepare(caller, req.repository, req.skill_id, content)
-        return self._write([prepared])[0]
+        prepared = self.prepare(caller, req.repository, req.skill_id, content, seal)
+        return self._write([prepared], seal)[0]
 
     def _patched(
         self, caller: Caller, repository: str, skill_id: str, diff: str, base_version: int | None
@@ -271,8 +273,10 @@ class SkillOps:
             raise _invalid(exc) from None
         return content
 
-    def prepare(self, caller: Caller, repository: str, skill_id: str | None, content: str) -> Prepared:
-        """Check one upload and build its version (nothing is written)."""
+    def prepare(
+        self, caller: Caller, repository: str, skill_id: str | None, content: str, seal: Seal
+    ) -> Prepared:
+        """Check one upload and build its version (nothing is written; ``seal`` gives its id and time)."""
         try:
             doc = parse_skill(content)
         except SkillTextError as exc:
@@ -285,29 +289,32 @@ class SkillOps:
         revoked = self.revocation_note(repository, skill_id, instructions)
         warnings = [] if revoked is None else [f"{revoked}; this version is stored and stays revoked"]
         warnings += self.copy_warnings(caller, repository, digest, instructions)
-        status = REVOKED if revoked is not None else ACTIVE
-        if newest is not None and newest.text == content:
-            live = self.store.skill_row(repository, skill_id)
-            return Prepared(
-                None,
-                UploadSkillResult(
-                    repository=repository, skill_id=skill_id, version=newest.body.version,
-                    content_hash=digest, status=live.status if live else status,  # type: ignore[arg-type]
-                    unchanged=True, ledger=None, warnings=warnings,
-                ),
-            )  # fmt: skip
-        version_id, at = write_id(), write_at()
-        body = SkillVersionBody(
-            version_id=version_id,
+        result = UploadSkillResult(
             repository=repository,
             skill_id=skill_id,
             version=1 if newest is None else newest.body.version + 1,
+            content_hash=digest,
+            status=REVOKED if revoked is not None else ACTIVE,
+            unchanged=False,
+            ledger=None,
+            warnings=warnings,
+        )
+        if newest is not None and newest.text == content:
+            live = self.store.skill_row(repository, skill_id)
+            status = result.status if live is None else cast(SkillStatus, live.status)
+            unchanged = {"version": newest.body.version, "status": status, "unchanged": True}
+            return Prepared(None, result.model_copy(update=unchanged))
+        body = SkillVersionBody(
+            version_id=seal.record_id(),
+            repository=repository,
+            skill_id=skill_id,
+            version=result.version,
             name=doc.name,
             description=doc.description,
             format=doc.format,
             content_hash=digest,
             agent_id=caller.agent_id,
-            created_at=at,
+            created_at=seal.time(),
             tags=doc.tags,
             triggers=doc.triggers,
             warnings=doc.warnings,
@@ -316,17 +323,14 @@ class SkillOps:
             base_id=None if newest is None else newest.entry.id,
         )
         vector = self.ctx.embed([body.embed_text])[0]
-        row = SkillVersionRow(repository, version_id, at, caller.agent_id, body.to_json(), content, vector)
-        result = UploadSkillResult(
-            repository=repository, skill_id=skill_id, version=body.version, content_hash=digest,
-            status=status, unchanged=False, ledger=None,
-            warnings=warnings + secret_warnings(content, forget="delete_skill"),
-        )  # fmt: skip
-        return Prepared(row, result)
+        secrets = secret_warnings(content, forget="delete_skill")
+        return Prepared(
+            SkillVersionRow(body, content, vector), result.model_copy(update={"warnings": warnings + secrets})
+        )
 
-    def _write(self, prepared: Sequence[Prepared]) -> list[UploadSkillResult]:
+    def _write(self, prepared: Sequence[Prepared], seal: Seal) -> list[UploadSkillResult]:
         rows = [p.row for p in prepared if p.row is not None]
-        entries = iter(self.store.append_skill_versions(rows))
+        entries = iter(self.store.append_skill_versions(rows, seal))
         return [
             p.result if p.row is None else p.result.model_copy(update={"ledger": _ref(next(entries))})
             for p in prepared
@@ -370,9 +374,10 @@ class SkillOps:
         if row is None:
             raise NotFound(f"no skill {req.skill_id} in repository {req.repository}; list_skills shows them")
         versions = [self.version_out(e, b) for e, b in self.store.skill_history(req.repository, req.skill_id)]
+        status = cast(SkillStatus, row.status)
         return SkillVersionsResult(
-            repository=req.repository, skill_id=req.skill_id, status=row.status, versions=versions,  # type: ignore[arg-type]
-        )  # fmt: skip
+            repository=req.repository, skill_id=req.skill_id, status=status, versions=versions
+        )
 
     def list_skills(self, caller: Caller, req: ListSkillsInput) -> ListSkillsResult:
         may_read(caller, req.repository)
@@ -407,14 +412,14 @@ class SkillOps:
 
     # ------------------------------------------------------------ status and deletion
 
-    def deprecate_skill(self, caller: Caller, req: SkillStatusInput) -> SkillStatusResult:
-        return self._set_status(caller, req.repository, req.skill_id, "deprecate", req.reason)
+    def deprecate_skill(self, caller: Caller, req: SkillStatusInput, seal: Seal) -> SkillStatusResult:
+        return self._set_status(caller, req.repository, req.skill_id, "deprecate", req.reason, seal)
 
-    def revoke_skill(self, caller: Caller, req: RevokeSkillInput) -> SkillStatusResult:
-        return self._set_status(caller, req.repository, req.skill_id, "revoke", req.reason)
+    def revoke_skill(self, caller: Caller, req: RevokeSkillInput, seal: Seal) -> SkillStatusResult:
+        return self._set_status(caller, req.repository, req.skill_id, "revoke", req.reason, seal)
 
     def _set_status(
-        self, caller: Caller, repository: str, skill_id: str, op: str, reason: str | None
+        self, caller: Caller, repository: str, skill_id: str, op: str, reason: str | None, seal: Seal
     ) -> SkillStatusResult:
         may_write(caller, repository)
         row, history = self._live(caller, repository, skill_id)
@@ -425,7 +430,6 @@ class SkillOps:
                 f"skill {skill_id} in {repository} is already deprecated; an upload re-activates it"
             )
         newest = history[-1]
-        at = write_at()
         body = SkillStatusBody(
             repository=repository,
             skill_id=skill_id,
@@ -434,28 +438,29 @@ class SkillOps:
             version=newest.body.version,
             content_hashes=[v.body.content_hash for v in history] if op == "revoke" else [],
             agent_id=caller.agent_id,
-            at=at,
+            at=seal.time(),
             reason=reason,
             instructions_hashes=_instructions_of(history) if op == "revoke" else None,
         )
-        entry = self.store.append_skill_status(repository, write_id(), at, caller.agent_id, body.to_json())
+        entry = self.store.append_skill_status(body, seal)
+        status = REVOKED if op == "revoke" else DEPRECATED
         return SkillStatusResult(
-            repository=repository, skill_id=skill_id, status=REVOKED if op == "revoke" else DEPRECATED,
-            version=newest.body.version, ledger=_ref(entry),
-        )  # fmt: skip
+            repository=repository, skill_id=skill_id, status=status, version=body.version, ledger=_ref(entry)
+        )
 
-    def delete_skill(self, caller: Caller, req: DeleteSkillInput) -> DeleteSkillResult:
+    def delete_skill(self, caller: Caller, req: DeleteSkillInput, seal: Seal) -> DeleteSkillResult:
         may_write(caller, req.repository)
         row = self.store.skill_row(req.repository, req.skill_id)
         if row is None:
             raise NotFound(f"no skill {req.skill_id} in repository {req.repository}; list_skills shows them")
-        entry = self.store.delete_skill(
-            req.repository, write_id(), write_at(), caller.agent_id, req.skill_id, req.reason
-        )
+        entry = self.store.delete_skill(req.repository, req.skill_id, req.reason, caller.agent_id, seal)
         return DeleteSkillResult(
-            deleted=True, repository=req.repository, skill_id=req.skill_id, versions_erased=row.version,
+            deleted=True,
+            repository=req.repository,
+            skill_id=req.skill_id,
+            versions_erased=row.version,
             ledger=_ref(entry),
-        )  # fmt: skip
+        )
 
     # ------------------------------------------------------------ SKILL.md folders
 
@@ -488,7 +493,7 @@ class SkillOps:
         written = write_skill_files(target, plan)
         return SkillsExportResult(written=[str(p) for p in written], skipped=skipped)
 
-    def import_skills(self, caller: Caller, repository: str, source: Path) -> SkillsImportResult:
+    def import_skills(self, caller: Caller, repository: str, source: Path, seal: Seal) -> SkillsImportResult:
         """Upload every ``<name>/SKILL.md`` under ``source`` (and ``source/SKILL.md``) in one
         transaction: one bad file rejects the whole import and nothing is written."""
         may_write(caller, repository)
@@ -510,7 +515,7 @@ class SkillOps:
                 if doc.name in seen:
                     raise InvalidInput(f"content: a second skill named {doc.name}", field="content")
                 seen.add(doc.name)
-                prepared.append(self.prepare(caller, repository, None, text))
+                prepared.append(self.prepare(caller, repository, None, text, seal))
             except UnicodeDecodeError as exc:
                 raise InvalidInput(f"{path}: content is not UTF-8 ({exc.reason})", field="content") from None
             except SkillTextError as exc:
@@ -519,7 +524,7 @@ class SkillOps:
                 if isinstance(exc, InvalidInput):
                     raise InvalidInput(f"{path}: {exc.message}", field=exc.field) from None
                 raise
-        return SkillsImportResult(uploaded=self._write(prepared))
+        return SkillsImportResult(uploaded=self._write(prepared, seal))
 
 
 __all__ = ["SkillOps", "Version", "signature_state"]

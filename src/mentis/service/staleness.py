@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mentis.api.attempts import StaleAttempt, StaleFile, StaleInput, StaleResult
-from mentis.service.context import may_read
+from mentis.service.access import may_read
 
 if TYPE_CHECKING:
-    from mentis.service.context import Caller
+    from mentis.service.access import Caller
     from mentis.store.protocol import Store
 
 MAX_TASKS = 100_000

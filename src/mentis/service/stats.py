@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from mentis.api.stats import RepositoryStats, StatsInput, StatsResult
 from mentis.errors import NotFound
-from mentis.service.context import Caller, may_read
+from mentis.service.access import Caller, may_read
 from mentis.store.protocol import Store
 
 STATUSES = ("passed", "failed", "unverified")

@@ -52,11 +52,13 @@ from mentis.api.thoughts import (
 from mentis.errors import Conflict, InvalidInput, NotFound
 from mentis.ledger.bodies import THOUGHT_TYPES, AttemptBody, RelationBody, ThoughtBody
 from mentis.ledger.fingerprint import fingerprint
-from mentis.ledger.signing import now_iso, write_at, write_id
+from mentis.ledger.signing import now_iso
 from mentis.retrieval import pipeline
-from mentis.service.context import Caller, ServiceContext, left_out_note, may_read, may_write, secret_warnings
+from mentis.service.access import Caller, left_out_note, may_read, may_write
+from mentis.service.context import ServiceContext, secret_warnings
 from mentis.service.session_windows import SessionNeighbours
 from mentis.store.protocol import ThoughtQuery
+from mentis.store.seal import Seal
 
 if TYPE_CHECKING:
     from mentis.ledger.entry import Entry
@@ -164,10 +166,10 @@ class ThoughtOps:
     # ------------------------------------------------------------ append
 
     def append_thought(
-        self, caller: Caller, req: AppendThoughtInput, *, link_duplicates: bool = True
+        self, caller: Caller, req: AppendThoughtInput, seal: Seal, *, link_duplicates: bool = True
     ) -> AppendThoughtResult:
         may_write(caller, req.repository)
-        thought_id = req.thought_id or write_id()
+        thought_id = req.thought_id or seal.record_id()
         targets = [*req.refs, *(r.target_id for r in req.relations)]
         known = self.store.find_records([thought_id, *targets])
         if thought_id in known:
@@ -188,7 +190,6 @@ class ThoughtOps:
         superseded = self._near_duplicates(req, vector, targets) if link_duplicates else []
         relations += [RelationBody(kind="Supersedes", target_id=t) for t in superseded]
         reasserts = self.reassertions(req.repository, req.content, vector)
-        at = write_at()
         body = ThoughtBody(
             thought_id=thought_id,
             repository=req.repository,
@@ -201,15 +202,13 @@ class ThoughtOps:
             refs=list(req.refs),
             relations=relations,
             agent_id=caller.agent_id,
-            created_at=at,
+            created_at=seal.time(),
             confidence=None if req.confidence is None else str(req.confidence),
             task_id=req.task_id,
             session_id=req.session_id or caller.session_id,
             reasserts=stored_reasserts(reasserts) or None,
         )
-        entry = self.store.append_thought(
-            req.repository, thought_id, at, caller.agent_id, body.to_json(), vector
-        )
+        entry = self.store.append_thought(body, vector, seal)
         warnings = self.reassertion_warnings(reasserts)
         warnings += [f"linked as Supersedes: near-duplicate of thought {t}" for t in superseded]
         return AppendThoughtResult(
@@ -234,11 +233,9 @@ class ThoughtOps:
         same_type = {body.thought_id for _, body in loaded.values() if body.type == req.type}
         return [i for i in close if i in same_type and i not in invalid][:1]
 
-    def forget_thought(self, caller: Caller, req: ForgetThoughtInput) -> ForgetThoughtResult:
+    def forget_thought(self, caller: Caller, req: ForgetThoughtInput, seal: Seal) -> ForgetThoughtResult:
         may_write(caller, req.repository)
-        entry = self.store.forget_thought(
-            req.repository, write_id(), write_at(), caller.agent_id, req.thought_id, req.reason
-        )
+        entry = self.store.forget_thought(req.repository, req.thought_id, req.reason, caller.agent_id, seal)
         return ForgetThoughtResult(
             forgotten=True, thought_id=req.thought_id, ledger=LedgerRef(seq=entry.seq, hash=entry.hash)
         )
@@ -456,10 +453,11 @@ class ThoughtOps:
                 out += [f"## {kind}", ""] + [md_line(t) for t in by_type[kind]] + [""]
         return MemoryMdExportResult(markdown="\n".join(out), count=len(live))
 
-    def import_memory_md(self, caller: Caller, req: MemoryMdImportInput) -> MemoryMdImportResult:
+    def import_memory_md(self, caller: Caller, req: MemoryMdImportInput, seal: Seal) -> MemoryMdImportResult:
+        """Append each thought of the file, one ledger entry each (with ``seal``: its signer)."""
         parsed = parse_memory_md(req.repository, req.markdown)
         may_write(caller, req.repository)
-        ids = [self.append_thought(caller, p, link_duplicates=False).thought_id for p in parsed]
+        ids = [self.append_thought(caller, p, seal, link_duplicates=False).thought_id for p in parsed]
         return MemoryMdImportResult(imported=len(ids), thought_ids=ids)
 
 

@@ -11,9 +11,10 @@ outside the ledger (``mentis.store.shared.tokens``): the SQLite store file, or t
 enter an export, and ``recall`` SQL cannot read the table. Nothing is cached: a revocation holds
 on every server at its next request.
 
-A token maps to a :class:`~mentis.service.memory.Caller` (:meth:`TokenInfo.caller`): its agent name is the
+A token maps to a :class:`~mentis.service.access.Caller` (:meth:`TokenInfo.caller`): its agent name is the
 caller's ``agent_id``, its repository patterns the caller's ``repositories``; ``read`` cannot write;
-``admin`` may do everything on every repository. ``memory.py`` enforces that on every operation.
+``admin`` may do everything on every repository. :mod:`mentis.service.access` holds the rules
+every operation applies.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import orjson
 
 from mentis.config import Settings
 from mentis.errors import Conflict, InvalidInput, NotFound
-from mentis.service.memory import Caller
+from mentis.service.access import Caller
 from mentis.store.shared.tokens import SqliteTokens, TokenTable
 
 Scope = Literal["read", "write", "admin"]

@@ -20,7 +20,8 @@ from mentis.ledger.canonical import canonical
 from mentis.ledger.chain import entry_rows, verify_rows
 from mentis.ledger.entry import Entry
 from mentis.ledger.signing import AGENTS_CHAIN, now_iso
-from mentis.service.context import Caller, ServiceContext, may_admin, may_read, may_write
+from mentis.service.access import Caller, may_admin, may_read, may_write
+from mentis.service.context import ServiceContext
 
 EXPORT_FORMAT = "mentis-ledger"
 

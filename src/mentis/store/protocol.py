@@ -28,6 +28,7 @@ import numpy as np
 
 from mentis.errors import IntegrityError
 from mentis.ledger.bodies import (
+    AgentEventBody,
     AttemptBody,
     Body,
     CorrectionBody,
@@ -39,6 +40,7 @@ from mentis.ledger.bodies import (
 from mentis.ledger.chain import ChainReport
 from mentis.ledger.entry import Entry
 from mentis.ledger.registry import Registry
+from mentis.store.seal import Seal
 
 BodyT = TypeVar("BodyT", bound=Body)
 
@@ -80,13 +82,9 @@ class RejectionRow:
 
 
 class AttemptRow(NamedTuple):
-    """One attempt for :meth:`Store.append_attempts`: the arguments of ``append_attempt``."""
+    """One attempt for :meth:`Store.append_attempts`: its body and its vector."""
 
-    repository: str
-    attempt_id: str
-    at: str
-    agent: str
-    body: dict[str, Any]
+    body: AttemptBody
     vector: np.ndarray
 
 
@@ -94,11 +92,7 @@ class SkillVersionRow(NamedTuple):
     """One skill version for :meth:`Store.append_skill_versions`: its body, the version's whole
     text (which the lexical index takes) and its vector."""
 
-    repository: str
-    version_id: str
-    at: str
-    agent: str
-    body: dict[str, Any]
+    body: SkillVersionBody
     content: str
     vector: np.ndarray
 
@@ -192,29 +186,25 @@ class Store(Protocol):
     damaged: dict[str, IntegrityError]
 
     def warm(self) -> None: ...
-    def append_attempt(
-        self, chain: str, attempt_id: str, at: str, agent: str, body: dict[str, Any], vector: np.ndarray
-    ) -> Entry: ...
-    def append_attempts(self, rows: Sequence[AttemptRow]) -> list[Entry]: ...
+    # writes: each takes the typed body, and the seal that says how its entries are made
+    def append_attempt(self, body: AttemptBody, vector: np.ndarray, seal: Seal) -> Entry: ...
+    def append_attempts(self, rows: Sequence[AttemptRow], seal: Seal) -> list[Entry]: ...
     def append_correction(
-        self,
-        chain: str,
-        correction_id: str,
-        at: str,
-        agent: str,
-        body: dict[str, Any],
-        conclusion: np.ndarray,
+        self, body: CorrectionBody, conclusion: np.ndarray, seal: Seal
     ) -> tuple[Entry, int]: ...
-    def append_thought(
-        self, chain: str, thought_id: str, at: str, agent: str, body: dict[str, Any], vector: np.ndarray
+    def append_thought(self, body: ThoughtBody, vector: np.ndarray, seal: Seal) -> Entry: ...
+    def forget_attempt(
+        self, chain: str, attempt_id: str, reason: str | None, agent: str, seal: Seal
     ) -> Entry: ...
+    def forget_thought(
+        self, chain: str, thought_id: str, reason: str | None, agent: str, seal: Seal
+    ) -> Entry: ...
+    def append_agent_event(self, body: AgentEventBody, seal: Seal) -> tuple[Entry, Registry]: ...
     # skills (mentis.store.shared.skills, shared by both backends)
-    def append_skill_versions(self, rows: Sequence[SkillVersionRow]) -> list[Entry]: ...
-    def append_skill_status(
-        self, chain: str, status_id: str, at: str, agent: str, body: dict[str, Any]
-    ) -> Entry: ...
+    def append_skill_versions(self, rows: Sequence[SkillVersionRow], seal: Seal) -> list[Entry]: ...
+    def append_skill_status(self, body: SkillStatusBody, seal: Seal) -> Entry: ...
     def delete_skill(
-        self, chain: str, tombstone_id: str, at: str, agent: str, skill_id: str, reason: str | None
+        self, chain: str, skill_id: str, reason: str | None, agent: str, seal: Seal
     ) -> Entry: ...
     def skill_row(self, repository: str, skill_id: str) -> SkillRow | None: ...
     def skill_rows(self, repositories: Sequence[str] | None, statuses: Sequence[str]) -> list[SkillRow]: ...
@@ -240,12 +230,6 @@ class Store(Protocol):
     def filter_thoughts(self, rowids: Sequence[int] | None, query: ThoughtQuery, limit: int) -> list[int]: ...
     def find_attempt(self, attempt_id: str) -> tuple[str, bool] | None: ...
     def find_records(self, ids: Iterable[str]) -> dict[str, tuple[str, str]]: ...
-    def forget_attempt(
-        self, chain: str, tombstone_id: str, at: str, agent: str, attempt_id: str, reason: str | None
-    ) -> Entry: ...
-    def forget_thought(
-        self, chain: str, tombstone_id: str, at: str, agent: str, thought_id: str, reason: str | None
-    ) -> Entry: ...
     def get_meta(self, key: str) -> str | None: ...
     def has_rejections(self, repository: str) -> bool: ...
     def import_ledger(self, items: Sequence[tuple[Entry, bytes | None]], embed: Embed) -> int: ...
@@ -299,7 +283,6 @@ class Store(Protocol):
     ) -> list[tuple[int, float]]: ...
     def verify(self, signatures: bool = False) -> list[ChainReport]: ...
     def verify_chains(self, signatures: bool = False) -> list[ChainReport]: ...
-    def append_agent_event(self, id_: str, at: str | None, agent: str, body: dict[str, Any]) -> Entry: ...
     def agent_registry(self) -> Registry: ...
     def agent_key(self, key_id: str) -> tuple[str, str, str, str | None] | None: ...
     def counts(self) -> dict[str, int]: ...

@@ -79,7 +79,7 @@ class LocalBackend:
 
     def __init__(self, agent_id: str) -> None:
         from mentis.config import Settings
-        from mentis.service.context import resolve_caller
+        from mentis.service.access import resolve_caller
         from mentis.service.memory import Memory
         from mentis.store.sqlite import connection as sqlite_base
 

@@ -159,7 +159,7 @@ class PgPool:
             yield conn
 
     @contextmanager
-    def _tx(self, begin: str, what: str) -> Iterator[Conn]:
+    def _tx(self, begin: str, what: str, commit: bool = True) -> Iterator[Conn]:
         with self.connection(what) as conn:
             conn.execute(begin)
             try:
@@ -168,12 +168,13 @@ class PgPool:
                 if not conn.closed:
                     conn.execute("ROLLBACK")
                 raise
-            conn.execute("COMMIT")
+            conn.execute("COMMIT" if commit else "ROLLBACK")
 
     @contextmanager
-    def write(self, *chains: str) -> Iterator[Conn]:
-        """One transaction holding the lock of each chain it appends to (sorted: no deadlocks)."""
-        with self._tx("BEGIN", "write") as conn:
+    def write(self, *chains: str, commit: bool = True) -> Iterator[Conn]:
+        """One transaction holding the lock of each chain it appends to (sorted: no deadlocks);
+        ``commit=False`` rolls it back at the end (a write prepared, not made)."""
+        with self._tx("BEGIN", "write", commit) as conn:
             for chain in sorted(set(chains)):
                 conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (LOCK_CLASS, chain))
             yield conn

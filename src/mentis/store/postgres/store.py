@@ -218,8 +218,8 @@ class PostgresStore(RelationalStore[Conn]):
     def _read(self) -> AbstractContextManager[Conn]:
         return self._pool.read()
 
-    def _write(self, *chains: str) -> AbstractContextManager[Conn]:
-        return self._pool.write(*chains)
+    def _write(self, *chains: str, commit: bool = True) -> AbstractContextManager[Conn]:
+        return self._pool.write(*chains, commit=commit)
 
     def _peek(self) -> AbstractContextManager[Conn]:
         return self._pool.read()

@@ -20,7 +20,7 @@ cannot commit around it: one of them waits for the other and then sees it.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from dataclasses import replace
 
 import orjson
 
@@ -34,6 +34,7 @@ from mentis.errors import (
     RegistryError,
 )
 from mentis.ledger import signing
+from mentis.ledger.bodies import AgentEventBody
 from mentis.ledger.canonical import sha256_hex
 from mentis.ledger.registry import AgentRecord, Registry
 from mentis.store.shared.backend import Backend, ConnT
@@ -101,26 +102,24 @@ class AgentCore(Backend[ConnT]):
         return None if key is None else (key.agent_id, key.public_key, key.added_at, key.revoked_at)
 
     def _admit_agent_event(
-        self, conn: ConnT, at: str | None, body: dict[str, Any]
-    ) -> tuple[str, dict[str, Any]]:
-        """The time and body of a registry event that may follow the registry as it stands in
-        ``conn``'s write transaction (which holds the registry's lock from here on): InvalidInput,
-        NotFound or Conflict otherwise. With ``at`` None the event is dated here, once the lock is
-        held: every append that committed before it read the clock earlier (verification compares
-        those times)."""
+        self, conn: ConnT, at: str | None, body: AgentEventBody
+    ) -> tuple[AgentEventBody, Registry]:
+        """The registry event dated ``at`` (None: dated here, once the registry's lock is held, so
+        every append that committed before it read the clock earlier; verification compares those
+        times), if it may follow the registry as it stands in ``conn``'s write transaction (which
+        holds the registry's lock from here on), and the registry with it applied: InvalidInput,
+        NotFound or Conflict otherwise."""
         self._registry_lock(conn, True)
-        if at is None:
-            at = signing.now_iso()
-            body = {**body, "at": at}
+        body = replace(body, at=at or signing.now_iso())
         before = self._registry_in(conn)
         after = before.copy()
         try:
-            after.apply(body)
+            after.apply(body.to_json())
         except RegistryError as exc:
             raise _REFUSAL[exc.kind](str(exc)) from None
-        if body["op"] == "key_add" and not before.agents[body["agent_id"]].keys:
-            self._refuse_unsigned_after(conn, before.agents[body["agent_id"]], body["at"])
-        return at, body
+        if body.op == "key_add" and not before.agents[body.agent_id].keys:
+            self._refuse_unsigned_after(conn, before.agents[body.agent_id], body.at)
+        return body, after
 
     def _refuse_unsigned_after(self, conn: ConnT, who: AgentRecord, at: str) -> None:
         """Conflict when an unsigned entry by ``who`` is dated at or after ``at``, the time of its

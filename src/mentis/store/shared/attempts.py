@@ -10,16 +10,16 @@ against the body they index.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
-from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
+from mentis.errors import Conflict, IntegrityError, NotFound
 from mentis.ledger.bodies import AttemptBody, CorrectionBody, tombstone
 from mentis.ledger.canonical import canonical
 from mentis.ledger.entry import Entry
 from mentis.ledger.fingerprint import fingerprint
 from mentis.store.protocol import AttemptRow, StoredAttempt
+from mentis.store.seal import Seal
 from mentis.store.shared.backend import ConnT
 from mentis.store.shared.core import LedgerCore, check_list, checked_body, derived_mismatch
 from mentis.store.shared.graph import LABEL_FANOUT, for_seeds, label_links
@@ -33,77 +33,67 @@ class AttemptCore(LedgerCore[ConnT]):
 
     # ------------------------------------------------------------ writes
 
-    def _check_attempt(self, row: AttemptRow) -> None:
-        """What every appended attempt must be: its body names its own id and repository, has the
-        keys the derived tables read, and its vector is ``dim`` finite numbers."""
-        body = row.body
-        missing = [k for k in ATTEMPT_KEYS if k not in body]
-        if missing:
-            raise InvalidInput(f"attempt {row.attempt_id}: body lacks {', '.join(missing)}")
-        if body["attempt_id"] != row.attempt_id or body["repository"] != row.repository:
-            raise InvalidInput(
-                f"attempt {row.attempt_id}: body names attempt {body['attempt_id']!r} in "
-                f"{body['repository']!r}, not its own id and repository {row.repository!r}"
-            )
-        vector = np.asarray(row.vector)
-        if vector.shape != (self.dim,) or not np.isfinite(vector).all():
-            raise InvalidInput(
-                f"attempt {row.attempt_id}: its vector must be {self.dim} finite numbers "
-                f"(got shape {vector.shape})"
-            )
+    def append_attempt(self, body: AttemptBody, vector: np.ndarray, seal: Seal) -> Entry:
+        return self.append_attempts([AttemptRow(body, vector)], seal)[0]
 
-    def append_attempt(
-        self, chain: str, attempt_id: str, at: str, agent: str, body: dict[str, Any], vector: np.ndarray
-    ) -> Entry:
-        return self.append_attempts([AttemptRow(chain, attempt_id, at, agent, body, vector)])[0]
-
-    def append_attempts(self, rows: Sequence[AttemptRow]) -> list[Entry]:
-        """Append attempts in order in one write transaction: every row is checked first, and a
-        failure at any row writes nothing."""
+    def append_attempts(self, rows: Sequence[AttemptRow], seal: Seal) -> list[Entry]:
+        """Append attempts in order in one write transaction (each entry is its body's attempt
+        id, repository, agent and time): every vector is checked first, and a failure at any row
+        writes nothing."""
         for row in rows:
-            self._check_attempt(row)
-        raws = [canonical(row.body) for row in rows]
+            self._check_vector(f"attempt {row.body.attempt_id}", row.vector)
         entries: list[Entry] = []
         if not rows:
             return entries
         with (
-            self._write(*{row.repository for row in rows}) as conn,
+            self._write(*{row.body.repository for row in rows}, commit=seal.commit) as conn,
             self.D.pipelined(conn),
             self._terms_batch(conn),
         ):
-            for row, raw in zip(rows, raws, strict=True):
+            for body, vector in rows:
+                raw = canonical(body.to_json())
                 rowid, entry = self._append(
-                    conn, row.repository, "attempt", row.attempt_id, row.at, row.agent, raw
+                    conn,
+                    seal,
+                    body.repository,
+                    "attempt",
+                    body.attempt_id,
+                    body.created_at,
+                    body.agent_id,
+                    raw,
                 )
-                self._derive_attempt(conn, rowid, AttemptBody.from_json(row.body), row.vector)
+                if rowid is not None:
+                    self._derive_attempt(conn, rowid, body, vector)
                 entries.append(entry)
         return entries
 
     def append_correction(
-        self,
-        chain: str,
-        correction_id: str,
-        at: str,
-        agent: str,
-        body: dict[str, Any],
-        conclusion: np.ndarray,
+        self, body: CorrectionBody, conclusion: np.ndarray, seal: Seal
     ) -> tuple[Entry, int]:
-        """Append a correction; ``conclusion`` is the vector of the attempt's rejected conclusion."""
-        raw = canonical(body)
-        with self._write(chain) as conn:
-            attempt_rowid = self._live_attempt_rowid(conn, chain, body["attempt_id"])
-            rowid, entry = self._append(conn, chain, "correction", correction_id, at, agent, raw)
-            self._derive_correction(conn, rowid, attempt_rowid, CorrectionBody.from_json(body), conclusion)
+        """Append a correction (its entry id is the seal's); ``conclusion`` is the vector of the
+        attempt's rejected conclusion. Returns the entry and the attempt's count of corrections."""
+        chain = body.repository
+        with self._write(chain, commit=seal.commit) as conn:
+            attempt_rowid = self._live_attempt_rowid(conn, chain, body.attempt_id)
+            raw = canonical(body.to_json())
+            rowid, entry = self._append(
+                conn, seal, chain, "correction", seal.record_id(), body.at, body.agent_id, raw
+            )
+            if rowid is not None:
+                self._derive_correction(conn, rowid, attempt_rowid, body, conclusion)
             row = conn.execute(
                 self.D.q("SELECT count(*) FROM correction_idx WHERE attempt_rowid=?"), (attempt_rowid,)
             ).fetchone()
         return entry, int(row[0]) if row else 0
 
     def forget_attempt(
-        self, chain: str, tombstone_id: str, at: str, agent: str, attempt_id: str, reason: str | None
+        self, chain: str, attempt_id: str, reason: str | None, agent: str, seal: Seal
     ) -> Entry:
+        """Erase an attempt's body and its corrections'; the chain keeps a tombstone (the seal's
+        id and time) listing their seqs."""
         q = self.D.q
-        with self._write(chain) as conn:
+        at = seal.time()
+        with self._write(chain, commit=seal.commit) as conn:
             rowid = self._live_attempt_rowid(conn, chain, attempt_id)
             erased = [rowid] + [
                 int(r)
@@ -116,8 +106,11 @@ class AttemptCore(LedgerCore[ConnT]):
             found = conn.execute(q("SELECT task_id FROM attempt_idx WHERE rowid=?"), (rowid,)).fetchone()
             task_id = found[0] if found is not None else None
             body = tombstone("attempt", attempt_id, chain, seqs, reason, agent, at, task_id).to_json()
-            tomb_rowid, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(body))
-            self._derive_forget_attempt(conn, tomb_rowid, chain, attempt_id)
+            tomb_rowid, entry = self._append(
+                conn, seal, chain, "forget", seal.record_id(), at, agent, canonical(body)
+            )
+            if tomb_rowid is not None:
+                self._derive_forget_attempt(conn, tomb_rowid, chain, attempt_id)
         self._after_forget()
         return entry
 

@@ -70,10 +70,11 @@ class Backend(ABC, Generic[ConnT]):
         """A read transaction: every statement inside sees one snapshot. Ends without writing."""
 
     @abstractmethod
-    def _write(self, *chains: str) -> AbstractContextManager[ConnT]:
+    def _write(self, *chains: str, commit: bool = True) -> AbstractContextManager[ConnT]:
         """A write transaction holding the lock of each of ``chains`` (every append to a chain
-        runs inside one naming it, so a chain never forks); commits when the block ends, rolls
-        back when it raises. With no chain: a write that appends to none (meta, rebuild)."""
+        runs inside one naming it, so a chain never forks); commits when the block ends (rolls
+        back instead with ``commit=False``: a write prepared, not made), rolls back when it
+        raises. With no chain: a write that appends to none (meta, rebuild)."""
 
     @abstractmethod
     def _peek(self) -> AbstractContextManager[ConnT]:

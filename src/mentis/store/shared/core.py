@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from mentis.errors import IntegrityError
+from mentis.errors import IntegrityError, InvalidInput
 from mentis.ledger import signing
 from mentis.ledger.bodies import (
+    AgentEventBody,
     AttemptBody,
     Body,
     CorrectionBody,
@@ -31,8 +32,11 @@ from mentis.ledger.bodies import (
 )
 from mentis.ledger.canonical import canonical, sha256_hex
 from mentis.ledger.chain import ChainReport, chain_refused, isolate
-from mentis.ledger.entry import Entry, entry_hash, seal
+from mentis.ledger.entry import Entry, entry_hash
+from mentis.ledger.entry import seal as seal_entry
+from mentis.ledger.registry import Registry
 from mentis.store.protocol import BodyT, SqlParams, SqlResult, Stored
+from mentis.store.seal import Seal
 from mentis.store.shared.agents import AgentCore
 from mentis.store.shared.backend import ConnT
 from mentis.store.shared.derived_check import pg_vector_check, vector_check
@@ -125,36 +129,34 @@ class LedgerCore(AgentCore[ConnT]):
                 (key, value),
             )
 
+    def _check_vector(self, what: str, vector: np.ndarray) -> None:
+        """A record's vector is ``dim`` finite numbers (InvalidInput naming ``what`` otherwise)."""
+        vector = np.asarray(vector)
+        if vector.shape != (self.dim,) or not np.isfinite(vector).all():
+            raise InvalidInput(
+                f"{what}: its vector must be {self.dim} finite numbers (got shape {vector.shape})"
+            )
+
     def _append(
-        self, conn: ConnT, chain: str, kind: str, id_: str, at: str, agent: str, body: bytes
-    ) -> tuple[int, Entry]:
+        self, conn: ConnT, seal: Seal, chain: str, kind: str, id_: str, at: str, agent: str, body: bytes
+    ) -> tuple[int | None, Entry]:
         """Append at the chain's head; the caller's write transaction holds the chain's lock.
 
-        The entry is signed by :func:`mentis.ledger.signing.current_sign` when the service set one, and
-        refused (:meth:`AgentCore._enforce`) when the agent registry does not allow it."""
+        The entry is signed as ``seal`` says (:meth:`Seal.signature`), refused
+        (:meth:`AgentCore._enforce`) when the agent registry does not allow it, and inserted;
+        returns its rowid (for the caller to derive its rows) and the entry. A seal that does not
+        commit stops at the entry: nothing is inserted, the rowid is None (and the caller's
+        transaction rolls back)."""
         if chain in self.damaged:
             raise chain_refused(self.damaged[chain])
         head = conn.execute(self.D.q("SELECT seq, hash FROM heads WHERE chain=?"), (chain,)).fetchone()
         seq, prev = (0, "") if head is None else (head[0] + 1, head[1])
-        body_hash = sha256_hex(body)
-        fields = signing.Unsigned(chain, kind, id_, at, agent, body_hash)
-        key_id = sig = None
-        sign = signing.current_sign()
-        if sign is not None:
-            key_id, sig = signing.sign_append(sign, fields, body)
+        fields = signing.Unsigned(chain, kind, id_, at, agent, sha256_hex(body))
+        key_id, sig = seal.signature(fields, body)
+        entry = seal_entry(**fields._asdict(), seq=seq, prev=prev, key_id=key_id, sig=sig)
+        if not seal.commit:
+            return None, entry
         self._enforce(conn, fields, key_id, sig)
-        entry = seal(
-            chain=chain,
-            seq=seq,
-            prev=prev,
-            kind=kind,
-            id=id_,
-            at=at,
-            agent=agent,
-            body_hash=body_hash,
-            key_id=key_id,
-            sig=sig,
-        )
         return self._insert(conn, entry, body), entry
 
     def _insert(self, conn: ConnT, e: Entry, body: bytes | None) -> int:
@@ -246,14 +248,24 @@ class LedgerCore(AgentCore[ConnT]):
             chains = [str(c) for (c,) in conn.execute("SELECT chain FROM heads ORDER BY chain")]
         return [c for c in chains if not c.startswith(signing.RESERVED_PREFIX)]
 
-    def append_agent_event(self, id_: str, at: str | None, agent: str, body: dict[str, Any]) -> Entry:
-        """Append one registry event (``mentis.ledger.registry``) by ``agent``; InvalidInput, NotFound or
-        Conflict when it may not follow the registry as it stands, and nothing is written. With
-        ``at`` None the event is dated once the registry's lock is held (``_admit_agent_event``)."""
-        with self._write(signing.AGENTS_CHAIN) as conn:
-            at, body = self._admit_agent_event(conn, at, body)
-            _, entry = self._append(conn, signing.AGENTS_CHAIN, "agent", id_, at, agent, canonical(body))
-        return entry
+    def append_agent_event(self, body: AgentEventBody, seal: Seal) -> tuple[Entry, Registry]:
+        """Append one registry event (``mentis.ledger.registry``) by ``body.by``; InvalidInput,
+        NotFound or Conflict when it may not follow the registry as it stands, and nothing is
+        written. The event is dated with the seal's planned time, else once the registry's lock is
+        held (``_admit_agent_event``). Returns the entry and the registry with the event applied."""
+        with self._write(signing.AGENTS_CHAIN, commit=seal.commit) as conn:
+            body, after = self._admit_agent_event(conn, seal.at, body)
+            _, entry = self._append(
+                conn,
+                seal,
+                signing.AGENTS_CHAIN,
+                "agent",
+                seal.record_id(),
+                body.at,
+                body.by,
+                canonical(body.to_json()),
+            )
+        return entry, after
 
     def iter_ledger(self) -> Iterator[tuple[Entry, bytes | None]]:
         with self._read() as conn:

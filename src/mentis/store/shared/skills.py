@@ -29,11 +29,12 @@ import numpy as np
 import orjson
 
 from mentis.api.skill_text import apply_diff, instructions_hash, skill_body
-from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound, SkillTextError
+from mentis.errors import Conflict, IntegrityError, NotFound, SkillTextError
 from mentis.ledger.bodies import SkillStatusBody, SkillVersionBody, tombstone
 from mentis.ledger.canonical import canonical
 from mentis.ledger.entry import Entry
 from mentis.store.protocol import Embed, SkillRow, SkillVersionRow, StoredSkillStatus, StoredSkillVersion
+from mentis.store.seal import Seal
 from mentis.store.shared.backend import ConnT
 from mentis.store.shared.core import LedgerCore, check_list, checked_body, derived_mismatch
 
@@ -59,58 +60,59 @@ class SkillCore(LedgerCore[ConnT]):
 
     # ------------------------------------------------------------ writes
 
-    def append_skill_versions(self, rows: Sequence[SkillVersionRow]) -> list[Entry]:
-        """Append skill versions in order in one write transaction; each must be its skill's next
-        version (after the newest one, whose entry its diff names), else Conflict and nothing is
-        written."""
+    def append_skill_versions(self, rows: Sequence[SkillVersionRow], seal: Seal) -> list[Entry]:
+        """Append skill versions in order in one write transaction (each entry is its body's
+        version id, repository, agent and time); each must be its skill's next version (after the
+        newest one, whose entry its diff names), else Conflict and nothing is written."""
         for row in rows:
-            vector = np.asarray(row.vector)
-            if vector.shape != (self.dim,) or not np.isfinite(vector).all():
-                raise InvalidInput(
-                    f"skill version {row.version_id}: its vector must be {self.dim} finite numbers"
-                )
+            self._check_vector(f"skill version {row.body.version_id}", row.vector)
         entries: list[Entry] = []
         if not rows:
             return entries
-        with self._write(*{row.repository for row in rows}) as conn:
-            for row in rows:
-                body = row.body
-                newest = self._newest_version(conn, row.repository, body["skill_id"])
+        with self._write(*{row.body.repository for row in rows}, commit=seal.commit) as conn:
+            for body, content, vector in rows:
+                chain = body.repository
+                newest = self._newest_version(conn, chain, body.skill_id)
                 expected = 1 if newest is None else newest[1] + 1
                 base = None if newest is None else newest[2]
-                if body["version"] != expected or body.get("base_id") != base:
+                if body.version != expected or body.base_id != base:
                     raise Conflict(
-                        f"skill {body['skill_id']} in {row.repository} is at version {expected - 1} now; "
+                        f"skill {body.skill_id} in {chain} is at version {expected - 1} now; "
                         "read it and upload again"
                     )
-                raw = canonical(body)
+                raw = canonical(body.to_json())
                 rowid, entry = self._append(
-                    conn, row.repository, "skill", row.version_id, row.at, row.agent, raw
+                    conn, seal, chain, "skill", body.version_id, body.created_at, body.agent_id, raw
                 )
-                self._derive_skill(conn, rowid, SkillVersionBody.from_json(body), row.content, row.vector)
+                if rowid is not None:
+                    self._derive_skill(conn, rowid, body, content, vector)
                 entries.append(entry)
         return entries
 
-    def append_skill_status(
-        self, chain: str, status_id: str, at: str, agent: str, body: dict[str, Any]
-    ) -> Entry:
-        """Deprecate or revoke a live skill at its newest version (Conflict if it moved on)."""
-        with self._write(chain) as conn:
-            newest = self._newest_version(conn, chain, body["skill_id"])
+    def append_skill_status(self, body: SkillStatusBody, seal: Seal) -> Entry:
+        """Deprecate or revoke a live skill at its newest version (Conflict if it moved on); the
+        entry's id is the seal's."""
+        chain = body.repository
+        with self._write(chain, commit=seal.commit) as conn:
+            newest = self._newest_version(conn, chain, body.skill_id)
             if newest is None:
-                raise NotFound(f"no skill {body['skill_id']} in repository {chain}; list_skills shows them")
-            if newest[2] != body["version_id"]:
-                raise Conflict(f"skill {body['skill_id']} in {chain} has a newer version; read it again")
-            rowid, entry = self._append(conn, chain, "skill_status", status_id, at, agent, canonical(body))
-            self._derive_skill_status(conn, rowid, SkillStatusBody.from_json(body))
+                raise NotFound(f"no skill {body.skill_id} in repository {chain}; list_skills shows them")
+            if newest[2] != body.version_id:
+                raise Conflict(f"skill {body.skill_id} in {chain} has a newer version; read it again")
+            raw = canonical(body.to_json())
+            rowid, entry = self._append(
+                conn, seal, chain, "skill_status", seal.record_id(), body.at, body.agent_id, raw
+            )
+            if rowid is not None:
+                self._derive_skill_status(conn, rowid, body)
         return entry
 
-    def delete_skill(
-        self, chain: str, tombstone_id: str, at: str, agent: str, skill_id: str, reason: str | None
-    ) -> Entry:
-        """Erase every version's body and derived rows; the chain keeps a tombstone listing their seqs."""
+    def delete_skill(self, chain: str, skill_id: str, reason: str | None, agent: str, seal: Seal) -> Entry:
+        """Erase every version's body and derived rows; the chain keeps a tombstone (the seal's id
+        and time) listing their seqs."""
         q = self.D.q
-        with self._write(chain) as conn:
+        at = seal.time()
+        with self._write(chain, commit=seal.commit) as conn:
             versions = conn.execute(
                 q(
                     "SELECT e.seq, v.version, e.id FROM skill_version_idx v "
@@ -126,8 +128,11 @@ class SkillCore(LedgerCore[ConnT]):
             tomb = tombstone(
                 "skill", skill_id, chain, seqs, reason, agent, at, version_id=newest_id, version=newest
             )
-            _, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(tomb.to_json()))
-            self._derive_forget_skill(conn, chain, skill_id)
+            tomb_rowid, entry = self._append(
+                conn, seal, chain, "forget", seal.record_id(), at, agent, canonical(tomb.to_json())
+            )
+            if tomb_rowid is not None:
+                self._derive_forget_skill(conn, chain, skill_id)
         self._after_forget()
         return entry
 

@@ -24,6 +24,7 @@ from mentis.ledger.canonical import canonical
 from mentis.ledger.entry import Entry
 from mentis.ledger.fingerprint import fingerprint
 from mentis.store.protocol import RejectionRow, StoredThought, ThoughtQuery
+from mentis.store.seal import Seal
 from mentis.store.shared.backend import ConnT
 from mentis.store.shared.core import LedgerCore, check_list, checked_body, derived_mismatch
 from mentis.store.shared.graph import for_seeds, label_links
@@ -43,13 +44,15 @@ def _edges_of(thought: ThoughtBody) -> list[tuple[Any, ...]]:
 class ThoughtCore(LedgerCore[ConnT]):
     """Thought writes, derivation and reads (``self`` is the store)."""
 
-    def append_thought(
-        self, chain: str, thought_id: str, at: str, agent: str, body: dict[str, Any], vector: np.ndarray
-    ) -> Entry:
-        raw = canonical(body)
-        with self._write(chain) as conn:
-            rowid, entry = self._append(conn, chain, "thought", thought_id, at, agent, raw)
-            self._derive_thought(conn, rowid, ThoughtBody.from_json(body), vector)
+    def append_thought(self, body: ThoughtBody, vector: np.ndarray, seal: Seal) -> Entry:
+        """Append a thought (its entry is its body's thought id, repository, agent and time)."""
+        raw = canonical(body.to_json())
+        with self._write(body.repository, commit=seal.commit) as conn:
+            rowid, entry = self._append(
+                conn, seal, body.repository, "thought", body.thought_id, body.created_at, body.agent_id, raw
+            )
+            if rowid is not None:
+                self._derive_thought(conn, rowid, body, vector)
         return entry
 
     def _derive_thought(self, conn: ConnT, rowid: int, thought: ThoughtBody, vector: np.ndarray) -> None:
@@ -124,11 +127,13 @@ class ThoughtCore(LedgerCore[ConnT]):
         return int(conn.execute("SELECT count(*) FROM window_terms").fetchone()[0]) - int(before)
 
     def forget_thought(
-        self, chain: str, tombstone_id: str, at: str, agent: str, thought_id: str, reason: str | None
+        self, chain: str, thought_id: str, reason: str | None, agent: str, seal: Seal
     ) -> Entry:
-        """Erase a thought's body and derived rows; the chain keeps a tombstone listing its seq."""
+        """Erase a thought's body and derived rows; the chain keeps a tombstone (the seal's id and
+        time) listing its seq."""
         q = self.D.q
-        with self._write(chain) as conn:
+        at = seal.time()
+        with self._write(chain, commit=seal.commit) as conn:
             row = conn.execute(
                 q(
                     "SELECT t.rowid, e.seq FROM thought_idx t JOIN entries e ON e.rowid = t.rowid "
@@ -148,8 +153,11 @@ class ThoughtCore(LedgerCore[ConnT]):
                     raise Conflict(f"thought {thought_id} in {chain} was forgotten; its content is erased")
                 raise NotFound(f"no thought {thought_id} in repository {chain}; search_thoughts finds ids")
             body = tombstone("thought", thought_id, chain, [int(row[1])], reason, agent, at).to_json()
-            _, entry = self._append(conn, chain, "forget", tombstone_id, at, agent, canonical(body))
-            self._derive_forget_thought(conn, chain, thought_id)
+            tomb_rowid, entry = self._append(
+                conn, seal, chain, "forget", seal.record_id(), at, agent, canonical(body)
+            )
+            if tomb_rowid is not None:
+                self._derive_forget_thought(conn, chain, thought_id)
         self._after_forget()
         return entry
 

@@ -64,9 +64,10 @@ class SqliteFile:
         return translating(what, self.path)
 
     @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
+    def write(self, commit: bool = True) -> Iterator[sqlite3.Connection]:
         """One IMMEDIATE transaction: the write lock of the whole file is held from the first
-        statement (so every chain's)."""
+        statement (so every chain's). ``commit=False`` rolls it back at the end (a write
+        prepared, not made)."""
         with self.lock, self.translate("write"):
             conn = self.conn
             conn.execute("BEGIN IMMEDIATE")
@@ -75,6 +76,9 @@ class SqliteFile:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+            if not commit:
+                conn.execute("ROLLBACK")
+                return
             conn.execute("COMMIT")
         if self.erase_pending:  # an earlier forget's checkpoint waited out its time
             self.erase_on_disk()

@@ -226,9 +226,9 @@ class SqliteStore(RelationalStore[sqlite3.Connection]):
     def _read(self) -> AbstractContextManager[sqlite3.Connection]:
         return self._file.read()
 
-    def _write(self, *chains: str) -> AbstractContextManager[sqlite3.Connection]:
+    def _write(self, *chains: str, commit: bool = True) -> AbstractContextManager[sqlite3.Connection]:
         """One IMMEDIATE transaction: the write lock of the whole file, so of every one of ``chains``."""
-        return self._file.write()
+        return self._file.write(commit)
 
     def _peek(self) -> AbstractContextManager[sqlite3.Connection]:
         return self._file.peek()
