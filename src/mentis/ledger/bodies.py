@@ -334,9 +334,16 @@ def tombstone(
     version of a skill; a skill's tombstone also names its newest version)."""
     ids = {f"{record}_id": record_id}
     return TombstoneBody(
-        **ids, repository=chain, erased=erased, reason=reason, agent_id=agent, at=at, task_id=task_id,
-        version_id=version_id, version=version,
-    )  # fmt: skip
+        **ids,
+        repository=chain,
+        erased=erased,
+        reason=reason,
+        agent_id=agent,
+        at=at,
+        task_id=task_id,
+        version_id=version_id,
+        version=version,
+    )
 
 
 # ---------------------------------------------------------------- skills
