@@ -23,6 +23,7 @@ from mentis.config import Settings
 from mentis.http import HttpConfig, build_app, listen, server
 from mentis.providers.embed import Embedder, HashEmbedder
 from mentis.service.memory import Memory
+from mentis.service.profiles import parse_profile
 from mentis.service.tokens import TokenStore
 
 
@@ -33,9 +34,11 @@ class LiveServer:
         *,
         embedder: Embedder | None = None,
         settings: Settings | None = None,
+        tools: str = "all",
         **config: Any,
     ) -> None:
-        """A server on the SQLite file ``db_path``, or on the store of ``settings`` (PostgreSQL too)."""
+        """A server on the SQLite file ``db_path``, or on the store of ``settings`` (PostgreSQL too),
+        offering the MCP tool profile ``tools`` (every tool unless a test asks for less)."""
         self.db_path = db_path
         self.embedder = embedder or HashEmbedder()
         self.config = HttpConfig(host="127.0.0.1", port=0, **config)
@@ -44,7 +47,9 @@ class LiveServer:
         self.memory = Memory.open(settings, self.embedder)
         self._sock = listen(self.config)
         self.port = int(self._sock.getsockname()[1])
-        app = build_app(self.memory, self.tokens if self.config.auth else None, self.config)
+        app = build_app(
+            self.memory, self.tokens if self.config.auth else None, self.config, profile=parse_profile(tools)
+        )
         self.server = server(app, dataclasses.replace(self.config, port=self.port))
         self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True)
 

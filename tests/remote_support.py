@@ -63,7 +63,7 @@ async def http_server_process(
     env: dict[str, str], bind: str = "127.0.0.1:0", *extra: str
 ) -> AsyncIterator[tuple[str, anyio.abc.Process]]:
     """:func:`http_server`, yielding the child process too."""
-    process = await anyio.open_process([*MENTIS, "serve", "--http", bind, *extra], env=env)
+    process = await anyio.open_process([*MENTIS, "serve", "--http", bind, "--tools", "all", *extra], env=env)
     try:
         url = await _banner_url(process)
         yield f"{url}/mcp", process
@@ -92,7 +92,9 @@ async def _banner_url(process: anyio.abc.Process) -> str:
 
 def proxy_params(url: str, env: dict[str, str], *extra: str) -> StdioServerParameters:
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "mentis", "serve", "--remote", url, *extra], env=env
+        command=sys.executable,
+        args=["-m", "mentis", "serve", "--remote", url, "--tools", "all", *extra],
+        env=env,
     )
 
 

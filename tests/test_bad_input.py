@@ -27,6 +27,7 @@ from mentis.mcp.server import build_server
 from mentis.providers.embed import HashEmbedder
 from mentis.service.memory import Caller, Memory
 from mentis.service.operations import OPERATIONS
+from mentis.service.profiles import parse_profile
 
 from .conftest import REPO
 
@@ -643,7 +644,7 @@ async def test_each_tool_rejects_bad_input_naming_the_field_and_writes_nothing(
     attempt_id = seed(memory)
     before = ledger_state(memory)
     with anyio.fail_after(30):
-        async with Client(build_server(memory)) as client:
+        async with Client(build_server(memory, parse_profile("all"))) as client:
             result = await client.call_tool(case.tool, _fill(case.args, attempt_id))
     assert result.is_error, f"accepted: {result.structured_content}"
     text = result.content[0].text
@@ -659,7 +660,7 @@ async def test_an_unknown_tool_is_an_error_and_writes_nothing(memory: Memory) ->
     seed(memory)
     before = ledger_state(memory)
     with anyio.fail_after(30):
-        async with Client(build_server(memory)) as client:
+        async with Client(build_server(memory, parse_profile("all"))) as client:
             result = await client.call_tool("drop_everything", {})
     assert result.is_error
     assert "drop_everything" in result.content[0].text
@@ -673,7 +674,7 @@ async def test_a_valid_call_after_many_rejected_ones_still_writes_exactly_one_en
     seed(memory)
     (counts, hashes) = ledger_state(memory)
     with anyio.fail_after(30):
-        async with Client(build_server(memory)) as client:
+        async with Client(build_server(memory, parse_profile("all"))) as client:
             for case in CASES:
                 if case.tool == "record_attempt":
                     assert (await client.call_tool(case.tool, case.args)).is_error, case.id

@@ -18,6 +18,7 @@ from mentis.cli import app
 from mentis.integrations.harnesses import HARNESSES
 from mentis.mcp.server import build_server
 from mentis.service.memory import Memory
+from mentis.service.profiles import parse_profile
 
 ROOT = Path(__file__).parents[1]
 DOCS = ROOT / "docs"
@@ -80,7 +81,7 @@ def test_every_mcp_tool_has_a_description_and_a_row_in_the_tools_page_that_point
     memory: Memory,
 ) -> None:
     async def tools() -> list[tuple[str, str]]:
-        async with Client(build_server(memory)) as client:
+        async with Client(build_server(memory, parse_profile("all"))) as client:
             return [(t.name, t.description or "") for t in (await client.list_tools()).tools]
 
     listed = anyio.run(tools)

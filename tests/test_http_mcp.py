@@ -61,7 +61,7 @@ async def test_the_official_client_runs_a_tasks_whole_life_over_http_as_the_toke
     with anyio.fail_after(30):
         async with mcp_client(live, token) as client:
             listed = {t.name for t in (await client.list_tools()).tools}
-            assert listed == {op.name for op in OPERATIONS}
+            assert listed == {op.name for op in OPERATIONS if not op.admin}  # a write token's
 
             passed = await ok_tool(client, "record_attempt", attempt("cart", "round the total", "passed"))
             failed = await ok_tool(client, "record_attempt", attempt("cart", "round each line", "failed"))

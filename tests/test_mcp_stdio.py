@@ -195,7 +195,9 @@ def test_the_schema_check_rejects_an_open_nested_object() -> None:
 async def test_a_task_lives_its_whole_life_over_stdio_with_the_real_model(
     model_env: dict[str, str],
 ) -> None:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "mentis", "serve"], env=model_env)
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "mentis", "serve", "--tools", "all"], env=model_env
+    )
     with anyio.fail_after(240):
         async with Client(params) as c:
             # ---- the published tools: exactly six, every input schema closed at every level

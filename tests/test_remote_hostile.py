@@ -317,7 +317,7 @@ async def test_a_server_that_marks_writes_read_only_still_gets_them_signed_and_i
     assert annotations is not None and annotations.read_only_hint is False
     search = served["search"].annotations
     assert search is not None and search.read_only_hint is True
-    assert "[forbidden] record_attempt_fast is not a tool this proxy" in error_text(unknown)
+    assert error_text(unknown) == "Unknown tool: record_attempt_fast"  # not published, so not forwarded
     assert hostile.names() == ["prepare_write", "signed_write"]
     (row,) = [r for r in ledger_rows(db_path) if r[0] == REPO]
     assert row[3] == recorded["attempt_id"]

@@ -44,6 +44,9 @@ ATTEMPT = {
     "check": {"command": "pytest tests/test_cart.py", "status": "passed", "exit_code": 0},
 }
 
+WRITE_TOKEN_TOOLS = {op.name for op in OPERATIONS if not op.admin}
+"""What a server serving every tool lists for a write token (admin tools are an admin token's)."""
+
 
 @pytest.fixture
 def anyio_backend() -> str:
@@ -74,7 +77,7 @@ async def test_the_proxy_publishes_exactly_the_remote_tools_and_forwards_a_round
             async with Client(proxy_params(url, proxy_env)) as proxy:
                 tools = (await proxy.list_tools()).tools
                 assert [t.model_dump() for t in tools] == [t.model_dump() for t in remote_tools]
-                assert {t.name for t in tools} == {op.name for op in OPERATIONS}
+                assert {t.name for t in tools} == WRITE_TOKEN_TOOLS
 
                 recorded = ok(await proxy.call_tool("record_attempt", ATTEMPT))
                 assert recorded["status"] == "passed"
@@ -386,7 +389,7 @@ async def test_the_proxys_stdout_carries_only_jsonrpc_and_an_unreadable_line_get
     with anyio.fail_after(90), (tmp_path / "proxy-stderr.log").open("wb") as stderr:
         async with http_server(mentis_env) as url:
             process = await anyio.open_process(
-                [*MENTIS, "serve", "--remote", url], env=proxy_env, stderr=stderr
+                [*MENTIS, "serve", "--remote", url, "--tools", "all"], env=proxy_env, stderr=stderr
             )
             async with process:
                 s = RawSession(process)
@@ -401,7 +404,7 @@ async def test_the_proxys_stdout_carries_only_jsonrpc_and_an_unreadable_line_get
                 assert "result" in init, init
                 await s.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
                 listed = await s.request("tools/list")
-                assert {t["name"] for t in listed["result"]["tools"]} == {op.name for op in OPERATIONS}
+                assert {t["name"] for t in listed["result"]["tools"]} == WRITE_TOKEN_TOOLS
                 await s.send_line("{not json")
                 parse_error = await s.wait_for(None)
                 assert parse_error["error"]["code"] == -32700
@@ -483,7 +486,7 @@ async def test_an_answer_over_the_cap_is_a_clear_tool_error_and_the_proxy_reads_
             http_server(mentis_env) as url,
             hostile_server(url, Tamper(huge={"search": huge})) as hostile,
         ):
-            command = [*MENTIS, "serve", "--remote", hostile.url, "--max-response-mb", "8"]
+            command = [*MENTIS, "serve", "--remote", hostile.url, "--max-response-mb", "8", "--tools", "all"]
             process = await anyio.open_process(command, env=proxy_env, stderr=stderr)
             async with process:
                 s = RawSession(process)

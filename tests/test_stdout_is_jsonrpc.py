@@ -36,7 +36,9 @@ def anyio_backend() -> str:
 @pytest.fixture
 def hash_env(db_path: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(MENTIS_DB=str(db_path), MENTIS_EMBEDDER="hash", MENTIS_AGENT_ID="stdout-test")
+    env.update(
+        MENTIS_DB=str(db_path), MENTIS_EMBEDDER="hash", MENTIS_AGENT_ID="stdout-test", MENTIS_TOOLS="all"
+    )
     return env
 
 

@@ -25,6 +25,7 @@ from mentis.errors import IntegrityError
 from mentis.ledger.canonical import canonical
 from mentis.ledger.chain import verify_rows
 from mentis.ledger.entry import KINDS, VERSION
+from mentis.store.seal import Seal
 from mentis.store.sqlite import ledger_scan
 from mentis.store.sqlite import verify as sqlite_verify
 from mentis.store.sqlite.schema import _LEDGER_SCHEMA
@@ -231,7 +232,7 @@ def fill(path: Path, bodies: dict[int, bytes] | None = None, ids: dict[int, str]
                 "DELETE FROM entry_ids WHERE id=?", (id_,)
             )  # a reused id: as before ids were claimed
             body = canonical({"repository": chain, "attempt_id": id_, "observation": f"note {n}"})
-            s._append(conn, chain, "attempt", id_, AT, "codex", (bodies or {}).get(n, body))
+            s._append(conn, Seal(), chain, "attempt", id_, AT, "codex", (bodies or {}).get(n, body))
     s.close()
 
 
@@ -331,7 +332,7 @@ def test_attempts_of_a_reserved_chain_are_refused_by_both_passes(tmp_path: Path)
         for n in range(8):
             chain = "__system" if n == 6 else CHAIN_A
             body = canonical({"repository": chain, "attempt_id": f"attempt-{n}"})
-            s._append(conn, chain, "attempt", f"attempt-{n}", AT, "codex", body)
+            s._append(conn, Seal(), chain, "attempt", f"attempt-{n}", AT, "codex", body)
     s.close()
     message = assert_agrees(path, passes=False)
     assert "chain '__system' seq 0: chain '__system' is reserved" in str(message)

@@ -43,6 +43,7 @@ from mentis.ledger.chain import ChainReport
 from mentis.ledger.entry import KINDS, VERSION
 from mentis.providers.embed import HashEmbedder
 from mentis.service.memory import Caller, Memory
+from mentis.store.seal import Seal
 from mentis.store.sqlite import ledger_scan
 from mentis.store.sqlite import verify as sqlite_verify
 from mentis.store.sqlite.store import SqliteStore
@@ -338,7 +339,7 @@ def test_a_large_store_with_the_real_block_sizes_verifies_in_parallel(
         for n in range(9_000):
             chain = f"chain-{n % 3}"
             body = canonical({"repository": chain, "attempt_id": f"id-{n}", "n": n, "text": "x" * (n % 50)})
-            s._append(conn, chain, "attempt", f"id-{n}", "2026-01-01T00:00:00Z", "agent", body)
+            s._append(conn, Seal(), chain, "attempt", f"id-{n}", "2026-01-01T00:00:00Z", "agent", body)
     s.close()
     assert sqlite_verify.PARALLEL_MIN_ENTRIES <= 9_000
     workers = []

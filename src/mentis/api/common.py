@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from mentis.errors import InvalidInput
+from mentis.ledger.entry import Entry
 
 # ---------------------------------------------------------------- limits (documented in docs/tools.md)
 
@@ -119,6 +120,10 @@ class Out(BaseModel):
 class LedgerRef(Out):
     seq: int
     hash: str
+
+    @classmethod
+    def of(cls, entry: Entry) -> LedgerRef:
+        return cls(seq=entry.seq, hash=entry.hash)
 
 
 class ScoreParts(Out):

@@ -61,6 +61,14 @@ def install(
             "--token-file", help="With --http: the file holding the token (referenced, never copied)."
         ),
     ] = None,
+    tools: Annotated[
+        str | None,
+        typer.Option(
+            "--tools",
+            metavar="PROFILE[,PROFILE…]",
+            help="The tool profile the stdio server offers (MENTIS_TOOLS in its entry; default: default).",
+        ),
+    ] = None,
     project: ProjectOpt = None,
     hooks: Annotated[
         bool,
@@ -82,7 +90,7 @@ def install(
     env, argv = Env.current(), mentis_argv()
     with errors():
         if list_:
-            if harness or stdio or http or token_file or hooks or dry_run:
+            if harness or stdio or http or token_file or tools or hooks or dry_run:
                 raise InvalidInput("--list takes only --project and --json")
             if project is not None and not project.is_dir():
                 raise InvalidInput(f"--project {project}: not a directory", "project")
@@ -93,7 +101,7 @@ def install(
             )
             return
         chosen = get(_named(harness))
-        server = server_for(argv, stdio=stdio, url=http, token_file=token_file)
+        server = server_for(argv, stdio=stdio, url=http, token_file=token_file, tools=tools)
         changes, note = plan_install(chosen, env, server, project, hooks=hooks, argv=argv)
         _finish(chosen.name, "install", changes, dry_run, as_json, note)
     note = None if dry_run else token_note(chosen, http, token_file)

@@ -15,6 +15,8 @@ from mentis.config import Settings
 from mentis.errors import ConfigError
 from mentis.mcp.remote_http import MAX_RESPONSE_MB, MiB
 from mentis.service.memory import Memory
+from mentis.service.profiles import ENV as PROFILE_ENV
+from mentis.service.profiles import PROFILES, Profile, parse_profile
 
 if TYPE_CHECKING:
     from mentis.http import HttpConfig
@@ -119,6 +121,16 @@ def serve(
         int,
         typer.Option(min=1, max=4096, help="With --remote: the most it reads of one answer, in MiB."),
     ] = MAX_RESPONSE_MB,
+    tools: Annotated[
+        str | None,
+        typer.Option(
+            "--tools",
+            envvar=PROFILE_ENV,
+            metavar="PROFILE[,PROFILE…]",
+            help=f"The MCP tools to offer: {', '.join(PROFILES)} (default: default; docs/tools.md).",
+            show_default=False,
+        ),
+    ] = None,
     token: Annotated[str | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Run the MCP server over stdio (what coding-agent harnesses launch), or over HTTP with --http.
@@ -132,6 +144,8 @@ def serve(
 
     tune_for_server()  # before the preload thread and the model allocate
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    with errors():
+        profile = parse_profile(tools)
     config = settings(db)
     http_only = (
         bind or no_auth or tls_cert or tls_key or allow_host or header_timeout or max_connections or idle_exit
@@ -141,7 +155,7 @@ def serve(
     elif remote is not None:
         if http or http_only or db:
             _refuse("--remote serves stdio; it takes no --http, HOST:PORT, --db or TLS options")
-        _serve_remote(config, remote, token_file, ca_file, timeout, max_response_mb)
+        _serve_remote(config, remote, token_file, ca_file, timeout, max_response_mb, profile)
     elif token_file or ca_file:
         _refuse("--token-file and --ca-file need --remote")
     elif (lock_fd is None) != (socket_fd is None) or (
@@ -152,14 +166,14 @@ def serve(
         limits = HttpLimits(header_timeout, max_connections, idle_exit)
         inherited = None if lock_fd is None or socket_fd is None else Inherited(lock_fd, socket_fd)
         hosts = tuple(allow_host or ())
-        _serve_http(config, bind or "", no_auth, tls_cert, tls_key, hosts, limits, inherited)
+        _serve_http(config, bind or "", no_auth, tls_cert, tls_key, hosts, limits, inherited, profile)
     elif http_only:
         _refuse(
             "HOST:PORT, --no-auth, --tls-cert, --tls-key, --allow-host, --header-timeout, "
             "--max-connections and --idle-exit need --http"
         )
     else:
-        _serve_stdio(config)
+        _serve_stdio(config, profile)
 
 
 def _refuse(message: str) -> NoReturn:
@@ -168,7 +182,7 @@ def _refuse(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-def _serve_stdio(config: Settings) -> None:
+def _serve_stdio(config: Settings, profile: Profile) -> None:
     import anyio
 
     from mentis.mcp.server import build_server
@@ -177,18 +191,28 @@ def _serve_stdio(config: Settings) -> None:
     with errors():
         memory = Memory.open(config)
     memory.warm_up()
-    err.print(f"mentis: serving MCP on stdio; store {config.db_path} verified.", highlight=False)
+    err.print(
+        f"mentis: serving MCP on stdio ({len(profile.names)} tools, profile {profile.spec}); "
+        f"store {config.db_path} verified.",
+        highlight=False,
+    )
     err.print(
         f"harness config: mentis install HARNESS writes it {INSTALL_HINT}", highlight=False, soft_wrap=True
     )
     try:
-        anyio.run(run_stdio, build_server(memory))
+        anyio.run(run_stdio, build_server(memory, profile))
     finally:
         memory.close()
 
 
 def _serve_remote(
-    config: Settings, url: str, token_file: Path | None, ca_file: Path | None, timeout: float, max_mb: int
+    config: Settings,
+    url: str,
+    token_file: Path | None,
+    ca_file: Path | None,
+    timeout: float,
+    max_mb: int,
+    profile: Profile,
 ) -> None:
     import anyio
 
@@ -210,7 +234,11 @@ def _serve_remote(
                 markup=False,
             )
 
-        anyio.run(lambda: remote.serve(target, signing_key=key, agent_id=config.agent_id, ready=ready))
+        anyio.run(
+            lambda: remote.serve(
+                target, signing_key=key, agent_id=config.agent_id, ready=ready, profile=profile
+            )
+        )
 
 
 def _serve_http(
@@ -222,6 +250,7 @@ def _serve_http(
     allow_hosts: tuple[str, ...],
     limits: HttpLimits,
     inherited: Inherited | None,
+    profile: Profile,
 ) -> None:
     from mentis.http import HttpConfig, build_app, listen, parse_bind, server
     from mentis.http.connections import raise_fd_limit
@@ -258,7 +287,7 @@ def _serve_http(
             lines = _http_banner(config, url, tokens is not None, admin_file, created)
         for line in lines:
             err.print(line, highlight=False, soft_wrap=True, markup=False)
-        server(build_app(memory, tokens, http), http).run(sockets=[sock])
+        server(build_app(memory, tokens, http, profile=profile), http).run(sockets=[sock])
 
 
 def _unix_slot(path: Path, inherited: Inherited | None) -> Slot:

@@ -16,6 +16,7 @@ from mentis.dashboard.core import Ctx, State, int_param, markup, param, redirect
 from mentis.dashboard.graph import Edge, Node, relation_svg
 from mentis.errors import InvalidInput, NotFound
 from mentis.ledger.bodies import THOUGHT_ROLES, THOUGHT_TYPES
+from mentis.service.browse import TimelineAttempt
 from mentis.service.token_admin import list_tokens
 from mentis.store.protocol import TASK_STATUSES
 
@@ -156,7 +157,8 @@ class Pages:
         task_id = _required(request, "task_id")
         timeline = self.state.memory.task_timeline(ctx.caller, repository, task_id)
         attempt = next(
-            (i for i in timeline.items if getattr(i, "body", {}).get("attempt_id") == attempt_id), None
+            (i for i in timeline.items if isinstance(i, TimelineAttempt) and i.body.attempt_id == attempt_id),
+            None,
         )
         if attempt is None:
             raise NotFound("no such attempt in this task (it may already be forgotten)")

@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 import uvicorn
+from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
@@ -29,7 +30,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mentis.dashboard import build_dashboard
 from mentis.errors import ConfigError
@@ -58,9 +59,10 @@ from mentis.http.middleware import (
 from mentis.http.rest import OTHER_ERRORS, endpoint, error_response, openapi
 from mentis.mcp.server import build_server
 from mentis.service.access import resolve_caller
-from mentis.service.memory import Memory
+from mentis.service.memory import Caller, Memory
 from mentis.service.operations import OPERATIONS
-from mentis.service.tokens import TokenStore
+from mentis.service.profiles import Profile, parse_profile
+from mentis.service.tokens import CALLER_SCOPE_KEY, TokenStore
 from mentis.version import __version__
 
 log = logging.getLogger(__name__)
@@ -198,24 +200,48 @@ async def _http_error(_: Request, exc: Exception) -> Response:
     return error_response(status, code, message, headers=headers)
 
 
+class ByCaller:
+    """``/mcp``: the admin callers' MCP server for an admin caller, the other one for the rest."""
+
+    def __init__(self, admin: MCPServer[Memory], user: MCPServer[Memory]) -> None:
+        self.admin = StreamableHTTPASGIApp(admin.session_manager)
+        self.user = StreamableHTTPASGIApp(user.session_manager)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        caller = scope.get(CALLER_SCOPE_KEY)
+        admin = isinstance(caller, Caller) and caller.admin
+        await (self.admin if admin else self.user)(scope, receive, send)
+
+
 def build_app(
-    memory: Memory, tokens: TokenStore | None, config: HttpConfig, *, limits: CallerLimits | None = None
+    memory: Memory,
+    tokens: TokenStore | None,
+    config: HttpConfig,
+    *,
+    limits: CallerLimits | None = None,
+    profile: Profile | None = None,
 ) -> ASGIApp:
     """The whole HTTP surface over an already opened ``memory``.
 
     ``tokens`` authenticates requests; it must be given unless ``config.auth`` is False. ``limits``
     counts each caller's requests in progress (default: ``config.token_concurrency`` per caller).
+    ``profile`` is the MCP tool profile (default: ``default``); REST and the dashboard offer every
+    operation.
     """
     if config.auth and tokens is None:
         raise ConfigError("HTTP auth is on but no token store was given")
-    mcp = build_server(memory)
-    # DNS-rebinding checks are HostGuard's, for every route; the SDK's copy is switched off.
-    mcp.streamable_http_app(
-        stateless_http=True,
-        json_response=True,
-        max_request_body_size=config.max_body_bytes,
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-    )
+    served = profile or parse_profile(None)
+    # One MCP server for admin callers and one without the admin tools for every other caller, so a
+    # non-admin token neither sees them in tools/list nor can call them (an unknown tool).
+    admin_mcp, user_mcp = (build_server(memory, served.for_caller(admin=a)) for a in (True, False))
+    for mcp in (admin_mcp, user_mcp):
+        # DNS-rebinding checks are HostGuard's, for every route; the SDK's copy is switched off.
+        mcp.streamable_http_app(
+            stateless_http=True,
+            json_response=True,
+            max_request_body_size=config.max_body_bytes,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
     document = openapi(OPERATIONS)
 
     def _openapi(_: Request) -> Response:
@@ -223,7 +249,7 @@ def build_app(
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with mcp.session_manager.run():
+        async with admin_mcp.session_manager.run(), user_mcp.session_manager.run():
             yield
 
     default = "local-user" if config.local else "http-anonymous"
@@ -239,7 +265,7 @@ def build_app(
     routes = [
         Route("/health", _local_health(memory) if config.local else _health, methods=["GET"]),
         Mount("/dashboard", dashboard),
-        Route("/mcp", StreamableHTTPASGIApp(mcp.session_manager)),
+        Route("/mcp", ByCaller(admin_mcp, user_mcp)),
         Route("/v1/openapi.json", _openapi, methods=["GET"]),
         *(Route(f"/v1/{op.name}", endpoint(op, memory), methods=["POST"]) for op in OPERATIONS),
     ]

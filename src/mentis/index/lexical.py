@@ -298,15 +298,10 @@ class LexicalIndex:
         if need <= len(self._rowids):
             return
         cap = max(need, 2 * len(self._rowids), 1024)
-        for name, dtype in (
-            ("_rowids", np.int64),
-            ("_lengths", np.float64),
-            ("_codes", np.int32),
-            ("_dead", np.bool_),
-        ):
-            grown = np.zeros(cap, dtype=dtype)
-            grown[: self._size] = getattr(self, name)[: self._size]
-            setattr(self, name, grown)
+        self._rowids = _grown(self._rowids, self._size, cap)
+        self._lengths = _grown(self._lengths, self._size, cap)
+        self._codes = _grown(self._codes, self._size, cap)
+        self._dead = _grown(self._dead, self._size, cap)
 
     def postings(self, term: int) -> tuple[np.ndarray, np.ndarray]:
         """Document indexes and weighted tfs of ``term`` across segments and the tail."""
@@ -540,6 +535,13 @@ def pack(tf: dict[str, float], ids: dict[str, int]) -> bytes:
     out["t"] = [ids[t] for t in tf]
     out["w"] = list(tf.values())
     return out.tobytes()
+
+
+def _grown(array: np.ndarray, size: int, cap: int) -> np.ndarray:
+    """``array``'s first ``size`` items in a new zeroed array of ``cap`` items of its dtype."""
+    grown = np.zeros(cap, dtype=array.dtype)
+    grown[:size] = array[:size]
+    return grown
 
 
 __all__ = ["K1", "POSTING", "Analyzer", "B", "DocRow", "LexicalIndex", "analyzer", "document_row", "pack"]

@@ -47,7 +47,8 @@ def render(harness: str | None = None) -> str:
         "(`observation`), what you conclude (`inference`), and the `check` with its command and "
         "status. Record failed checks too: they save the next agent from repeating them.",
         f"- **Correct the record.** When a recorded conclusion no longer holds (the code changed, or "
-        f"it was wrong), call {tool('mark_conclusion_outdated')} with the attempt id and the reason.",
+        f"it was wrong), call {tool('mark_conclusion_outdated')} with the attempt id (`recall` gives it) and "
+        "the reason.",
         "- Use the checkout's normalised git remote as `repository` (e.g. `github.com/acme/shop`) "
         "and one `task_id` per task (the branch name will do). `mentis context --json` prints the "
         "commit and file hashes to pass as `code_context`.",

@@ -350,7 +350,6 @@ def tombstone(
 
 SKILL_FTS_WEIGHTS = (3.0, 2.0, 1.0, 1.5, 0.5)
 """BM25 field weights for a skill's name, description, tags, triggers and text."""
-SKILL_STATUS_OPS = ("deprecate", "revoke")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

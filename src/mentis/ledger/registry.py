@@ -96,10 +96,6 @@ class Registry:
             found = self.agents[self.aliases[name]]
         return found
 
-    def active_keys(self, agent_id: str) -> list[KeyRecord]:
-        agent = self.agents.get(agent_id)
-        return [] if agent is None else [k for k in map(self.keys.__getitem__, agent.keys) if k.active]
-
     def must_sign(self, name: str) -> bool:
         """True once ``name``'s agent has had a key: its writes must be signed from then on
         (revoking every key does not make unsigned writes acceptable again)."""

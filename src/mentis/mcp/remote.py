@@ -24,11 +24,13 @@ from mcp_types import (
     TextContent,
 )
 
-from mentis.errors import MentisError
+from mentis.errors import ConfigError, MentisError
 from mentis.ledger.signing import load_private_key
 from mentis.mcp.remote_link import Forward, Link, Remote, RemoteConfig, leaves
 from mentis.mcp.remote_signing import RemoteSigner
 from mentis.mcp.stdio import run_stdio
+from mentis.service.profiles import Profile, parse_profile
+from mentis.service.signed_writes import PHASES
 from mentis.version import __version__
 
 
@@ -38,13 +40,34 @@ def error_result(tool: str, exc: MentisError) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
+def _check_phases(remote: Remote, url: str) -> None:
+    """A signing proxy needs the remote's two signing phases; without them it cannot write."""
+    missing = sorted(PHASES - {t.name for t in remote.tools})
+    if missing:
+        raise ConfigError(
+            f"the remote Mentis at {url} does not offer {' and '.join(missing)}, which signing writes "
+            "needs: start it with the signing profile too (`mentis serve --http --tools default,signing`)"
+        )
+
+
+def offered(remote: Remote, profile: Profile) -> Remote:
+    """What the proxy publishes of the remote's tools: those ``profile`` offers."""
+    return Remote([t for t in remote.tools if profile.offers(t.name)], remote.instructions)
+
+
 def build_proxy(remote: Remote, forward: Forward) -> Server[Any]:
-    """The stdio-side server: the remote's tools, each call handed to ``forward``."""
+    """The stdio-side server: the remote's tools, each call handed to ``forward``; a call to any
+    other tool is an unknown tool, as the Mentis server answers one."""
+    published = {tool.name for tool in remote.tools}
 
     async def list_tools(_: ServerRequestContext[Any], __: PaginatedRequestParams | None) -> ListToolsResult:
         return ListToolsResult(tools=remote.tools)
 
     async def call_tool(_: ServerRequestContext[Any], params: CallToolRequestParams) -> CallToolResult:
+        if params.name not in published:
+            return CallToolResult(
+                content=[TextContent(type="text", text=f"Unknown tool: {params.name}")], is_error=True
+            )
         try:
             return await forward(params.name, dict(params.arguments or {}))
         except MentisError as exc:
@@ -65,14 +88,19 @@ async def serve(
     signing_key: Path | None = None,
     agent_id: str | None = None,
     ready: Callable[[Remote], None] = lambda _: None,
+    profile: Profile | None = None,
 ) -> None:
     """Connect, then serve MCP on stdio until stdin closes; RemoteUnavailable when the first
-    connection fails (bad URL, server down, token refused)."""
+    connection fails (bad URL, server down, token refused). The remote's tools are published as far
+    as ``profile`` (default: ``default``) offers them; the signing phases the proxy runs itself."""
     key = None if signing_key is None else load_private_key(signing_key)
     link = Link(config)
     try:
         async with anyio.create_task_group() as tg:
-            remote: Remote = await tg.start(link.run)
+            published: Remote = await tg.start(link.run)
+            if key is not None:
+                _check_phases(published, config.url)
+            remote = offered(published, profile or parse_profile(None))
             forward: Forward = link.call
             if key is not None:
                 signer = RemoteSigner(link, key, agent_id)

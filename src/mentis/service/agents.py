@@ -53,7 +53,7 @@ class AgentOps:
         return AgentResult(
             agent=agent_out(registry, registry.agents[body.agent_id]),
             key_id=body.key_id,
-            ledger=LedgerRef(seq=entry.seq, hash=entry.hash),
+            ledger=LedgerRef.of(entry),
         )
 
     def register_agent(self, caller: Caller, req: RegisterAgentInput, seal: Seal) -> AgentResult:

@@ -33,7 +33,6 @@ from mentis.api.attempts import (
 from mentis.api.common import LedgerRef, Rejection, ScoreParts
 from mentis.errors import Conflict, InvalidInput, NotFound, RerankFailed
 from mentis.ledger.bodies import AttemptBody, CheckBody, CodeContextBody, CorrectionBody
-from mentis.ledger.entry import Entry
 from mentis.providers.rerank import RerankItem, apply_rerank
 from mentis.retrieval import pipeline, titles
 from mentis.service.access import Caller, left_out_note, may_read, may_write
@@ -105,7 +104,7 @@ class AttemptOps:
         return RecordAttemptResult(
             attempt_id=attempt_id,
             status=body.status,
-            ledger=_ref(entry),
+            ledger=LedgerRef.of(entry),
             warnings=self.thoughts.reassertion_warnings(reasserts) + secret_warnings(*texts),
             reasserts=[rejection_out(r) for r in reasserts],
         )
@@ -309,18 +308,14 @@ class AttemptOps:
             attempt_id=req.attempt_id,
             correction=_correction(body),
             corrections_count=count,
-            ledger=_ref(entry),
+            ledger=LedgerRef.of(entry),
         )
 
     def forget_attempt(self, caller: Caller, req: ForgetInput, seal: Seal) -> ForgetResult:
         may_write(caller, req.repository)
         self._owned_attempt(caller, req.repository, req.attempt_id)
         entry = self.store.forget_attempt(req.repository, req.attempt_id, req.reason, caller.agent_id, seal)
-        return ForgetResult(forgotten=True, attempt_id=req.attempt_id, ledger=_ref(entry))
-
-
-def _ref(entry: Entry) -> LedgerRef:
-    return LedgerRef(seq=entry.seq, hash=entry.hash)
+        return ForgetResult(forgotten=True, attempt_id=req.attempt_id, ledger=LedgerRef.of(entry))
 
 
 def _correction(c: CorrectionBody) -> CorrectionOut:

@@ -94,6 +94,8 @@ class Operation:
     description: str
     writes: bool = False
     destructive: bool = False
+    admin: bool = False
+    """Only an admin caller may run it (the agent registry): in no default tool profile."""
 
     def call(self, memory: Memory, caller: Caller, req: Any, seal: Seal | None = None) -> BaseModel:
         """Run the operation for ``caller`` on a parsed input; a write with ``seal`` (None: the
@@ -107,10 +109,8 @@ OPERATIONS: tuple[Operation, ...] = (
         RecordAttemptInput,
         RecordAttemptResult,
         lambda m, c, r, s: m.record_attempt(c, r, seal=s),
-        "Record one attempt at a task: the action you took, the files it touched, what you "
-        "observed, an optional inference (kept apart from the observation), and the check you "
-        "ran (command + passed/failed; omit it when nothing was verified). Creates the task on "
-        "its first attempt. Returns the attempt id and its ledger position.",
+        "Record what you just tried on a task: action, files, observation, your inference apart, and the "
+        "check you ran (none: unverified). Record failed checks too.",
         writes=True,
     ),
     Operation(
@@ -118,28 +118,24 @@ OPERATIONS: tuple[Operation, ...] = (
         SearchInput,
         SearchResult,
         lambda m, c, r, _: m.search(c, r),
-        "Find tasks where agents already worked on a problem, from a description in your own "
-        "words. Returns tasks best first, each with one matching attempt, its status "
-        "(passed/failed/unverified), its newest correction if it was marked outdated, and the "
-        "score parts. Pass current_file_hashes to learn which results touch files that changed.",
+        "Search earlier attempts before you start or when stuck, with the problem in your own words. "
+        "Returns tasks best first: status, preview, outdated reason, stale files. Details: recall.",
     ),
     Operation(
         "recall",
         RecallInput,
         RecallResult,
         lambda m, c, r, _: m.recall(c, r),
-        "Read a task's full history (repository + task_id), or run read-only SQL (sql, params) "
-        "over the views tasks, attempts and corrections. SQL results are capped at 100 rows, "
-        "512,000 bytes (truncation is flagged) and 5 seconds.",
+        "A task's full history (repository + task_id), or read-only SQL (sql, params) over the views "
+        "tasks, attempts, corrections, thoughts, relations.",
     ),
     Operation(
         "mark_conclusion_outdated",
         MarkOutdatedInput,
         MarkOutdatedResult,
         lambda m, c, r, s: m.mark_conclusion_outdated(c, r, seal=s),
-        "Mark an attempt's conclusion as outdated, with the reason (and the commit where you saw "
-        "it). The attempt itself never changes; every correction is kept and the newest is shown "
-        "with the attempt in search results.",
+        "Mark an attempt's conclusion outdated when it no longer holds, with the reason. Search shows the"
+        " correction.",
         writes=True,
     ),
     Operation(
@@ -147,8 +143,7 @@ OPERATIONS: tuple[Operation, ...] = (
         ForgetInput,
         ForgetResult,
         lambda m, c, r, s: m.forget_attempt(c, r, seal=s),
-        "Erase an attempt's content (and its corrections) from the memory, e.g. when it holds a "
-        "secret. The ledger keeps a tombstone (who, when, why), so the chain still verifies.",
+        "Erase an attempt's content, e.g. a leaked secret. The ledger keeps a tombstone.",
         writes=True,
         destructive=True,
     ),
@@ -157,9 +152,7 @@ OPERATIONS: tuple[Operation, ...] = (
         ForgetThoughtInput,
         ForgetThoughtResult,
         lambda m, c, r, s: m.forget_thought(c, r, seal=s),
-        "Erase a thought's content from the memory, e.g. when it holds a secret: its text, vector, "
-        "index terms and rejection fingerprints. The ledger keeps a tombstone (who, when, why), so "
-        "the chain still verifies; relations other thoughts hold to it are reported as dangling.",
+        "Erase a thought's content, e.g. a leaked secret. The ledger keeps a tombstone.",
         writes=True,
         destructive=True,
     ),
@@ -168,29 +161,22 @@ OPERATIONS: tuple[Operation, ...] = (
         VerifyInput,
         VerifyResult,
         lambda m, c, r, _: m.verify_integrity(c, r.repository, r.signatures),
-        "Verify the hash chains of the ledger (all repositories, or one) and its signatures (each "
-        "signing stream's last one; every one with signatures=true). Fails with the chain, seq and "
-        "what did not match when the store was altered.",
+        "Verify the ledger's hash chains and signatures; fails naming the chain and seq that do not match.",
     ),
     Operation(
         "stats",
         StatsInput,
         StatsResult,
         lambda m, c, r, _: m.stats(c, r),
-        "Count what the memory holds in the repositories you may read (or one repository): tasks, "
-        "attempts by status, outdated and forgotten attempts, thoughts by type, ledger entries per "
-        "repository and the newest activity.",
+        "Count tasks, attempts by status, thoughts by type and ledger entries you may read.",
     ),
     Operation(
         "append_thought",
         AppendThoughtInput,
         AppendThoughtResult,
         lambda m, c, r, s: m.append_thought(c, r, seal=s),
-        "Store a typed thought (Decision, Finding, Constraint, LessonLearned, Hypothesis, ...) with "
-        "importance/confidence in [0, 1], tags, concepts, refs to earlier thoughts or attempts, and "
-        "relations (Supersedes, Corrects, Invalidates, Supports, ...). A near-duplicate of a recent "
-        "thought of the same type supersedes it automatically; a thought that re-asserts a rejected "
-        "conclusion is stored with a warning naming the rejection.",
+        "Store a typed thought (Decision, Finding, Constraint, LessonLearned, Plan...), linked to earlier"
+        " ones by refs and relations.",
         writes=True,
     ),
     Operation(
@@ -198,58 +184,50 @@ OPERATIONS: tuple[Operation, ...] = (
         SearchThoughtsInput,
         SearchThoughtsResult,
         lambda m, c, r, _: m.search_thoughts(c, r),
-        "Search thoughts by meaning and words, or list them by filters (types, roles, agents, tags, "
-        "concepts, text, since/until, min_importance, min_confidence, task_id). Thoughts that were "
-        "superseded, corrected or invalidated are left out unless include_invalidated; as_of answers "
-        "what was believed at that time.",
+        "Search thoughts by meaning or list them by filters; superseded ones only with include_invalidated.",
     ),
     Operation(
         "get_thought",
         GetThoughtInput,
         ThoughtOut,
         lambda m, c, r, _: m.get_thought(c, r),
-        "Read one thought by thought_id, by its ledger hash, or by repository + seq, with "
-        "invalidated_by naming thoughts that replaced it.",
+        "Read one thought (by id, ledger hash, or repository + seq).",
     ),
     Operation(
         "traverse_thoughts",
         TraverseInput,
         TraverseResult,
         lambda m, c, r, _: m.traverse_thoughts(c, r),
-        "Follow refs and relations from a thought (direction out/in/both, depth 1-5, optional relation "
-        "kinds, at most `limit` nodes) and return the thoughts and edges reached.",
+        "Follow refs and relations from a thought; returns the thoughts and edges reached.",
     ),
     Operation(
         "context_bundle",
         ContextBundleInput,
         ContextBundleResult,
         lambda m, c, r, _: m.context_bundle(c, r),
-        "Seed thoughts matching a query, each with the thoughts related to it (refs and relations "
-        "either way) grouped under it: the context to load before working on something.",
+        "Load context before working on something: thoughts matching the query, each with its related "
+        "thoughts.",
     ),
     Operation(
         "recent_context",
         RecentContextInput,
         RecentContextResult,
         lambda m, c, r, _: m.recent_context(c, r),
-        "The newest thoughts of a repository (optionally one agent's), also rendered as a compact "
-        "catch-up prompt to read after a context reset.",
+        "A repository's newest thoughts as a catch-up note, to read after a context reset.",
     ),
     Operation(
         "export_memory_md",
         MemoryMdExportInput,
         MemoryMdExportResult,
         lambda m, c, r, _: m.export_memory_md(c, r),
-        "Render a repository's current thoughts as MEMORY.md: a section per type, one line per "
-        "thought with its metadata in a comment, so import_memory_md round-trips it.",
+        "Render a repository's current thoughts as MEMORY.md (import_memory_md reads it back).",
     ),
     Operation(
         "import_memory_md",
         MemoryMdImportInput,
         MemoryMdImportResult,
         lambda m, c, r, s: m.import_memory_md(c, r, seal=s),
-        "Append the thoughts of a MEMORY.md (as written by export_memory_md) to a repository; a "
-        "malformed line rejects the whole file and nothing is written.",
+        "Append the thoughts of a MEMORY.md; one malformed line rejects the whole file.",
         writes=True,
     ),
     Operation(
@@ -257,20 +235,15 @@ OPERATIONS: tuple[Operation, ...] = (
         PrepareWriteInput,
         PrepareWriteResult,
         lambda m, c, r, _: prepare_write(m, c, r),
-        "Remote signing, phase 1: run a write tool (record_attempt, mark_conclusion_outdated, "
-        "forget_attempt, append_thought, forget_thought, ...) up to its ledger entry without writing "
-        "anything, and return the entry's unsigned fields (chain, kind, id, at, agent, body_hash) and "
-        "its body, for a client holding the agent's key to check and sign (`mentis serve --remote` "
-        "does this for you).",
+        "Remote signing phase 1, for a client holding the agent's key: the entry a write would append, "
+        "unsigned. Writes nothing.",
     ),
     Operation(
         "signed_write",
         SignedWriteInput,
         SignedWriteResult,
         lambda m, c, r, _: signed_write(m, c, r),
-        "Remote signing, phase 2: run the write tool with the id and time prepare_write gave and the "
-        "client's signature (key_id, sig envelope); the store verifies the signature against the "
-        "agent's registered key before it writes. Returns the tool's own result.",
+        "Remote signing phase 2: run the write with prepare_write's id and time and the client's signature.",
         writes=True,
     ),
     Operation(
@@ -278,11 +251,8 @@ OPERATIONS: tuple[Operation, ...] = (
         UploadSkillInput,
         UploadSkillResult,
         lambda m, c, r, s: m.upload_skill(c, r, seal=s),
-        "Store a skill (a procedure for this repository: how to run its tests, cut a release, ...) as "
-        "SKILL.md text, Markdown with YAML front matter (name, description, tags, triggers, warnings), "
-        "or as JSON, up to 1 MiB; or send a unified diff against the newest version (diff, skill_id, "
-        "base_version). The skill_id defaults to the name. Each upload is a new version; the same "
-        "text again writes nothing.",
+        "Store a skill (how to test, release... here) as SKILL.md text or JSON, or a diff against its "
+        "newest version.",
         writes=True,
     ),
     Operation(
@@ -290,41 +260,36 @@ OPERATIONS: tuple[Operation, ...] = (
         ReadSkillInput,
         ReadSkillResult,
         lambda m, c, r, _: m.read_skill(c, r),
-        "Read a skill's text (the newest version, or `version`), its status, its warnings and every "
-        "version's author and signature state. A skill is instructions written by another agent: "
-        "read it before you follow it.",
+        "Read a skill's text, status and warnings. It is another agent's instructions: read before you "
+        "follow.",
     ),
     Operation(
         "search_skills",
         SearchSkillsInput,
         SearchSkillsResult,
         lambda m, c, r, _: m.search_skills(c, r),
-        "Find skills by what you are about to do, in your own words (the same retrieval as search). "
-        "Returns active skills best first (deprecated ones too with include_deprecated); revoked "
-        "skills are never returned.",
+        "Find skills for what you are about to do, in your own words. Returns active skills best first.",
     ),
     Operation(
         "list_skills",
         ListSkillsInput,
         ListSkillsResult,
         lambda m, c, r, _: m.list_skills(c, r),
-        "List the skills of a repository (or every repository you may read), active and deprecated "
-        "by default (statuses: active, deprecated, revoked).",
+        "List a repository's skills (active and deprecated by default).",
     ),
     Operation(
         "skill_versions",
         SkillVersionsInput,
         SkillVersionsResult,
         lambda m, c, r, _: m.skill_versions(c, r),
-        "A skill's versions: number, author, time, content hash, and whether each is signed and "
-        "its signature verifies.",
+        "A skill's versions: author, time, content hash, signature state.",
     ),
     Operation(
         "deprecate_skill",
         SkillStatusInput,
         SkillStatusResult,
         lambda m, c, r, s: m.deprecate_skill(c, r, seal=s),
-        "Mark a skill deprecated (search leaves it out); a later upload re-activates it.",
+        "Deprecate a skill (search leaves it out); a later upload re-activates it.",
         writes=True,
     ),
     Operation(
@@ -332,9 +297,7 @@ OPERATIONS: tuple[Operation, ...] = (
         RevokeSkillInput,
         SkillStatusResult,
         lambda m, c, r, s: m.revoke_skill(c, r, seal=s),
-        "Revoke a skill with the reason, e.g. when its instructions are harmful. Final: later "
-        "uploads under its id stay revoked, and so do skills of this repository with the same "
-        "instructions under any name; a copy elsewhere carries a warning naming this revocation.",
+        "Revoke a harmful skill, with the reason; its id and copies of its text stay revoked.",
         writes=True,
     ),
     Operation(
@@ -342,8 +305,7 @@ OPERATIONS: tuple[Operation, ...] = (
         DeleteSkillInput,
         DeleteSkillResult,
         lambda m, c, r, s: m.delete_skill(c, r, seal=s),
-        "Erase every version of a skill from the memory. The ledger keeps a tombstone (who, when, "
-        "why) and its status entries, so the chain still verifies and a revocation still holds.",
+        "Erase every version of a skill; the ledger keeps a tombstone.",
         writes=True,
         destructive=True,
     ),
@@ -355,26 +317,27 @@ AGENT_OPERATIONS: tuple[Operation, ...] = (
         RegisterAgentInput,
         AgentResult,
         lambda m, c, r, s: m.register_agent(c, r, seal=s),
-        "Admin: register an agent (id, display name, description, aliases) in the agent registry.",
+        "Admin: register an agent (id, display name, aliases) in the agent registry.",
         writes=True,
+        admin=True,
     ),
     Operation(
         "add_agent_key",
         AddAgentKeyInput,
         AgentResult,
         lambda m, c, r, s: m.add_agent_key(c, r, seal=s),
-        "Admin: add an Ed25519 public key (base64url of its 32 bytes) to an agent. From then on "
-        "every write by that agent must be signed by one of its active keys.",
+        "Admin: add an Ed25519 public key to an agent; its writes must then be signed.",
         writes=True,
+        admin=True,
     ),
     Operation(
         "revoke_agent_key",
         RevokeAgentKeyInput,
         AgentResult,
         lambda m, c, r, s: m.revoke_agent_key(c, r, seal=s),
-        "Admin: revoke an agent's key, with the reason. It stays on record; signatures the store "
-        "accepted before the revocation stay valid, later writes signed with it are refused.",
+        "Admin: revoke an agent's key, with the reason.",
         writes=True,
+        admin=True,
         destructive=True,
     ),
     Operation(
@@ -382,8 +345,9 @@ AGENT_OPERATIONS: tuple[Operation, ...] = (
         DisableAgentInput,
         AgentResult,
         lambda m, c, r, s: m.disable_agent(c, r, seal=s),
-        "Admin: disable an agent, with the reason: every later write by it is refused.",
+        "Admin: disable an agent, with the reason; its later writes are refused.",
         writes=True,
+        admin=True,
         destructive=True,
     ),
     Operation(
@@ -391,14 +355,14 @@ AGENT_OPERATIONS: tuple[Operation, ...] = (
         ListAgentsInput,
         ListAgentsResult,
         lambda m, c, r, _: m.list_agents(c, r),
-        "List the registered agents with their keys (public keys, when added, revoked and why).",
+        "List the registered agents and their keys.",
     ),
     Operation(
         "show_agent",
         ShowAgentInput,
         AgentOut,
         lambda m, c, r, _: m.show_agent(c, r),
-        "Show one registered agent (by id or alias) with its keys.",
+        "Show one registered agent (id or alias) and its keys.",
     ),
 )
 OPERATIONS += AGENT_OPERATIONS

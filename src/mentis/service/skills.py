@@ -99,10 +99,6 @@ class Prepared:
     result: UploadSkillResult
 
 
-def _ref(entry: Entry) -> LedgerRef:
-    return LedgerRef(seq=entry.seq, hash=entry.hash)
-
-
 def _invalid(exc: SkillTextError, where: str = "") -> InvalidInput:
     return InvalidInput(f"{where}{exc}", field=exc.field)
 
@@ -181,7 +177,7 @@ class SkillOps:
             signed=entry.sig is not None,
             key_id=entry.key_id,
             signature=signature_state(entry, self.public_key(entry)),
-            ledger=_ref(entry),
+            ledger=LedgerRef.of(entry),
         )
 
     @staticmethod
@@ -332,7 +328,7 @@ class SkillOps:
         rows = [p.row for p in prepared if p.row is not None]
         entries = iter(self.store.append_skill_versions(rows, seal))
         return [
-            p.result if p.row is None else p.result.model_copy(update={"ledger": _ref(next(entries))})
+            p.result if p.row is None else p.result.model_copy(update={"ledger": LedgerRef.of(next(entries))})
             for p in prepared
         ]
 
@@ -445,7 +441,11 @@ class SkillOps:
         entry = self.store.append_skill_status(body, seal)
         status = REVOKED if op == "revoke" else DEPRECATED
         return SkillStatusResult(
-            repository=repository, skill_id=skill_id, status=status, version=body.version, ledger=_ref(entry)
+            repository=repository,
+            skill_id=skill_id,
+            status=status,
+            version=body.version,
+            ledger=LedgerRef.of(entry),
         )
 
     def delete_skill(self, caller: Caller, req: DeleteSkillInput, seal: Seal) -> DeleteSkillResult:
@@ -459,7 +459,7 @@ class SkillOps:
             repository=req.repository,
             skill_id=req.skill_id,
             versions_erased=row.version,
-            ledger=_ref(entry),
+            ledger=LedgerRef.of(entry),
         )
 
     # ------------------------------------------------------------ SKILL.md folders

@@ -92,7 +92,7 @@ def thought_out(
         agent_id=t.agent_id,
         session_id=t.session_id,
         created_at=t.created_at,
-        ledger=LedgerRef(seq=entry.seq, hash=entry.hash),
+        ledger=LedgerRef.of(entry),
         invalidated_by=list(invalidated_by),
         reasserts=[rejection_out(r) for r in t.reasserts or []] if reasserts is None else reasserts,
     )
@@ -213,7 +213,7 @@ class ThoughtOps:
         warnings += [f"linked as Supersedes: near-duplicate of thought {t}" for t in superseded]
         return AppendThoughtResult(
             thought_id=thought_id,
-            ledger=LedgerRef(seq=entry.seq, hash=entry.hash),
+            ledger=LedgerRef.of(entry),
             superseded=superseded,
             warnings=warnings + secret_warnings(req.content, forget="forget_thought"),
             reasserts=[rejection_out(r) for r in reasserts],
@@ -236,9 +236,7 @@ class ThoughtOps:
     def forget_thought(self, caller: Caller, req: ForgetThoughtInput, seal: Seal) -> ForgetThoughtResult:
         may_write(caller, req.repository)
         entry = self.store.forget_thought(req.repository, req.thought_id, req.reason, caller.agent_id, seal)
-        return ForgetThoughtResult(
-            forgotten=True, thought_id=req.thought_id, ledger=LedgerRef(seq=entry.seq, hash=entry.hash)
-        )
+        return ForgetThoughtResult(forgotten=True, thought_id=req.thought_id, ledger=LedgerRef.of(entry))
 
     # ------------------------------------------------------------ search
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mentis.errors import ConfigError
+from mentis.service.profiles import ENV as PROFILE_ENV
 
 ENTRY = "mentis"
 TOKEN_ENV = "MENTIS_TOKEN"
@@ -51,6 +52,8 @@ class Server:
     argv: tuple[str, ...] = ()
     url: str | None = None
     token_file: Path | None = None
+    tools: str | None = None
+    """The tool profile (``MENTIS_TOOLS`` in a stdio entry's environment); None: the default."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,8 @@ class Harness:
 
     def entry(self, server: Server, *, project: bool) -> dict[str, Any]:
         if server.url is None:
-            return self.stdio_entry(list(server.argv), {"MENTIS_AGENT_ID": self.name})
+            profile = {PROFILE_ENV: server.tools} if server.tools else {}
+            return self.stdio_entry(list(server.argv), {"MENTIS_AGENT_ID": self.name, **profile})
         return self.http_entry(server.url, server.token_file, project=project)
 
     def stdio_entry(self, argv: list[str], env: dict[str, str]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from mentis.errors import ConfigError, InvalidInput
 from mentis.integrations.harnesses import files
 from mentis.integrations.harnesses.base import ENTRY, TOKEN_ENV, Env, Harness, HookPlan, Server
 from mentis.integrations.harnesses.files import ConfigDocument
+from mentis.service.profiles import parse_profile
 
 
 @dataclass
@@ -67,13 +68,23 @@ class _Files:
         return out
 
 
-def server_for(argv: list[str], *, stdio: bool, url: str | None, token_file: Path | None) -> Server:
-    """The server to install from the command's options: stdio (default) or HTTP at ``url``."""
+def server_for(
+    argv: list[str], *, stdio: bool, url: str | None, token_file: Path | None, tools: str | None = None
+) -> Server:
+    """The server to install from the command's options: stdio (default) or HTTP at ``url``;
+    ``tools`` is a stdio server's tool profile."""
     if stdio and url:
         raise InvalidInput("choose one of --stdio and --http URL")
     if token_file is not None and url is None:
         raise InvalidInput("--token-file goes with --http URL", "token_file")
-    server = Server(tuple(argv), url, token_file.absolute() if token_file else None)
+    if tools is not None and url is not None:
+        raise InvalidInput(
+            "--tools goes with --stdio: an HTTP server offers the profile it was started with "
+            "(`mentis serve --http --tools PROFILE`)",
+            "tools",
+        )
+    spec = parse_profile(tools).spec if tools is not None else None
+    server = Server(tuple(argv), url, token_file.absolute() if token_file else None, spec)
     check_server(server)
     return server
 

@@ -196,6 +196,9 @@ def spawn(slot: Slot, where: Place, settings: Settings, idle_s: int) -> Started:
                 os.replace(where.log, where.log.with_name(where.log.name + ".1"))
         env = dict(os.environ)
         env.pop("MENTIS_AGENT_ID", None)  # each hook names its agent in its request
+        env.pop(
+            "MENTIS_TOOLS", None
+        )  # an MCP tool profile: the hooks call REST, which offers every operation
         env.update(MENTIS_HOME=str(settings.home.resolve()), MENTIS_DB=str(settings.db_path.resolve()))
         if settings.signing_key is not None:
             env["MENTIS_SIGNING_KEY"] = str(settings.signing_key.resolve())

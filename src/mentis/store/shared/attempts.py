@@ -24,9 +24,6 @@ from mentis.store.shared.backend import ConnT
 from mentis.store.shared.core import LedgerCore, check_list, checked_body, derived_mismatch
 from mentis.store.shared.graph import LABEL_FANOUT, for_seeds, label_links
 
-ATTEMPT_KEYS = ("attempt_id", "repository", "task_id", "action", "observation")
-"""Body keys every stored attempt has (the derived tables and the lexical index read them)."""
-
 
 class AttemptCore(LedgerCore[ConnT]):
     """Attempt and correction writes, derivation and reads (``self`` is the store)."""
@@ -408,4 +405,4 @@ class AttemptCore(LedgerCore[ConnT]):
         return [found[r] for r in rowids]
 
 
-__all__ = ["ATTEMPT_KEYS", "AttemptCore"]
+__all__ = ["AttemptCore"]
