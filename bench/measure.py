@@ -22,7 +22,7 @@ import numpy as np
 import mentis.retrieval as retrieval_mod
 import mentis.retrieval.graph as graph_mod
 import mentis.retrieval.titles as titles_mod
-import mentis.service.memory as memory_mod
+import mentis.service.attempts as attempts_mod
 from corpus import FixedEmbedder, Workload, attempt_text_of
 from mentis.api.attempts import SearchInput
 from mentis.ledger.chain import verify_rows
@@ -267,7 +267,7 @@ def measure_records(
     timers = Timers()
     timers.wrap(real, "embed", "embed attempt text")
     timers.wrap(store, "append_attempt", "append_attempt (txn + fsync)")
-    timers.wrap(memory_mod, "secret_warnings", "secret_warnings")
+    timers.wrap(attempts_mod, "secret_warnings", "secret_warnings")
     inputs = [wl.record_input() for _ in range(n_real)]
     t0 = time.perf_counter()
     try:
