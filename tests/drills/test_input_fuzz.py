@@ -133,7 +133,9 @@ def stdio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StdioMentis]:
     env = dict(
         os.environ, MENTIS_DB=str(home / "mentis.db"), MENTIS_EMBEDDER="hash", MENTIS_AGENT_ID="fuzz-agent"
     )
-    params = StdioServerParameters(command=sys.executable, args=["-m", "mentis", "serve"], env=env)
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "mentis", "serve", "--tools", "all"], env=env
+    )
     with ExitStack() as stack:
         err = stack.enter_context((home / "serve.err").open("w"))
         portal = stack.enter_context(start_blocking_portal("asyncio"))
