@@ -91,12 +91,16 @@ def socket_bound(home: Path) -> bool:
     return any((home / "run").glob("*.sock")) if (home / "run").exists() else False
 
 
-def check(cwd: Path, case: str) -> dict[str, Any]:
+def check(cwd: Path, case: str, harness: str) -> dict[str, Any]:
+    """A failed ``pytest -q`` as ``harness`` reports it: Claude Code fires PostToolUseFailure,
+    Codex a PostToolUse whose response carries the exit code."""
+    payload: dict[str, Any] = {"cwd": str(cwd), "tool_name": "Bash", "tool_input": {"command": "pytest -q"}}
+    if harness == "codex":
+        response = {"exit_code": 1, "output": f"invoice rounding {case}"}
+        return {**payload, "hook_event_name": "PostToolUse", "tool_response": response}
     return {
-        "cwd": str(cwd),
+        **payload,
         "hook_event_name": "PostToolUseFailure",
-        "tool_name": "Bash",
-        "tool_input": {"command": "pytest -q"},
         "error": f"Exit code 1\ninvoice rounding {case}",
     }
 
@@ -162,7 +166,7 @@ def test_a_thousand_hook_calls_from_concurrent_sessions_and_killed_hooks_leave_o
                     bursts[home].append(popen_hook(envs[home], "user-prompt-submit", ask(cwd), cwd))
                 else:
                     expected[home].append(observed(f"burst {i}"))
-                    payload = check(cwd, f"burst {i}")
+                    payload = check(cwd, f"burst {i}", "claude-code")
                     bursts[home].append(popen_hook(envs[home], "post-tool-use", payload, cwd))
         for home in homes:
             wait_until(lambda home=home: socket_bound(home), START_S, "a socket bound")
@@ -266,7 +270,7 @@ def _hook_processes(
         harness = ("claude-code", "codex")[n // 8 % 2]
         if n % 4 == 3:
             case = f"wave {wave} call {n}"
-            event, payload = "post-tool-use", check(cwd, case)
+            event, payload = "post-tool-use", check(cwd, case, harness)
             expected[home].append(observed(case))
         else:
             event, payload = "user-prompt-submit", ask(cwd)
