@@ -5,12 +5,14 @@ and gone after its idle period. Every hook here is the real `mentis hook` comman
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -206,12 +208,32 @@ def test_a_deleted_store_file_restarts_the_server_on_the_new_file(
     assert second != first and errors(home) == []
 
 
+def open_files(pid: int) -> set[str] | None:
+    """The files ``pid`` holds open (from /proc), or None once it has let go of them all (ending)."""
+    found = set()
+    try:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):  # closed while we looked
+                found.add(os.readlink(fd))
+    except OSError:
+        return None
+    return found or None
+
+
 def test_the_server_exits_after_its_idle_period_and_removes_its_socket(
     repo: Path, home: Path, tmp_path: Path
 ) -> None:
     env = env_for(home, MENTIS_HOOK_IDLE_S="3")
     assert hook(env, "claude-code", "user-prompt-submit", ask(repo), repo).returncode == 0
     [first] = servers(tmp_path)
+    sock = socket_of(home)
+    # while it shuts down it still holds the lock: no next server can start beside it
+    unlocked_while_alive = []
+    while (held := open_files(first)) is not None:
+        if not sock.exists() and str(Path(f"{sock}.lock").resolve()) not in held:
+            unlocked_while_alive.append(sorted(held))
+        time.sleep(0.001)
+    assert unlocked_while_alive == []
     wait_until(lambda: servers(tmp_path) == [], START_S, "the idle server gone")
     assert list((home / "run").glob("*.sock")) == []
     hook(env, "claude-code", "user-prompt-submit", ask(repo), repo)

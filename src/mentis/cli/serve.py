@@ -304,10 +304,12 @@ def _unix_slot(path: Path, inherited: Inherited | None) -> Slot:
 
 
 def _release(slot: Slot, path: Path) -> None:
-    """Remove the socket file, then let go of the lock (so no newer server's socket is removed)."""
+    """Remove the socket file and close the listening socket; the lock stays held until this
+    process has ended (the kernel drops it then), so the next server starts only once this one
+    is gone, never beside it while it shuts down."""
     with suppress(FileNotFoundError):
         path.unlink()
-    slot.close()
+    slot.sock.close()
 
 
 def _unix_banner(config: Settings, http: HttpConfig) -> list[str]:
