@@ -97,7 +97,7 @@ from mentis.service.browse import BrowseOps, TaskPage, Timeline
 from mentis.service.context import ServiceContext, open_store
 from mentis.service.integrity import IntegrityOps
 from mentis.service.local_signing import LocalSigner
-from mentis.service.skills import SkillOps
+from mentis.service.skills import SkillOps, SkillReview
 from mentis.service.staleness import stale_attempts
 from mentis.service.stats import collect_stats
 from mentis.service.thoughts import ThoughtOps
@@ -285,6 +285,10 @@ class Memory:
 
     def skill_versions(self, caller: Caller, req: SkillVersionsInput) -> SkillVersionsResult:
         return self.skills.skill_versions(self.caller_now(caller), req)
+
+    def review_skill(self, caller: Caller, req: SkillVersionsInput) -> SkillReview:
+        """A skill's versions with their texts and diffs, for people reviewing it (the dashboard)."""
+        return self.skills.review_skill(self.caller_now(caller), req)
 
     def deprecate_skill(
         self, caller: Caller, req: SkillStatusInput, *, seal: Seal | None = None
