@@ -6,6 +6,8 @@ and a scoped token sees only its repositories' skills."""
 from __future__ import annotations
 
 import html
+import sqlite3
+from contextlib import closing
 from urllib.parse import urlencode
 
 import pytest
@@ -236,3 +238,24 @@ def test_a_deprecated_then_revoked_skill_shows_its_status_and_stays_revoked(
     assert status == "revoked"
     listed = client.get("/dashboard/skills?status=revoked").text
     assert "cut-release" in listed and "run-tests" not in listed
+
+
+def test_a_version_whose_text_was_changed_in_the_file_is_reported_not_shown(
+    client: TestClient, tokens: TokenStore, memory: Memory, registry: SeededRegistry
+) -> None:
+    login(client, make_token(tokens, "read", (SHOP,)))
+    ref = {"repository": SHOP, "skill_id": "run-tests"}
+    second = memory.skill_versions(ADMIN, parse(SkillVersionsInput, ref)).versions[1]
+    with closing(sqlite3.connect(memory.settings.db_path)) as con, con:
+        changed = con.execute(
+            "UPDATE bodies SET body = "
+            "CAST(replace(CAST(body AS TEXT), 'Read the first', 'Skip the first') AS BLOB) "
+            "WHERE rowid = (SELECT rowid FROM entries WHERE id = ?)",
+            (second.version_id,),
+        ).rowcount
+        assert changed == 1
+    page = client.get(RUN_TESTS)
+    text = html.unescape(page.text)
+    assert page.status_code == 500
+    assert f"ledger does not verify: chain {SHOP!r} seq {second.ledger.seq}" in text
+    assert "Skip the first" not in text
