@@ -259,3 +259,21 @@ def test_a_version_whose_text_was_changed_in_the_file_is_reported_not_shown(
     assert page.status_code == 500
     assert f"ledger does not verify: chain {SHOP!r} seq {second.ledger.seq}" in text
     assert "Skip the first" not in text
+
+
+def test_every_registry_page_and_form_needs_a_session(
+    client: TestClient, memory: Memory, registry: SeededRegistry
+) -> None:
+    for url in (
+        "/dashboard/agents",
+        f"/dashboard/agent?{urlencode({'id': AUTHOR})}",
+        "/dashboard/skills",
+        RUN_TESTS,
+    ):
+        response = client.get(url, follow_redirects=False)
+        assert (response.status_code, response.headers["location"]) == (303, "/dashboard/login"), url
+    before = _ledger(memory)
+    for url, data in _forms(registry):
+        response = client.post(url, data=data, follow_redirects=False)
+        assert (response.status_code, response.headers["location"]) == (303, "/dashboard/login"), url
+    assert _ledger(memory) == before
