@@ -170,6 +170,9 @@ def test_a_skills_versions_show_their_diffs_signers_and_whether_each_signature_v
     expect(states[3]).to_have_text("signature verifies")
     expect(page.locator("#v1")).to_contain_text(seeded.author_key_id)
     expect(page.locator("#v2")).to_contain_text("helper-agent")
+    page.locator("#v1").get_by_role("link", name=AUTHOR).click()  # who signed it, in the registry
+    expect(page.locator("ul.keys")).to_contain_text(seeded.author_key_id)
+    page.go_back()
     expect(page.locator("#v3 pre.diff del")).to_have_text(["-1. Run pytest -q -x"])
     expect(page.locator("#v3 pre.diff ins")).to_have_text(["+1. Run pytest -q -x -n 1"])
     expect(page.locator("#v2 pre.diff ins")).to_have_text(
