@@ -15,7 +15,7 @@ is that signer's agent (:meth:`Memory.sealing`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -45,6 +45,18 @@ from mentis.api.attempts import (
     SearchResult,
     StaleInput,
     StaleResult,
+)
+from mentis.api.review import (
+    AcceptProposalInput,
+    AcceptProposalResult,
+    ListProposalsInput,
+    ListProposalsResult,
+    ProposalOut,
+    ProposeResult,
+    RejectProposalInput,
+    RejectProposalResult,
+    ShowProposalInput,
+    SourceEpisode,
 )
 from mentis.api.skills import (
     DeleteSkillInput,
@@ -97,6 +109,7 @@ from mentis.service.browse import BrowseOps, TaskPage, Timeline
 from mentis.service.context import ServiceContext, open_store
 from mentis.service.integrity import IntegrityOps
 from mentis.service.local_signing import LocalSigner
+from mentis.service.review import ReviewOps
 from mentis.service.skills import SkillOps, SkillReview
 from mentis.service.staleness import stale_attempts
 from mentis.service.stats import collect_stats
@@ -132,6 +145,7 @@ class Memory:
         self.agents = AgentOps(self.ctx)
         self.transfer = TransferOps(self.ctx)
         self.integrity = IntegrityOps(self.ctx)
+        self.review = ReviewOps(self.ctx, self.attempts)
 
     @classmethod
     def open(
@@ -188,6 +202,28 @@ class Memory:
 
     def close(self) -> None:
         self.ctx.close()
+
+    # ------------------------------------------------------------ review queue (mentis.service.review)
+
+    def propose_attempts(
+        self, caller: Caller, drafts: Sequence[tuple[RecordAttemptInput, SourceEpisode]]
+    ) -> ProposeResult:
+        return self.review.propose_attempts(self.caller_now(caller), drafts)
+
+    def list_proposals(self, caller: Caller, req: ListProposalsInput) -> ListProposalsResult:
+        return self.review.list_proposals(self.caller_now(caller), req)
+
+    def show_proposal(self, caller: Caller, req: ShowProposalInput) -> ProposalOut:
+        return self.review.show_proposal(self.caller_now(caller), req)
+
+    def accept_proposal(
+        self, caller: Caller, req: AcceptProposalInput, *, seal: Seal | None = None
+    ) -> AcceptProposalResult:
+        with self.sealing(caller, seal) as sealed:
+            return self.review.accept_proposal(self.caller_now(caller), req, sealed)
+
+    def reject_proposal(self, caller: Caller, req: RejectProposalInput) -> RejectProposalResult:
+        return self.review.reject_proposal(self.caller_now(caller), req)
 
     # ------------------------------------------------------------ attempts (mentis.service.attempts)
 
