@@ -15,7 +15,7 @@ is that signer's agent (:meth:`Memory.sealing`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -94,6 +94,7 @@ from mentis.service.access import Caller
 from mentis.service.agents import AgentOps
 from mentis.service.attempts import AttemptOps
 from mentis.service.browse import BrowseOps, TaskPage, Timeline
+from mentis.service.checkpoints import CheckpointOps, Held, Made, check_checkpoints, checkpoint_files
 from mentis.service.context import ServiceContext, open_store
 from mentis.service.integrity import IntegrityOps
 from mentis.service.local_signing import LocalSigner
@@ -132,6 +133,7 @@ class Memory:
         self.agents = AgentOps(self.ctx)
         self.transfer = TransferOps(self.ctx)
         self.integrity = IntegrityOps(self.ctx)
+        self.checkpoints = CheckpointOps(self.ctx)
 
     @classmethod
     def open(
@@ -152,6 +154,8 @@ class Memory:
         embedder = embedder or load_embedder(settings)
         store = open_store(settings, embedder.dim, check_derived=check_derived)
         try:
+            if settings.checkpoints is not None:  # one indexed lookup per checkpointed (chain, seq)
+                check_checkpoints(store, checkpoint_files([settings.checkpoints]))
             signer = LocalSigner.from_settings(store, settings)
             reranker = load_reranker(settings)
             return cls(store, embedder, reranker, settings=settings, check_model=check_model, signer=signer)
@@ -376,6 +380,12 @@ class Memory:
         self, caller: Caller, repository: str | None = None, signatures: bool = False
     ) -> VerifyResult:
         return self.integrity.verify_integrity(self.caller_now(caller), repository, signatures)
+
+    def checkpoint(self, caller: Caller, key: Path | None, repositories: Sequence[str] = ()) -> Made:
+        return self.checkpoints.checkpoint(self.caller_now(caller), key, repositories)
+
+    def verify_checkpoints(self, caller: Caller, paths: Sequence[Path]) -> list[Held]:
+        return self.checkpoints.verify_checkpoints(self.caller_now(caller), paths)
 
     def export(
         self,
