@@ -27,7 +27,8 @@ def rewrite_and_rehash(db: Path, chain: str, seq: int, field: str, value: str) -
         con.execute("BEGIN IMMEDIATE")
         rows = con.execute(
             "SELECT e.rowid, e.v, e.seq, e.kind, e.id, e.at, e.agent, e.prev, e.body_hash, e.key_id, b.body "
-            "FROM entries e LEFT JOIN bodies b ON b.rowid = e.rowid WHERE e.chain=? AND e.seq>=? ORDER BY e.seq",
+            "FROM entries e LEFT JOIN bodies b ON b.rowid = e.rowid "
+            "WHERE e.chain=? AND e.seq>=? ORDER BY e.seq",
             (chain, seq),
         ).fetchall()
         prev: str | None = None

@@ -85,8 +85,8 @@ def test_a_truncated_tail_is_refused_with_a_checkpoint_and_accepted_without(
     # the attacker drops the chain's last entry and moves the recorded head back, then rebuilds
     (rowid, eid, prev_hash) = raw_sql(
         settings,
-        "SELECT e.rowid, e.id, p.hash FROM entries e JOIN entries p ON p.chain = e.chain AND p.seq = e.seq - 1 "
-        "WHERE e.chain=? AND e.seq=2",
+        "SELECT e.rowid, e.id, p.hash FROM entries e "
+        "JOIN entries p ON p.chain = e.chain AND p.seq = e.seq - 1 WHERE e.chain=? AND e.seq=2",
         (REPO,),
     )[0]
     for sql, args in (
