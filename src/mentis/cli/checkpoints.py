@@ -69,8 +69,9 @@ def checkpoint(
         if to_git and not chains:
             chains = [repository_identity(toplevel(Path.cwd()))]
         secret = _secret(secret_file) if post is not None else None
-        if post is not None:
+        if post is not None:  # checked before anything is written
             checkpoint_post.check_url(post)
+            checkpoint_post.secret_key(secret)
     with open_memory(db) as (memory, who), errors():
         made = memory.checkpoint(who, key, chains)
         cp = made.checkpoint

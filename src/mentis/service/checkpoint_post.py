@@ -56,8 +56,14 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def secret_key(secret: str) -> bytes:
-    """The HMAC key of a ``whsec_<base64>`` secret; InvalidInput (field ``secret``) otherwise."""
+def secret_key(secret: str | None) -> bytes:
+    """The HMAC key of a ``whsec_<base64>`` secret; ConfigError without one, InvalidInput (field
+    ``secret``) when it is malformed."""
+    if not secret:
+        raise ConfigError(
+            "posting a checkpoint needs the witness's webhook secret (whsec_…): set "
+            "MENTIS_CHECKPOINT_SECRET or pass --post-secret-file"
+        )
     text = secret.strip()
     if not text.startswith(SECRET_PREFIX):
         raise InvalidInput(f"the webhook secret must start with {SECRET_PREFIX}", field="secret")
@@ -81,11 +87,6 @@ def signature(key: bytes, message_id: str, timestamp: int, body: bytes) -> str:
 def post(url: str, body: bytes, secret: str | None) -> Delivery:
     """POST ``body`` to ``url`` with the Standard Webhooks headers signed with ``secret``."""
     check_url(url)
-    if not secret:
-        raise ConfigError(
-            "posting a checkpoint needs the witness's webhook secret (whsec_…): set "
-            "MENTIS_CHECKPOINT_SECRET or pass --post-secret-file"
-        )
     key = secret_key(secret)
     message_id = "msg_" + secrets.token_hex(16)
     timestamp = int(time.time())
