@@ -284,15 +284,19 @@ class LedgerCore(AgentCore[ConnT]):
         return {str(c): (int(s), str(h)) for c, s, h in rows}
 
     def entry_hashes(self, keys: Iterable[tuple[str, int]]) -> dict[tuple[str, int], str]:
-        """The hash of the entry at each (chain, seq) of ``keys`` that exists (one indexed lookup
-        each, in one read snapshot)."""
+        """The hash of the entry at each (chain, seq) of ``keys`` that exists, in one read snapshot:
+        per chain, its seqs looked up in the ``(chain, seq)`` index a chunk at a time."""
+        by_chain: dict[str, list[int]] = {}
+        for chain, seq in keys:
+            by_chain.setdefault(chain, []).append(seq)
         out: dict[tuple[str, int], str] = {}
-        sql = self.D.q("SELECT hash FROM entries WHERE chain=? AND seq=?")
         with self._read() as conn:
-            for chain, seq in keys:
-                row = conn.execute(sql, (chain, seq)).fetchone()
-                if row is not None:
-                    out[chain, seq] = str(row[0])
+            for chain, seqs in by_chain.items():
+                for chunk in self.D.chunks(sorted(set(seqs))):
+                    cond, args = self.D.in_("seq", chunk)
+                    sql = self.D.q(f"SELECT seq, hash FROM entries WHERE chain=? AND {cond}")
+                    for seq, hash_ in conn.execute(sql, [chain, *args]):
+                        out[chain, int(seq)] = str(hash_)
         return out
 
     def iter_ledger(self) -> Iterator[tuple[Entry, bytes | None]]:
