@@ -246,3 +246,18 @@ def test_post_with_the_wrong_secret_is_refused_by_the_witness_and_says_so(
     )
     assert done.exit_code == 12 and "401" in done.output
     assert witness.kept == []
+
+
+def test_with_mentis_signing_key_the_key_signs_the_checkpoint_and_the_entry_is_its_agent_s_signed_write(
+    store: Store, key: Path, tmp_path: Path
+) -> None:
+    env = {"MENTIS_SIGNING_KEY": str(key)}
+    made = store.ok("checkpoint", "--out", str(tmp_path / "cp.json"), env=env)
+    assert made["checkpoint"]["agent"] == "ops"
+    exported = tmp_path / "all.jsonl"
+    assert store.run("export", str(exported)).exit_code == 0
+    [entry] = [
+        json.loads(line)["entry"] for line in exported.read_text().splitlines()[1:] if '"checkpoint"' in line
+    ]
+    assert entry["agent"] == "ops" and entry["key_id"] == made["checkpoint"]["key_id"] and entry["sig"]
+    assert store.ok("verify-integrity", "--signatures", env=env)["ok"] is True

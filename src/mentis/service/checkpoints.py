@@ -73,10 +73,14 @@ class CheckpointOps:
         self.ctx = ctx
         self.store = ctx.store
 
-    def checkpoint(self, caller: Caller, key_path: Path | None, repositories: Sequence[str] = ()) -> Made:
+    def checkpoint(
+        self, caller: Caller, key_path: Path | None, repositories: Sequence[str], seal: Seal
+    ) -> Made:
         """Sign the heads of ``repositories`` (none: every chain that verifies, system chains
         included) with the key in ``key_path`` (default ``MENTIS_SIGNING_KEY``) and append the
-        checkpoint to the ledger. The key must be registered and active."""
+        checkpoint to the ledger as ``caller``'s write (sealed by ``seal``, as any of its writes:
+        the operator's signature is inside the body, checked wherever a checkpoint is, so a year of
+        them adds no signature check to every open). The key must be registered and active."""
         may_admin(caller)
         path = key_path or self.ctx.settings.signing_key
         if path is None:
@@ -113,8 +117,7 @@ class CheckpointOps:
             raise NotFound("the store holds no chain yet; nothing to checkpoint")
         at = signing.now_iso()
         made = checkpoint.sign(key, agent, at, [checkpoint.Head(c, *heads[c]) for c in chosen])
-        seal = Seal(at=at, sign=signing.Signer(key, agent).sign)
-        entry = self.store.append_checkpoint(canonical(made.to_json()), at, agent, seal)
+        entry = self.store.append_checkpoint(canonical(made.to_json()), at, caller.agent_id, seal)
         return Made(made, entry.seq, entry.hash, () if repositories else tuple(sorted(damaged)))
 
     def verify_checkpoints(self, caller: Caller, paths: Sequence[Path]) -> list[Held]:

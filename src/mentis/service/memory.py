@@ -382,7 +382,8 @@ class Memory:
         return self.integrity.verify_integrity(self.caller_now(caller), repository, signatures)
 
     def checkpoint(self, caller: Caller, key: Path | None, repositories: Sequence[str] = ()) -> Made:
-        return self.checkpoints.checkpoint(self.caller_now(caller), key, repositories)
+        with self.sealing(caller, None) as sealed:
+            return self.checkpoints.checkpoint(self.caller_now(caller), key, repositories, sealed)
 
     def verify_checkpoints(self, caller: Caller, paths: Sequence[Path]) -> list[Held]:
         return self.checkpoints.verify_checkpoints(self.caller_now(caller), paths)
