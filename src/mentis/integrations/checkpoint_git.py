@@ -14,10 +14,13 @@ import os
 import re
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mentis.errors import InvalidInput
 from mentis.integrations.git import git, toplevel
-from mentis.ledger.checkpoint import Checkpoint
+
+if TYPE_CHECKING:  # the hooks import this module on their light path (no cryptography)
+    from mentis.ledger.checkpoint import Checkpoint
 
 DIRECTORY = Path(".mentis") / "checkpoints"
 
