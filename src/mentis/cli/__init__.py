@@ -13,6 +13,7 @@ import typer
 from mentis.cli import (
     agents,
     attempts,
+    checkpoints,
     doctor,
     hooks,
     install,
@@ -35,6 +36,7 @@ app = typer.Typer(
 for group in (
     serve,
     attempts,
+    checkpoints,
     maintenance,
     doctor,
     hooks,

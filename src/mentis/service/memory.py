@@ -106,6 +106,7 @@ from mentis.service.access import Caller
 from mentis.service.agents import AgentOps
 from mentis.service.attempts import AttemptOps
 from mentis.service.browse import BrowseOps, TaskPage, Timeline
+from mentis.service.checkpoints import CheckpointOps, Held, Made, check_checkpoints, checkpoint_files
 from mentis.service.context import ServiceContext, open_store
 from mentis.service.integrity import IntegrityOps
 from mentis.service.local_signing import LocalSigner
@@ -146,6 +147,7 @@ class Memory:
         self.transfer = TransferOps(self.ctx)
         self.integrity = IntegrityOps(self.ctx)
         self.review = ReviewOps(self.ctx, self.attempts)
+        self.checkpoints = CheckpointOps(self.ctx)
 
     @classmethod
     def open(
@@ -166,6 +168,8 @@ class Memory:
         embedder = embedder or load_embedder(settings)
         store = open_store(settings, embedder.dim, check_derived=check_derived)
         try:
+            if settings.checkpoints is not None:  # one indexed lookup per checkpointed (chain, seq)
+                check_checkpoints(store, checkpoint_files([settings.checkpoints]))
             signer = LocalSigner.from_settings(store, settings)
             reranker = load_reranker(settings)
             return cls(store, embedder, reranker, settings=settings, check_model=check_model, signer=signer)
@@ -416,6 +420,13 @@ class Memory:
         self, caller: Caller, repository: str | None = None, signatures: bool = False
     ) -> VerifyResult:
         return self.integrity.verify_integrity(self.caller_now(caller), repository, signatures)
+
+    def checkpoint(self, caller: Caller, key: Path | None, repositories: Sequence[str] = ()) -> Made:
+        with self.sealing(caller, None) as sealed:
+            return self.checkpoints.checkpoint(self.caller_now(caller), key, repositories, sealed)
+
+    def verify_checkpoints(self, caller: Caller, paths: Sequence[Path]) -> list[Held]:
+        return self.checkpoints.verify_checkpoints(self.caller_now(caller), paths)
 
     def export(
         self,

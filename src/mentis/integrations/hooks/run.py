@@ -57,10 +57,29 @@ def handle(hook: payload.HookInput) -> str | None:
     cwd = Path(hook.cwd) if hook.cwd else Path.cwd()
     top = git.toplevel(cwd)
     cfg = hook_config.load(settings.home, top)
+    checkpoint_if_due(hook, cfg, settings, top)
     if hook.event == "post-tool-use":
         record(hook, cfg, settings, top)
         return payload.output(hook.harness, hook, None)
     return payload.output(hook.harness, hook, related(hook, cfg, settings, top))
+
+
+def checkpoint_if_due(
+    hook: payload.HookInput, cfg: hook_config.HookConfig, settings: Settings, top: Path
+) -> None:
+    """Start ``mentis checkpoint --git`` in the background when ``[checkpoint]`` says one is due
+    (``hooks/checkpoint.py``); a failure is logged and the hook goes on."""
+    if cfg.checkpoint_every is None or cfg.checkpoint_key is None or cfg.url is not None:
+        return
+    try:
+        from mentis.integrations.hooks import checkpoint
+
+        if hook_config.local_allowed() and checkpoint.due(
+            cfg.checkpoint_every, top, git.repository_identity(top)
+        ):
+            checkpoint.start(settings.home, top, cfg.checkpoint_key, cfg.checkpoint_commit)
+    except Exception as exc:  # a checkpoint must not cost the harness its hook
+        log_error(hook.harness, hook.event, exc)
 
 
 def record(hook: payload.HookInput, cfg: hook_config.HookConfig, settings: Settings, top: Path) -> str | None:
