@@ -188,6 +188,9 @@ def default_config() -> HookConfig:
         "eslint src",
         "cd web && npm run lint",
         "time uv run pytest",
+        "timeout 120 pytest -q",
+        "timeout -s KILL 5m cargo test",
+        "nohup make test",
     ],
 )
 def test_the_built_in_patterns_recognise_common_checks(command: str) -> None:
@@ -196,7 +199,10 @@ def test_the_built_in_patterns_recognise_common_checks(command: str) -> None:
 
 @pytest.mark.parametrize(
     "command",
-    ["git commit -m 'make test pass'", "grep pytest setup.cfg", "pip install pytest", "cat Makefile"],
+    [
+        *("git commit -m 'make test pass'", "grep pytest setup.cfg", "pip install pytest", "cat Makefile"),
+        *("pytest --version", "python -m pytest --help", "timeout 10 ls", "ruff --version && ls"),
+    ],
 )
 def test_commands_that_mention_a_check_are_not_checks(command: str) -> None:
     assert default_config().check_in(command) is None

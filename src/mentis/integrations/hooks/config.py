@@ -106,9 +106,12 @@ CHECK_WORDS: frozenset[str] = frozenset(
 # Prefixes that wrap a command without changing what it checks (matched at a position, never
 # by slicing the command, so a long run of them stays linear).
 _WRAPPERS = re.compile(
-    r"(?:sudo|time|nice|env|command|exec|uv run|poetry run|pipenv run|hatch run|rye run|pdm run)\s+"
+    r"(?:sudo|time|nice|nohup|env|command|exec|uv run|poetry run|pipenv run|hatch run|rye run|pdm run)\s+"
+    r"|timeout(?:\s+(?:-s|-k|--signal|--kill-after)\s+\S+|\s+-[-A-Za-z0-9=]+)*\s+[0-9.]+[smhd]?\s+"
     r"|[A-Za-z_][A-Za-z0-9_]*=\S*\s+"
 )
+_ONLY_ASKS = re.compile(r"\S+(?:\s+-m\s+\S+)?(?:\s+(?:--version|-V|--help|-h))+\s*")
+"""A command that only asks a tool about itself (``pytest --version``): no check ran."""
 _SPLIT = re.compile(r"&&|\|\||;|\||\n|\(|\)")
 _PREFIX = re.compile(r"[A-Za-z0-9._/:@+=,\-]+(?: [A-Za-z0-9._/:@+=,\-]+)*")
 _RE2_OPTIONS = re2.Options()
@@ -211,6 +214,8 @@ class HookConfig:
             while (m := _WRAPPERS.match(segment, pos)) is not None:
                 pos = m.end()
             with_path = segment[pos:]
+            if _ONLY_ASKS.fullmatch(with_path):
+                continue
             first, _, rest = with_path.partition(" ")
             plain = (first.rsplit("/", 1)[-1] + " " + rest).strip()  # .venv/bin/pytest → pytest
             if (plain_checks is not None and plain_checks.match(plain) is not None) or (
