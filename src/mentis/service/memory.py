@@ -146,7 +146,7 @@ class Memory:
         self.agents = AgentOps(self.ctx)
         self.transfer = TransferOps(self.ctx)
         self.integrity = IntegrityOps(self.ctx)
-        self.review = ReviewOps(self.ctx, self.attempts)
+        self.review = ReviewOps(self.ctx, self.attempts, self.thoughts)
         self.checkpoints = CheckpointOps(self.ctx)
 
     @classmethod
@@ -209,10 +209,12 @@ class Memory:
 
     # ------------------------------------------------------------ review queue (mentis.service.review)
 
-    def propose_attempts(
-        self, caller: Caller, drafts: Sequence[tuple[RecordAttemptInput, SourceEpisode]]
+    def propose(
+        self,
+        caller: Caller,
+        drafts: Sequence[tuple[RecordAttemptInput | AppendThoughtInput, SourceEpisode]],
     ) -> ProposeResult:
-        return self.review.propose_attempts(self.caller_now(caller), drafts)
+        return self.review.propose(self.caller_now(caller), drafts)
 
     def list_proposals(self, caller: Caller, req: ListProposalsInput) -> ListProposalsResult:
         return self.review.list_proposals(self.caller_now(caller), req)
