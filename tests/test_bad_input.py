@@ -615,6 +615,33 @@ CASES += [
     Bad("signed_write", _signed(sig="s1.abc"), ("sig must be s1.", "86 base64url"), id="malformed-envelope"),
     Bad("signed_write", _signed(tool="no_such_tool"), ("tool", "no operation named"), id="unknown-tool"),
 ]
+_RETRO = {"repository": REPO, "task_id": "checkout-rounding", "summary": "round once, at the end"}
+CASES += [
+    Bad(
+        "append_retrospective",
+        {**_RETRO, "task_id": "no-such-task"},
+        ("task_id", "no-such-task"),
+        id="unknown-task",
+    ),
+    Bad("append_retrospective", {**_RETRO, "summary": ""}, ("summary",), id="empty-summary"),
+    Bad(
+        "append_retrospective",
+        {**_RETRO, "covers": ["missing-id"]},
+        ("covers", "missing-id"),
+        id="dangling-cover",
+    ),
+    Bad(
+        "append_retrospective", {**_RETRO, "lesson": "x"}, ("lesson", "not a known field"), id="unknown-field"
+    ),
+    Bad("federated_search", {"query": ""}, ("query",), id="empty-query"),
+    Bad(
+        "federated_search",
+        {"query": "q", "memories": ["nowhere"]},
+        ("memories", "nowhere"),
+        id="unknown-memory",
+    ),
+    Bad("federated_search", {"query": "q", "limit": 51}, ("limit", "50"), id="limit-51"),
+]
 TOOLS = {op.name for op in OPERATIONS}
 assert {case.tool for case in CASES} == TOOLS
 

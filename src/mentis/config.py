@@ -11,6 +11,9 @@
 - ``MENTIS_AGENT_ID``: the agent identity for writes over stdio and from the CLI
 - ``MENTIS_SIGNING_KEY``: an Ed25519 private key (PEM) registered in the agent registry; the
   process signs its agent's writes with it (``mentis.service.local_signing``)
+- ``MENTIS_FEDERATION`` and ``MENTIS_FEDERATION_*``: the other memories a federated search reads
+  (kept as given in :attr:`Settings.federation`; ``mentis.service.federation`` parses them when a
+  federated search first runs)
 - the providers' ``MENTIS_EMBED_*``, ``MENTIS_RERANK_*`` and ``OPENROUTER_API_KEY`` (kept as given in
   :attr:`Settings.providers`; each provider checks its own when it is built, see
   ``mentis.providers.embed.openai`` and ``mentis.providers.rerank``)
@@ -29,6 +32,8 @@ import platformdirs
 
 PROVIDER_VARIABLES = ("MENTIS_EMBED_", "MENTIS_RERANK_", "OPENROUTER_API_KEY")
 """Prefixes of the variables kept for the providers in :attr:`Settings.providers`."""
+FEDERATION_VARIABLE = "MENTIS_FEDERATION"
+"""Prefix of the variables kept for federated search in :attr:`Settings.federation`."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,7 @@ class Settings:
     reranker: str = "off"
     signing_key: Path | None = None
     providers: Mapping[str, str] = field(default_factory=dict, hash=False)
+    federation: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     @property
     def hook_error_log(self) -> Path:
@@ -88,6 +94,7 @@ class Settings:
             reranker=os.environ.get("MENTIS_RERANKER", "").strip().lower() or "off",
             signing_key=Path(key).expanduser() if (key := os.environ.get("MENTIS_SIGNING_KEY")) else None,
             providers={k: v for k, v in os.environ.items() if k.startswith(PROVIDER_VARIABLES)},
+            federation={k: v for k, v in os.environ.items() if k.startswith(FEDERATION_VARIABLE)},
         )
 
 

@@ -43,6 +43,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "disable_agent",
     ),
     "signing": ("prepare_write", "signed_write"),
+    "federation": ("federated_search",),
+    "retrospectives": ("append_retrospective",),
 }
 """Every operation in exactly one group (tests/test_profiles.py holds it to that)."""
 
