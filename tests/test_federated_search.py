@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
+import httpx
 import pytest
 from mcp import Client
 from typer.testing import CliRunner
@@ -25,7 +26,7 @@ from mentis.api.attempts import RecordAttemptInput, SearchInput
 from mentis.api.federation import FederatedSearchInput, FederatedSearchResult
 from mentis.cli import app
 from mentis.config import Settings
-from mentis.errors import ConfigError, InvalidInput
+from mentis.errors import ConfigError, Forbidden, InvalidInput
 from mentis.mcp.server import build_server
 from mentis.providers.embed import HashEmbedder
 from mentis.service.access import Caller
@@ -198,6 +199,28 @@ def test_a_memory_that_stops_or_hangs_is_reported_and_the_others_still_answer(
     assert {t.memory for t in down.tasks} == {"local", "team"} and len(down.tasks) == 5
 
 
+def test_rest_answers_a_federated_search_with_the_servers_own_memory(
+    three: tuple[Memory, Settings, Served, str],
+) -> None:
+    _, _, served, token = three
+    reply = httpx.post(
+        f"{served.url}/v1/federated_search",
+        json={"query": QUERY, "limit": 2},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
+    assert reply.status_code == 200, reply.text
+    answer = FederatedSearchResult.model_validate(reply.json())
+    assert answer.answered == ["local"] and [t.memory for t in answer.tasks] == ["local", "local"]
+    bad = httpx.post(
+        f"{served.url}/v1/federated_search",
+        json={"query": QUERY, "memories": ["team"]},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "memories"
+
+
 def test_a_wrong_token_is_reported_as_refused(three: tuple[Memory, Settings, Served, str]) -> None:
     _, settings, _, _ = three
     wrong = dataclasses.replace(
@@ -220,6 +243,8 @@ def test_a_caller_limited_to_some_repositories_is_not_given_a_remote_answer(
     assert result.answered == ["local", "team"]
     assert [d.memory for d in result.unavailable] == ["remote"]
     assert "token configured for it" in result.unavailable[0].reason
+    with pytest.raises(Forbidden):  # a repository outside its scope: refused before any memory is asked
+        local.federated_search(scoped, FederatedSearchInput(query=QUERY, repository="github.com/other/x"))
 
 
 def test_the_tool_and_the_cli_answer_with_each_memory_named(

@@ -13,7 +13,12 @@ from pydantic import ValidationError
 
 from mentis.api.attempts import RecordAttemptInput, SearchInput
 from mentis.api.common import parse
-from mentis.api.thoughts import AppendRetrospectiveInput, AppendThoughtInput, GetThoughtInput
+from mentis.api.thoughts import (
+    AppendRetrospectiveInput,
+    AppendThoughtInput,
+    ForgetThoughtInput,
+    GetThoughtInput,
+)
 from mentis.errors import InvalidInput
 from mentis.mcp.server import build_server
 from mentis.service.memory import Caller, Memory
@@ -53,6 +58,9 @@ def test_a_retrospective_is_a_retrospective_thought_linked_to_what_it_covers(
     everything = retro(memory, caller)
     assert everything.attempts == [first, second] and everything.thoughts == []
     chosen = retro(memory, caller, covers=[second, finding], summary="Only the timeout mattered.")
+    with pytest.raises(InvalidInput) as thoughts_only:
+        retro(memory, caller, covers=[finding])
+    assert thoughts_only.value.field == "covers" and "at least one attempt" in thoughts_only.value.message
     assert (chosen.attempts, chosen.thoughts) == ([second], [finding])
     stored = memory.get_thought(caller, GetThoughtInput(thought_id=chosen.thought_id))
     assert (stored.type, stored.role, stored.task_id) == ("Summary", "Retrospective", "flaky")
@@ -85,6 +93,9 @@ def test_search_shows_the_freshest_retrospective_first_until_a_later_attempt(
     lines = anyio.run(text).splitlines()
     assert lines[2].strip().startswith("retrospective (") and "payment mock was slow" in lines[2]
     assert "retried the flaky" in lines[3]  # the attempt preview follows it
+    memory.forget_thought(caller, ForgetThoughtInput(repository=REPO, thought_id=newest.thought_id))
+    older = memory.search(caller, SearchInput(query=QUERY)).tasks[0].retrospective
+    assert older is not None and older.summary == "Older summary."  # the freshest one standing
     attempt(memory, caller, "flaky", "the checkout test times out once more after the fix")
     after = memory.search(caller, SearchInput(query=QUERY)).tasks[0]
     assert after.task_id == "flaky" and after.retrospective is None

@@ -47,7 +47,7 @@ from mentis.api.federation import (
 from mentis.config import FEDERATION_VARIABLE
 from mentis.errors import ConfigError, InvalidInput, MentisError, RemoteUnavailable
 from mentis.providers.http import OpenAIClient
-from mentis.service.access import Caller
+from mentis.service.access import Caller, may_read
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +170,9 @@ class RemoteMemory:
         self.client = OpenAIClient(
             config.url,
             config.token,
-            timeout=config.timeout_s,
+            # a little past the memory's own timeout, so that the federation reports the wait it
+            # gave up on ("did not answer within …") and this thread ends soon after
+            timeout=config.timeout_s + 1.0,
             fail=lambda reason: RemoteUnavailable(f"{config.name}: {reason}"),
             retries=0,
             refused="it refused the token",
@@ -243,6 +245,7 @@ class Federation:
                 f"{', '.join(names)} ({FEDERATION_VARIABLE} configures the others)",
                 field="memories",
             )
+        may_read(caller, req.repository)  # a repository the caller may not read: refused, as by search
         sub = SearchInput(query=req.query, repository=req.repository, limit=req.limit)
         started = time.monotonic()
         pool = ThreadPoolExecutor(max_workers=len(chosen), thread_name_prefix="mentis-federated")

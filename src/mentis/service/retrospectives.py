@@ -21,7 +21,7 @@ from mentis.errors import InvalidInput
 from mentis.ledger.signing import now_iso
 from mentis.service.access import Caller, may_read, may_write
 from mentis.service.thoughts import ThoughtOps
-from mentis.store.protocol import Store, ThoughtQuery
+from mentis.store.protocol import Store
 from mentis.store.seal import Seal
 
 ROLE = "Retrospective"
@@ -55,6 +55,11 @@ def append_retrospective(
             attempts.append(target)
         else:
             raise InvalidInput(f"covers: attempt {target} is not of task {req.task_id}", field="covers")
+    if not attempts:
+        raise InvalidInput(
+            f"covers: name at least one attempt of task {req.task_id} (or leave covers out: all of them)",
+            field="covers",
+        )
     if len(attempts) > MAX_REFS or len(covered_thoughts) > MAX_RELATIONS:
         raise InvalidInput(
             f"covers: at most {MAX_REFS} attempts and {MAX_RELATIONS} thoughts", field="covers"
@@ -86,16 +91,14 @@ def fresh_retrospectives(
     store: Store, caller: Caller, tasks: Sequence[tuple[str, str]]
 ) -> dict[tuple[str, str], RetrospectiveOut]:
     """Per (repository, task_id): its newest retrospective still standing (not forgotten nor
-    invalidated), when it is newer than every attempt of the task."""
+    invalidated), when it is newer than every attempt of the task. A retrospective covers at least
+    one attempt of its task, so the store finds them through its attempts' edges, by index."""
     out: dict[tuple[str, str], RetrospectiveOut] = {}
-    for repository, task_id in tasks:
+    for repository, _ in tasks:
         may_read(caller, repository)
-        query = ThoughtQuery(repositories=(repository,), roles=(ROLE,), task_id=task_id)
-        rowids = store.filter_thoughts(None, query, 8)
-        if not rowids:
-            continue
-        loaded = store.load_thoughts(rowids)
-        bodies = [loaded[r].body for r in rowids if r in loaded]
+    for (repository, task_id), rowids in store.task_thoughts(tasks, ROLE).items():
+        loaded = store.load_thoughts(rowids[:8])
+        bodies = [loaded[r].body for r in rowids[:8] if r in loaded]
         invalid = store.invalidations([b.thought_id for b in bodies], now_iso())
         standing = [b for b in bodies if b.thought_id not in invalid]
         if not standing:
