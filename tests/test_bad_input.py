@@ -840,6 +840,26 @@ CLI_CASES: list[tuple[str, list[str], tuple[str, ...], int]] = [
     ("forget-unknown-attempt", ["forget", "--repo", REPO, "no-such-attempt"], ("attempt",), 3),
     ("forget-other-repository", ["forget", "--repo", "github.com/acme/other", ATTEMPT], ("attempt",), 3),
     ("verify-unknown-repository", ["verify", "--repo", "github.com/acme/none"], ("repository",), 3),
+    (
+        "retrospective-unknown-task",
+        ["append-retrospective", "--repo", REPO, "--task", "no-such-task", "sum"],
+        ("task_id", "no-such-task"),
+        2,
+    ),
+    (
+        "retrospective-empty-summary",
+        ["append-retrospective", "--repo", REPO, "--task", "checkout-rounding", ""],
+        ("summary",),
+        2,
+    ),
+    (
+        "retrospective-dangling-cover",
+        ["append-retrospective", "--repo", REPO, "--task", "checkout-rounding", "s", "--cover", "nope"],
+        ("covers", "nope"),
+        2,
+    ),
+    ("search-memory-without-federated", ["search", "q", "--memory", "team"], ("--memory", "--federated"), 2),
+    ("search-federated-unknown-memory", ["search", "q", "--federated", "-m", "nowhere"], ("memories",), 2),
 ]
 
 # The commands were renamed after their operations; the older names stay as aliases and reject the same.
