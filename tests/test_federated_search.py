@@ -5,6 +5,8 @@ token reported while the others answer, and bad configuration refused naming the
 from __future__ import annotations
 
 import dataclasses
+import http.server
+import json
 import os
 import re
 import signal
@@ -30,7 +32,7 @@ from mentis.errors import ConfigError, Forbidden, InvalidInput
 from mentis.mcp.server import build_server
 from mentis.providers.embed import HashEmbedder
 from mentis.service.access import Caller
-from mentis.service.federation import parse_memories
+from mentis.service.federation import RemoteMemory, parse_memories
 from mentis.service.memory import Memory
 from mentis.service.profiles import parse_profile
 from tests.pg_server import Cluster
@@ -304,3 +306,43 @@ def test_bad_federation_input_is_refused_naming_the_field(tmp_path: Path, memory
     assert unknown.value.field == "memories"
     cli = CliRunner().invoke(app, ["search", QUERY, "-m", "team", "--db", str(tmp_path / "x.db")])
     assert cli.exit_code == 2 and "--memory" in cli.output
+
+
+def test_the_query_sent_to_a_remote_memory_passes_the_secret_scrubber() -> None:
+    """A real HTTP exchange with a listener that keeps what it was sent and answers no tasks."""
+    received: list[dict[str, object]] = []
+
+    class Listener(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            body = json.dumps({"tasks": [], "ranking": "none"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: object) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Listener)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    secret = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    try:
+        (config,) = parse_memories(
+            {
+                "MENTIS_FEDERATION": f"box=http://127.0.0.1:{server.server_address[1]}",
+                "MENTIS_FEDERATION_BOX_TOKEN": "t",
+            }
+        )
+        remote = RemoteMemory(config)
+        try:
+            remote.search(CALLER, SearchInput(query=f"clone fails with token {secret}"))
+        finally:
+            remote.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    (sent,) = received
+    assert secret not in json.dumps(sent) and str(sent["query"]).startswith("clone fails with token ")

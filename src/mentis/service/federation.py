@@ -16,7 +16,8 @@ scores, which are not comparable across stores. A task (repository + task id) fo
 memories is one result naming each memory and its rank there. A memory that is down, refuses the
 token, fails or does not answer within its timeout (``MENTIS_FEDERATION_TIMEOUT``, or
 ``MENTIS_FEDERATION_<NAME>_TIMEOUT``; default :data:`DEFAULT_TIMEOUT_S`) is listed in the answer's
-``unavailable`` with the reason, and the others still answer.
+``unavailable`` with the reason, and the others still answer. The query sent to a remote memory
+passes the secret scrubber first, as all text leaving the machine does.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from mentis.api.federation import (
 from mentis.config import FEDERATION_VARIABLE
 from mentis.errors import ConfigError, InvalidInput, MentisError, RemoteUnavailable
 from mentis.providers.http import OpenAIClient
+from mentis.providers.scrub import scrub_text
 from mentis.service.access import Caller, may_read
 
 log = logging.getLogger(__name__)
@@ -179,7 +181,11 @@ class RemoteMemory:
         )
 
     def search(self, caller: Caller, req: SearchInput) -> SearchResult:
-        answer = self.client.post("v1/search", req.model_dump(mode="json", exclude_none=True))
+        # text leaving the machine passes the secret scrubber first (DESIGN §8)
+        body = req.model_copy(update={"query": scrub_text(req.query)}).model_dump(
+            mode="json", exclude_none=True
+        )
+        answer = self.client.post("v1/search", body)
         try:
             return SearchResult.model_validate(answer)
         except ValueError as exc:
