@@ -31,6 +31,7 @@ from mentis.config import Settings
 from mentis.errors import ConfigError, Forbidden, InvalidInput
 from mentis.mcp.server import build_server
 from mentis.providers.embed import HashEmbedder
+from mentis.service import doctor
 from mentis.service.access import Caller
 from mentis.service.federation import RemoteMemory, parse_memories
 from mentis.service.memory import Memory
@@ -346,3 +347,22 @@ def test_the_query_sent_to_a_remote_memory_passes_the_secret_scrubber() -> None:
         server.server_close()
     (sent,) = received
     assert secret not in json.dumps(sent) and str(sent["query"]).startswith("clone fails with token ")
+
+
+def test_doctor_reports_the_federation_or_the_setting_that_is_wrong(settings: Settings) -> None:
+    good = {"MENTIS_FEDERATION": "team=postgresql://db/mentis"}
+    bad = {"MENTIS_FEDERATION": "team=http://mentis.example.com"}
+    found = {
+        name: [
+            f for f in doctor.run(dataclasses.replace(settings, federation=env)) if f.check == "federation"
+        ]
+        for name, env in (("none", {}), ("good", good), ("bad", bad))
+    }
+    assert [(f.status, f.detail) for f in found["none"]] == [
+        ("ok", "no other memory configured (MENTIS_FEDERATION)")
+    ]
+    assert [(f.status, f.detail) for f in found["good"]] == [
+        ("ok", "federated search reads local and team (PostgreSQL)")
+    ]
+    (failed,) = found["bad"]
+    assert failed.status == "fail" and "MENTIS_FEDERATION" in failed.detail and "plain http" in failed.detail

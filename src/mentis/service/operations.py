@@ -129,7 +129,7 @@ OPERATIONS: tuple[Operation, ...] = (
         FederatedSearchInput,
         FederatedSearchResult,
         lambda m, c, r, _: m.federated_search(c, r),
-        "search over this memory and the other memories configured, fused by rank; each task names its "
+        "Search this memory and the other memories configured at once, fused by rank; each task names its "
         "memory, and memories that did not answer are listed with the reason.",
     ),
     Operation(
