@@ -309,14 +309,42 @@ def test_bad_federation_input_is_refused_naming_the_field(tmp_path: Path, memory
     assert cli.exit_code == 2 and "--memory" in cli.output
 
 
-def test_the_query_sent_to_a_remote_memory_passes_the_secret_scrubber() -> None:
-    """A real HTTP exchange with a listener that keeps what it was sent and answers no tasks."""
+NEWER_ANSWER = {
+    "tasks": [
+        {
+            "repository": REPO,
+            "task_id": "t1",
+            "score": 0.5,
+            "score_parts": {"fused": 0.5},
+            "attempt": {
+                "attempt_id": "a1",
+                "action": "did",
+                "observation": "saw",
+                "status": "passed",
+                "files": [],
+                "created_at": "2026-12-06T00:00:00Z",
+                "agent_id": "x",
+                "visibility": "repository",
+            },
+            "matched_attempt_ids": ["a1"],
+            "attempt_count": 1,
+            "branch": "main",
+        }
+    ],
+    "ranking": "fused",
+}
+"""What a newer server might answer: fields this version does not know, in a task and its attempt."""
+
+
+def test_the_query_sent_to_a_remote_memory_is_scrubbed_and_its_unknown_fields_are_dropped() -> None:
+    """A real HTTP exchange with a listener that keeps what it was sent and answers as a newer
+    server might."""
     received: list[dict[str, object]] = []
 
     class Listener(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            body = json.dumps({"tasks": [], "ranking": "none"}).encode()
+            body = json.dumps(NEWER_ANSWER).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -339,7 +367,7 @@ def test_the_query_sent_to_a_remote_memory_passes_the_secret_scrubber() -> None:
         )
         remote = RemoteMemory(config)
         try:
-            remote.search(CALLER, SearchInput(query=f"clone fails with token {secret}"))
+            answer = remote.search(CALLER, SearchInput(query=f"clone fails with token {secret}"))
         finally:
             remote.close()
     finally:
@@ -347,6 +375,7 @@ def test_the_query_sent_to_a_remote_memory_passes_the_secret_scrubber() -> None:
         server.server_close()
     (sent,) = received
     assert secret not in json.dumps(sent) and str(sent["query"]).startswith("clone fails with token ")
+    assert [(t.task_id, t.attempt.attempt_id) for t in answer.tasks] == [("t1", "a1")]
 
 
 def test_doctor_reports_the_federation_or_the_setting_that_is_wrong(settings: Settings) -> None:

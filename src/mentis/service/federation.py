@@ -32,8 +32,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import urlsplit
+
+from pydantic import ValidationError
 
 from mentis import retrieval
 from mentis.api.attempts import SearchInput, SearchResult, TaskResult
@@ -187,12 +189,30 @@ class RemoteMemory:
         )
         answer = self.client.post("v1/search", body)
         try:
-            return SearchResult.model_validate(answer)
+            return _known_fields(answer)
         except ValueError as exc:
             raise RemoteUnavailable(f"{self.name}: its answer is not a search result ({exc})") from None
 
     def close(self) -> None:
         self.client.close()
+
+
+def _known_fields(answer: object) -> SearchResult:
+    """A remote's search answer as this version's :class:`SearchResult`: fields it does not know
+    (a newer server's) are dropped, anything else that does not fit is a ValueError."""
+    try:
+        return SearchResult.model_validate(answer)
+    except ValidationError as exc:
+        errors = exc.errors()
+        if any(e["type"] != "extra_forbidden" for e in errors):
+            raise
+        for error in errors:
+            *path, key = error["loc"]
+            holder: Any = answer
+            for step in path:
+                holder = holder[step]
+            del holder[key]
+    return SearchResult.model_validate(answer)
 
 
 class Federation:
