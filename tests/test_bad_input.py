@@ -614,6 +614,27 @@ CASES += [
     Bad("signed_write", _signed(at="yesterday"), ("at", "ISO 8601"), id="unreadable-time"),
     Bad("signed_write", _signed(sig="s1.abc"), ("sig must be s1.", "86 base64url"), id="malformed-envelope"),
     Bad("signed_write", _signed(tool="no_such_tool"), ("tool", "no operation named"), id="unknown-tool"),
+    Bad(
+        "prepare_write",
+        {"tool": "accept_proposal", "arguments": {"proposal_id": "prop-1"}},
+        ("tool", "a client cannot sign it"),
+        id="server-held",
+    ),
+]
+CASES += [
+    Bad("list_proposals", {"status": "maybe"}, ("status", "pending")),
+    Bad("list_proposals", {"limit": 201}, ("limit", "200"), id="limit"),
+    Bad("show_proposal", {"proposal_id": "prop-none"}, ("prop-none",), "not_found", id="unknown"),
+    Bad("show_proposal", {}, ("proposal_id", "required"), id="missing"),
+    Bad("accept_proposal", {"proposal_id": "prop-none"}, ("prop-none",), "not_found", id="unknown"),
+    Bad(
+        "accept_proposal",
+        {"proposal_id": "prop-none", "edits": {"repository": "elsewhere"}},
+        ("edits.repository", "not a known field"),
+        id="edit-outside-the-attempt",
+    ),
+    Bad("reject_proposal", {"proposal_id": "prop-none", "reason": ""}, ("reason", "at least 1")),
+    Bad("reject_proposal", {"proposal_id": "prop-none"}, ("reason", "required"), id="no-reason"),
 ]
 _RETRO = {"repository": REPO, "task_id": "checkout-rounding", "summary": "round once, at the end"}
 CASES += [

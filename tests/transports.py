@@ -85,6 +85,14 @@ CLI: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
     "deprecate_skill": ("skills deprecate", ("skill_id",), {"repository": "--repo", "reason": "--reason"}),
     "revoke_skill": ("skills revoke", ("skill_id",), {"repository": "--repo", "reason": "--reason"}),
     "delete_skill": ("skills delete", ("skill_id",), {"repository": "--repo", "reason": "--reason"}),
+    "list_proposals": (
+        "review list",
+        (),
+        {"status": "--status", "repository": "--repository", "limit": "--limit"},
+    ),
+    "show_proposal": ("review show", ("proposal_id",), {}),
+    "accept_proposal": ("review accept", ("proposal_id",), {}),
+    "reject_proposal": ("review reject", ("proposal_id",), {"reason": "--reason"}),
 }
 
 

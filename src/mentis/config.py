@@ -14,6 +14,8 @@
 - ``MENTIS_FEDERATION`` and ``MENTIS_FEDERATION_*``: the other memories a federated search reads
   (kept as given in :attr:`Settings.federation`; ``mentis.service.federation`` parses them when a
   federated search first runs)
+- ``MENTIS_CHECKPOINTS``: a directory of signed checkpoints (every ``*.json`` under it); opening
+  the store refuses one that does not hold them (``mentis.service.checkpoints``)
 - the providers' ``MENTIS_EMBED_*``, ``MENTIS_RERANK_*`` and ``OPENROUTER_API_KEY`` (kept as given in
   :attr:`Settings.providers`; each provider checks its own when it is built, see
   ``mentis.providers.embed.openai`` and ``mentis.providers.rerank``)
@@ -45,6 +47,7 @@ class Settings:
     database_url: str | None = None
     reranker: str = "off"
     signing_key: Path | None = None
+    checkpoints: Path | None = None
     providers: Mapping[str, str] = field(default_factory=dict, hash=False)
     federation: Mapping[str, str] = field(default_factory=dict, hash=False)
 
@@ -93,6 +96,7 @@ class Settings:
             database_url=None if db else os.environ.get("MENTIS_DATABASE_URL") or None,
             reranker=os.environ.get("MENTIS_RERANKER", "").strip().lower() or "off",
             signing_key=Path(key).expanduser() if (key := os.environ.get("MENTIS_SIGNING_KEY")) else None,
+            checkpoints=Path(cp).expanduser() if (cp := os.environ.get("MENTIS_CHECKPOINTS")) else None,
             providers={k: v for k, v in os.environ.items() if k.startswith(PROVIDER_VARIABLES)},
             federation={k: v for k, v in os.environ.items() if k.startswith(FEDERATION_VARIABLE)},
         )

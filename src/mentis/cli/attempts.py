@@ -7,6 +7,7 @@ The names they had before (record, outdated, forget, verify) stay as hidden alia
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -15,7 +16,7 @@ from rich.table import Table
 
 from mentis.api.attempts import SearchResult
 from mentis.api.federation import FederatedSearchResult
-from mentis.cli.common import DbOpt, JsonOpt, RepoOpt, err, errors, run, run_op
+from mentis.cli.common import DbOpt, JsonOpt, RepoOpt, emit, err, errors, open_memory, run, run_op
 from mentis.errors import InvalidInput
 
 commands = typer.Typer()
@@ -30,9 +31,27 @@ def verify_integrity(
     signatures: Annotated[
         bool, typer.Option("--signatures", help="Verify every signature, not only each stream's last.")
     ] = False,
+    checkpoints: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--checkpoint",
+            help="A signed checkpoint (or a directory of them) the store must still hold (repeatable).",
+        ),
+    ] = None,
 ) -> None:
-    """Verify every hash chain; exit non-zero (6) naming chain and seq when the store was altered."""
-    run(db, as_json, lambda m, c: m.verify_integrity(c, repository, signatures), _print_verify)
+    """Verify every hash chain; exit non-zero (6) naming chain and seq when the store was altered.
+
+    With --checkpoint, every chain a checkpoint names must still hold its seq with that exact hash
+    and its signature must verify with a key active at its time (a rewrite, a cut tail or a rollback
+    before it is refused, naming chain, seq and file; a store that is ahead passes)."""
+    if not checkpoints:
+        run(db, as_json, lambda m, c: m.verify_integrity(c, repository, signatures), _print_verify)
+        return
+    with open_memory(db) as (memory, who), errors():
+        verified = memory.verify_integrity(who, repository, signatures)
+        held = memory.verify_checkpoints(who, checkpoints)
+        data = verified.model_dump(mode="json") | {"checkpoints": [h.to_json() for h in held]}
+    emit(data, as_json, _print_verify_held)
 
 
 @commands.command("record", hidden=True)
@@ -221,6 +240,20 @@ def _print_rows(result: Any) -> None:
     Console().print(table)
     if result.truncated:
         err.print(f"truncated: {result.truncation_reason}")
+
+
+def _print_verify_held(data: dict[str, Any]) -> None:
+    console = Console()
+    for c in data["chains"]:
+        console.print(
+            f"[green]ok[/] {c['chain']}: {c['entries']} entries, head seq {c['head_seq']}", highlight=False
+        )
+    for h in data["checkpoints"]:
+        console.print(
+            f"[green]held[/] {h['file']}: {h['chains']} chain(s), signed by {h['agent']} at {h['at']}",
+            highlight=False,
+        )
+    console.print(f"{len(data['chains'])} chain(s) verified, {len(data['checkpoints'])} checkpoint(s) held")
 
 
 def _print_verify(result: Any) -> None:

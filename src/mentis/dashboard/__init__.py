@@ -17,6 +17,7 @@ from starlette.staticfiles import StaticFiles
 from mentis.dashboard.actions import Actions
 from mentis.dashboard.core import SECURITY_HEADERS, STATIC, Handler, State, error_page, make_env, page
 from mentis.dashboard.pages import Pages
+from mentis.dashboard.registry import RegistryPages
 from mentis.dashboard.session import DEFAULT_TTL_S, Signer
 from mentis.service.memory import Caller, Memory
 from mentis.service.tokens import TokenStore
@@ -37,6 +38,7 @@ def build_dashboard(
     state = State(memory, tokens, Signer(secret, ttl_s), secure, anonymous, make_env())
     pages = Pages(state)
     actions = Actions(state, pages)
+    registry = RegistryPages(state)
 
     def get(path: str, handler: Handler, public: bool = False) -> Route:
         return Route(path, page(state, handler, public=public), methods=["GET"])
@@ -71,6 +73,16 @@ def build_dashboard(
         post("/relate", actions.relate),
         post("/admin/tokens", actions.create_token),
         post("/admin/revoke", actions.revoke_token),
+        get("/agents", registry.agents),
+        get("/agent", registry.agent),
+        post("/agents/register", registry.register_agent),
+        post("/agents/key", registry.add_key),
+        post("/agents/revoke-key", registry.revoke_key),
+        post("/agents/disable", registry.disable_agent),
+        get("/skills", registry.skills),
+        get("/skill", registry.skill),
+        post("/skills/deprecate", registry.deprecate_skill),
+        post("/skills/revoke", registry.revoke_skill),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     return Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: not_found})

@@ -2,7 +2,8 @@
 reference verifier (:func:`mentis.ledger.chain.verify_rows`) and SQLite's block scans
 (``store/sqlite/ledger_scan.py``) both apply, so the two cannot disagree.
 
-An agent registry event stands only in :data:`AGENTS_CHAIN` and targets nothing; no other chain
+An agent registry event stands only in :data:`AGENTS_CHAIN` and targets nothing, a signed
+checkpoint only in :data:`CHECKPOINTS_CHAIN` and targets nothing; no other chain
 name starts with :data:`RESERVED_PREFIX`. Every other body names its own chain (``repository``);
 an attempt, thought or skill version body names its own entry's id (:data:`RECORD_ID`). A
 correction targets an attempt, a forget tombstone one attempt, thought or skill version, a
@@ -22,6 +23,9 @@ from orjson import loads
 AGENTS_CHAIN = "__agents__"
 """The system chain of the agent registry; repositories starting with ``__`` are reserved."""
 RESERVED_PREFIX = "__"
+CHECKPOINTS_CHAIN = "__checkpoints__"
+"""The system chain of signed checkpoints (``mentis.ledger.checkpoint``): what the store vouched for."""
+CHECKPOINT_SCHEMA = "mentis.checkpoint/1"
 RECORD_ID = {"attempt": "attempt_id", "thought": "thought_id", "skill": "version_id"}
 """The body field that names its own entry's id, per entry kind that creates a record."""
 SKILL = "skill"
@@ -65,6 +69,15 @@ def body_links(chain: str, kind: str, id_: str, body: bytes) -> list[Link] | str
         return f"a {kind} entry may not stand in chain {chain!r} (only agent entries stand in {AGENTS_CHAIN})"
     if kind == "agent":
         return []  # a registry event names agents and keys, never another chain's records
+    if (kind == "checkpoint") != (chain == CHECKPOINTS_CHAIN):
+        return (
+            f"a {kind} entry may not stand in chain {chain!r} (only checkpoints stand in {CHECKPOINTS_CHAIN})"
+        )
+    if kind == "checkpoint":
+        # a checkpoint names chain heads, never records; its signature is checked where it is used
+        if doc.get("schema") != CHECKPOINT_SCHEMA or type(doc.get("chains")) is not list:
+            return f"a checkpoint body is a {CHECKPOINT_SCHEMA} document with its chains"
+        return []
     if chain.startswith(RESERVED_PREFIX):
         return f"chain {chain!r} is reserved (names starting with __ are system chains)"
     if doc.get("repository") != chain:

@@ -51,6 +51,7 @@ READS = frozenset(
         *("search", "recall", "verify_integrity", "stats", "search_thoughts", "get_thought"),
         *("traverse_thoughts", "context_bundle", "recent_context", "export_memory_md"),
         *("read_skill", "search_skills", "list_skills", "skill_versions", "list_agents", "show_agent"),
+        *("list_proposals", "show_proposal"),
     }
 )
 """Tools that write nothing: forwarded unsigned."""
@@ -59,6 +60,14 @@ UNSIGNABLE = {
     "import_memory_md": (
         "import_memory_md appends one ledger entry per thought, and one signature covers one entry; "
         "send the thoughts one at a time (append_thought) instead"
+    ),
+    "accept_proposal": (
+        "accept_proposal records what the server's review queue holds, which this proxy cannot "
+        "derive from the call; record the attempt with record_attempt (signed) and reject the proposal"
+    ),
+    "reject_proposal": (
+        "reject_proposal is refused while signing, like accepting: decide proposals with the CLI on the "
+        "store, or through a server that signs them itself"
     ),
 }
 """Writes the proxy refuses to sign, and why."""

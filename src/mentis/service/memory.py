@@ -15,7 +15,7 @@ is that signer's agent (:meth:`Memory.sealing`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -47,6 +47,18 @@ from mentis.api.attempts import (
     StaleResult,
 )
 from mentis.api.federation import FederatedSearchInput, FederatedSearchResult
+from mentis.api.review import (
+    AcceptProposalInput,
+    AcceptProposalResult,
+    ListProposalsInput,
+    ListProposalsResult,
+    ProposalOut,
+    ProposeResult,
+    RejectProposalInput,
+    RejectProposalResult,
+    ShowProposalInput,
+    SourceEpisode,
+)
 from mentis.api.skills import (
     DeleteSkillInput,
     DeleteSkillResult,
@@ -97,12 +109,14 @@ from mentis.service.access import Caller
 from mentis.service.agents import AgentOps
 from mentis.service.attempts import AttemptOps
 from mentis.service.browse import BrowseOps, TaskPage, Timeline
+from mentis.service.checkpoints import CheckpointOps, Held, Made, check_checkpoints, checkpoint_files
 from mentis.service.context import ServiceContext, open_store
 from mentis.service.federation import Federation
 from mentis.service.integrity import IntegrityOps
 from mentis.service.local_signing import LocalSigner
 from mentis.service.retrospectives import append_retrospective
-from mentis.service.skills import SkillOps
+from mentis.service.review import ReviewOps
+from mentis.service.skills import SkillOps, SkillReview
 from mentis.service.staleness import stale_attempts
 from mentis.service.stats import collect_stats
 from mentis.service.thoughts import ThoughtOps
@@ -138,6 +152,8 @@ class Memory:
         self.transfer = TransferOps(self.ctx)
         self.integrity = IntegrityOps(self.ctx)
         self.federation = Federation(self, self.settings.federation, self._open_federated)
+        self.review = ReviewOps(self.ctx, self.attempts)
+        self.checkpoints = CheckpointOps(self.ctx)
 
     @classmethod
     def open(
@@ -158,6 +174,8 @@ class Memory:
         embedder = embedder or load_embedder(settings)
         store = open_store(settings, embedder.dim, check_derived=check_derived)
         try:
+            if settings.checkpoints is not None:  # one indexed lookup per checkpointed (chain, seq)
+                check_checkpoints(store, checkpoint_files([settings.checkpoints]))
             signer = LocalSigner.from_settings(store, settings)
             reranker = load_reranker(settings)
             return cls(store, embedder, reranker, settings=settings, check_model=check_model, signer=signer)
@@ -198,8 +216,32 @@ class Memory:
 
     def _open_federated(self, url: str) -> Memory:
         """A PostgreSQL store another memory of a federated search lives in, with this embedder."""
-        settings = replace(self.settings, database_url=url, signing_key=None, reranker="off", federation={})
+        settings = replace(
+            self.settings, database_url=url, signing_key=None, checkpoints=None, reranker="off", federation={}
+        )
         return Memory.open(settings, self.embedder)
+
+    # ------------------------------------------------------------ review queue (mentis.service.review)
+
+    def propose_attempts(
+        self, caller: Caller, drafts: Sequence[tuple[RecordAttemptInput, SourceEpisode]]
+    ) -> ProposeResult:
+        return self.review.propose_attempts(self.caller_now(caller), drafts)
+
+    def list_proposals(self, caller: Caller, req: ListProposalsInput) -> ListProposalsResult:
+        return self.review.list_proposals(self.caller_now(caller), req)
+
+    def show_proposal(self, caller: Caller, req: ShowProposalInput) -> ProposalOut:
+        return self.review.show_proposal(self.caller_now(caller), req)
+
+    def accept_proposal(
+        self, caller: Caller, req: AcceptProposalInput, *, seal: Seal | None = None
+    ) -> AcceptProposalResult:
+        with self.sealing(caller, seal) as sealed:
+            return self.review.accept_proposal(self.caller_now(caller), req, sealed)
+
+    def reject_proposal(self, caller: Caller, req: RejectProposalInput) -> RejectProposalResult:
+        return self.review.reject_proposal(self.caller_now(caller), req)
 
     # ------------------------------------------------------------ attempts (mentis.service.attempts)
 
@@ -310,6 +352,10 @@ class Memory:
     def skill_versions(self, caller: Caller, req: SkillVersionsInput) -> SkillVersionsResult:
         return self.skills.skill_versions(self.caller_now(caller), req)
 
+    def review_skill(self, caller: Caller, req: SkillVersionsInput) -> SkillReview:
+        """A skill's versions with their texts and diffs, for people reviewing it (the dashboard)."""
+        return self.skills.review_skill(self.caller_now(caller), req)
+
     def deprecate_skill(
         self, caller: Caller, req: SkillStatusInput, *, seal: Seal | None = None
     ) -> SkillStatusResult:
@@ -400,6 +446,13 @@ class Memory:
         self, caller: Caller, repository: str | None = None, signatures: bool = False
     ) -> VerifyResult:
         return self.integrity.verify_integrity(self.caller_now(caller), repository, signatures)
+
+    def checkpoint(self, caller: Caller, key: Path | None, repositories: Sequence[str] = ()) -> Made:
+        with self.sealing(caller, None) as sealed:
+            return self.checkpoints.checkpoint(self.caller_now(caller), key, repositories, sealed)
+
+    def verify_checkpoints(self, caller: Caller, paths: Sequence[Path]) -> list[Held]:
+        return self.checkpoints.verify_checkpoints(self.caller_now(caller), paths)
 
     def export(
         self,

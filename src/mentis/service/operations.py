@@ -38,6 +38,16 @@ from mentis.api.attempts import (
 )
 from mentis.api.common import parse
 from mentis.api.federation import FederatedSearchInput, FederatedSearchResult
+from mentis.api.review import (
+    AcceptProposalInput,
+    AcceptProposalResult,
+    ListProposalsInput,
+    ListProposalsResult,
+    ProposalOut,
+    RejectProposalInput,
+    RejectProposalResult,
+    ShowProposalInput,
+)
 from mentis.api.signed import PrepareWriteInput, PrepareWriteResult, SignedWriteInput, SignedWriteResult
 from mentis.api.skills import (
     DeleteSkillInput,
@@ -386,6 +396,40 @@ AGENT_OPERATIONS: tuple[Operation, ...] = (
     ),
 )
 OPERATIONS += AGENT_OPERATIONS
+
+REVIEW_OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "list_proposals",
+        ListProposalsInput,
+        ListProposalsResult,
+        lambda m, c, r, _: m.list_proposals(c, r),
+        "List proposed memories awaiting review (or accepted/rejected ones), oldest first.",
+    ),
+    Operation(
+        "show_proposal",
+        ShowProposalInput,
+        ProposalOut,
+        lambda m, c, r, _: m.show_proposal(c, r),
+        "Show one proposal: its record, source episode and decision.",
+    ),
+    Operation(
+        "accept_proposal",
+        AcceptProposalInput,
+        AcceptProposalResult,
+        lambda m, c, r, s: m.accept_proposal(c, r, seal=s),
+        "Accept a proposal, optionally edited: records it as you.",
+        writes=True,
+    ),
+    Operation(
+        "reject_proposal",
+        RejectProposalInput,
+        RejectProposalResult,
+        lambda m, c, r, _: m.reject_proposal(c, r),
+        "Reject a proposal with a reason; it is not proposed again.",
+        writes=True,
+    ),
+)
+OPERATIONS += REVIEW_OPERATIONS
 
 BY_NAME = {op.name: op for op in OPERATIONS}
 

@@ -38,6 +38,9 @@ from mentis.store.seal import Seal
 MULTI_APPEND = frozenset({"import_memory_md"})
 """Write operations that append more than one ledger entry: one signature cannot cover them."""
 PHASES = frozenset({"prepare_write", "signed_write"})
+SERVER_HELD = frozenset({"accept_proposal", "reject_proposal"})
+"""Writes whose content the server holds (the review queue's proposals), not the call: a client
+cannot see what it would sign, and preparing one would decide it."""
 
 
 def check_signable(tool: str, writes: bool) -> None:
@@ -45,6 +48,13 @@ def check_signable(tool: str, writes: bool) -> None:
     entry a client can sign."""
     if tool in PHASES or not writes:
         raise InvalidInput(f"tool: {tool} writes nothing to sign; call it directly", field="tool")
+    if tool in SERVER_HELD:
+        raise InvalidInput(
+            f"tool: {tool} decides a proposal the server holds; a client cannot sign it. Record the "
+            "attempt yourself (record_attempt, signed) and reject the proposal, or decide it where "
+            "the server signs (the CLI on the store, or a server with MENTIS_SIGNING_KEY)",
+            field="tool",
+        )
     if tool in MULTI_APPEND:
         raise InvalidInput(
             f"tool: {tool} appends one ledger entry per item, and one signature covers one entry; "

@@ -92,6 +92,26 @@ class Version:
 
 
 @dataclass(frozen=True)
+class VersionView:
+    """One version as a person reviews it: who wrote and signed it, its text, and the unified diff
+    from the version before (None for the first)."""
+
+    out: SkillVersionOut
+    text: str
+    diff: str | None
+
+
+@dataclass(frozen=True)
+class SkillReview:
+    """A skill's whole history for the dashboard: its newest summary, status, what revoked it
+    (None when nothing did) and every version, oldest first."""
+
+    skill: SkillSummary
+    revoked: str | None
+    versions: list[VersionView]
+
+
+@dataclass(frozen=True)
 class Prepared:
     """An upload checked and built, not yet written (``row`` None: the text is unchanged)."""
 
@@ -364,6 +384,26 @@ class SkillOps:
             versions=[self.version_out(v.entry, v.body) for v in history],
         )
 
+    def review_skill(self, caller: Caller, req: SkillVersionsInput) -> SkillReview:
+        """Every version with its text, its diff from the one before and its signature state."""
+        may_read(caller, req.repository)
+        row, history = self._live(caller, req.repository, req.skill_id)
+        newest = history[-1]
+        views = [
+            VersionView(
+                self.version_out(v.entry, v.body),
+                v.text,
+                None if i == 0 else make_diff(history[i - 1].text, v.text),
+            )
+            for i, v in enumerate(history)
+        ]
+        instructions = instructions_hash(skill_body(newest.text))
+        return SkillReview(
+            skill=self.summary(row, newest.entry, newest.body),
+            revoked=self.revocation_note(req.repository, req.skill_id, instructions),
+            versions=views,
+        )
+
     def skill_versions(self, caller: Caller, req: SkillVersionsInput) -> SkillVersionsResult:
         may_read(caller, req.repository)
         row = self.store.skill_row(req.repository, req.skill_id)
@@ -527,4 +567,4 @@ class SkillOps:
         return SkillsImportResult(uploaded=self._write(prepared, seal))
 
 
-__all__ = ["SkillOps", "Version", "signature_state"]
+__all__ = ["SkillOps", "SkillReview", "Version", "VersionView", "signature_state"]

@@ -19,7 +19,8 @@ from mentis.errors import IntegrityError, InvalidInput
 from mentis.ledger.canonical import canonical
 from mentis.ledger.chain import entry_rows, verify_rows
 from mentis.ledger.entry import Entry
-from mentis.ledger.signing import AGENTS_CHAIN, now_iso
+from mentis.ledger.links import CHECKPOINTS_CHAIN
+from mentis.ledger.signing import AGENTS_CHAIN, RESERVED_PREFIX, now_iso
 from mentis.service.access import Caller, may_admin, may_read, may_write
 from mentis.service.context import ServiceContext
 
@@ -63,7 +64,9 @@ class TransferOps:
         items, left = [], set()
         for e, body in self.store.iter_ledger():
             if e.chain == AGENTS_CHAIN or (
-                caller.sees(e.chain) and (repository is None or e.chain == repository)
+                caller.sees(e.chain)
+                and (repository is None or e.chain == repository)
+                and (e.chain != CHECKPOINTS_CHAIN or caller.admin)  # it names every chain's head
             ):
                 items.append((e, body))
             elif e.sig is not None:
@@ -108,7 +111,7 @@ class TransferOps:
         ``progress`` is told how many attempts and thoughts each embedding batch held."""
         items, heads = read_export(lines)
         for chain in heads:
-            if chain == AGENTS_CHAIN:
+            if chain.startswith(RESERVED_PREFIX):  # the agent registry, the checkpoints
                 may_admin(caller)
             else:
                 may_write(caller, chain)

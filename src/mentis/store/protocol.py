@@ -178,6 +178,25 @@ Embed = Callable[[Sequence[str]], np.ndarray]
 """Embeds texts; checked for shape and finiteness by the service that passes it."""
 
 
+@dataclass(frozen=True)
+class ProposalRow:
+    id: str
+    content_key: str
+    kind: str
+    repository: str
+    body: str
+    """The proposed record's fields, as JSON."""
+    source: str
+    """Where it came from (the source episode), as JSON."""
+    status: str
+    reason: str | None
+    proposed_at: str
+    proposed_by: str
+    decided_at: str | None
+    decided_by: str | None
+    record_id: str | None
+
+
 class Store(Protocol):
     """What the service needs of a backend; SqliteStore and PostgresStore both satisfy it (mypy
     checks that where the service is built) and both pass ``tests/conformance``."""
@@ -203,6 +222,9 @@ class Store(Protocol):
     # skills (mentis.store.shared.skills, shared by both backends)
     def append_skill_versions(self, rows: Sequence[SkillVersionRow], seal: Seal) -> list[Entry]: ...
     def append_skill_status(self, body: SkillStatusBody, seal: Seal) -> Entry: ...
+    def append_checkpoint(self, body: bytes, at: str, agent: str, seal: Seal) -> Entry: ...
+    def chain_heads(self) -> dict[str, tuple[int, str]]: ...
+    def entry_hashes(self, keys: Iterable[tuple[str, int]]) -> dict[tuple[str, int], str]: ...
     def delete_skill(
         self, chain: str, skill_id: str, reason: str | None, agent: str, seal: Seal
     ) -> Entry: ...
@@ -298,3 +320,17 @@ class Store(Protocol):
     ) -> tuple[int, list[TaskRow], dict[int, str]]: ...
     def attempt_agents(self, repository: str) -> list[str]: ...
     def tombstones(self, repository: str) -> list[StoredTombstone]: ...
+    def add_proposals(self, rows: Sequence[ProposalRow]) -> list[tuple[ProposalRow, bool]]: ...
+    def proposal(self, proposal_id: str) -> ProposalRow | None: ...
+    def proposals(self, status: str | None, repository: str | None) -> list[ProposalRow]: ...
+    def decide_proposal(
+        self,
+        proposal_id: str,
+        *,
+        status: str,
+        by: str | None,
+        at: str | None,
+        reason: str | None = None,
+        record_id: str | None = None,
+        was: str = "pending",
+    ) -> bool: ...

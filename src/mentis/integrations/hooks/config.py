@@ -38,6 +38,11 @@ Who may widen what the hooks record:
 
     [record]
     output_tail_chars = 4000                  # tail of the check's output kept (after scrubbing)
+
+    [checkpoint]                              # signed checkpoints at a cadence (hooks/checkpoint.py)
+    every = "day"                             # or "commit"
+    key = "~/.local/share/mentis/keys/ops-0123abcd.pem"   # the operator key (mentis agent keygen)
+    commit = false                            # also commit the file in the checkout
 """
 
 from __future__ import annotations
@@ -180,6 +185,10 @@ class HookConfig:
     output_tail_chars: int = 4000
     idle_s: int = DEFAULT_IDLE_S
     sources: tuple[str, ...] = field(default=())
+    checkpoint_every: str | None = None
+    """``day`` or ``commit``: the hooks start ``mentis checkpoint --git`` when one is due."""
+    checkpoint_key: Path | None = None
+    checkpoint_commit: bool = False
 
     @cached_property
     def _matchers(self) -> tuple[Any, Any]:
@@ -284,6 +293,7 @@ def load(home: Path, checkout: Path | None) -> HookConfig:
         idle_s = _number(
             {"MENTIS_HOOK_IDLE_S": _float(idle)}, "MENTIS_HOOK_IDLE_S", 0, "", lo=1, hi=MAX_IDLE_S
         )
+    every, key, commit = _checkpoint(user.get("checkpoint", {}), f"{where} [checkpoint]")
     return HookConfig(
         checks=tuple(checks),
         url=str(url).rstrip("/") if url else None,
@@ -296,7 +306,31 @@ def load(home: Path, checkout: Path | None) -> HookConfig:
         ),
         idle_s=int(idle_s),
         sources=tuple(sources),
+        checkpoint_every=every,
+        checkpoint_key=key,
+        checkpoint_commit=commit,
     )
+
+
+def _checkpoint(table: object, where: str) -> tuple[str | None, Path | None, bool]:
+    """``[checkpoint]``: its cadence, key and commit flag (all None/False when absent)."""
+    if not isinstance(table, dict) or not table:
+        if table:
+            raise ConfigError(f"{where} must be a table")
+        return None, None, False
+    unknown = set(table) - {"every", "key", "commit"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown setting(s) {sorted(unknown)}; it takes every, key and commit")
+    every = table.get("every")
+    if every not in ("day", "commit"):
+        raise ConfigError(f'{where} every must be "day" or "commit", found {every!r}')
+    key = table.get("key")
+    if not isinstance(key, str) or not key:
+        raise ConfigError(f"{where} key must be the path of the operator key (from `mentis agent keygen`)")
+    commit = table.get("commit", False)
+    if not isinstance(commit, bool):
+        raise ConfigError(f"{where} commit must be true or false")
+    return every, Path(key).expanduser(), commit
 
 
 def local_allowed() -> bool:

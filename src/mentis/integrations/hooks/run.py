@@ -22,10 +22,9 @@ from mentis.errors import MentisError, NothingToRecord
 from mentis.integrations import git
 from mentis.integrations.hooks import config as hook_config
 from mentis.integrations.hooks import payload, recorder, state, surface
+from mentis.integrations.hooks.checks import MAX_FILES, clean, recognise, storable_path
 from mentis.integrations.hooks.error_log import log_error
 
-MAX_FILES = 1000
-MAX_COMMAND_CHARS = 8192
 MAX_QUERY_CHARS = 8192
 
 
@@ -58,17 +57,36 @@ def handle(hook: payload.HookInput) -> str | None:
     cwd = Path(hook.cwd) if hook.cwd else Path.cwd()
     top = git.toplevel(cwd)
     cfg = hook_config.load(settings.home, top)
+    checkpoint_if_due(hook, cfg, settings, top)
     if hook.event == "post-tool-use":
         record(hook, cfg, settings, top)
         return payload.output(hook.harness, hook, None)
     return payload.output(hook.harness, hook, related(hook, cfg, settings, top))
 
 
+def checkpoint_if_due(
+    hook: payload.HookInput, cfg: hook_config.HookConfig, settings: Settings, top: Path
+) -> None:
+    """Start ``mentis checkpoint --git`` in the background when ``[checkpoint]`` says one is due
+    (``hooks/checkpoint.py``); a failure is logged and the hook goes on."""
+    if cfg.checkpoint_every is None or cfg.checkpoint_key is None or cfg.url is not None:
+        return
+    try:
+        from mentis.integrations.hooks import checkpoint
+
+        if hook_config.local_allowed() and checkpoint.due(
+            cfg.checkpoint_every, top, git.repository_identity(top)
+        ):
+            checkpoint.start(settings.home, top, cfg.checkpoint_key, cfg.checkpoint_commit)
+    except Exception as exc:  # a checkpoint must not cost the harness its hook
+        log_error(hook.harness, hook.event, exc)
+
+
 def record(hook: payload.HookInput, cfg: hook_config.HookConfig, settings: Settings, top: Path) -> str | None:
     """Record the check this shell command ran; None (and nothing written) for any other command."""
     home = settings.home
-    run = hook.run
-    if run is None or run.exit_code is None or cfg.check_in(run.command) is None:
+    checked = recognise(hook.run, cfg)
+    if checked is None:
         return None
     ctx = git.context(top)
     st = state.load(home, top)
@@ -77,27 +95,14 @@ def record(hook: payload.HookInput, cfg: hook_config.HookConfig, settings: Setti
         raise NothingToRecord(
             f"a check ran in {top} on a detached HEAD with no task; run `mentis task start <id>` there"
         )
-    from mentis.providers.scrub import scrub_text
-
     since, since_hashes = state.changed_since_last(st, ctx)
-    since = [p for p in since if _storable_path(p)]
-    hashes = {p: h for p, h in {**ctx.file_hashes, **since_hashes}.items() if _storable_path(p)}
+    hashes = {p: h for p, h in {**ctx.file_hashes, **since_hashes}.items() if storable_path(p)}
     hashes = dict(list(hashes.items())[:MAX_FILES])
-    status = "passed" if run.exit_code == 0 else "failed"
-    command = scrub_text(_clean(run.command))[:MAX_COMMAND_CHARS]
-    tail = scrub_text(_clean(run.output))[-cfg.output_tail_chars :]
-    last_line = next((ln.strip() for ln in reversed(tail.splitlines()) if ln.strip()), "")
-    observation = f"`{_short(command)}` {status} (exit {run.exit_code})"
-    if last_line:
-        observation += f": {last_line[:300]}"
     body: dict[str, Any] = {
         "repository": git.repository_identity(top),
         "task_id": task_id,
         "code_context": {**ctx.code_context(), "file_hashes": hashes} if hashes else ctx.code_context(),
-        "action": f"ran `{_short(command)}`" + (f" after changing {len(since)} files" if since else ""),
-        "files": since[:MAX_FILES],
-        "observation": observation,
-        "check": {"command": command, "status": status, "exit_code": run.exit_code, "output": tail},
+        **checked.attempt_fields(since),
         "tags": ["hook", hook.harness],
     }
     if title:
@@ -121,20 +126,6 @@ def record(hook: payload.HookInput, cfg: hook_config.HookConfig, settings: Setti
     return attempt_id
 
 
-def _clean(text: str) -> str:
-    """Text the store accepts: no NUL characters, lone surrogates replaced."""
-    return text.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
-
-
-def _storable_path(path: str) -> bool:
-    return 0 < len(path) <= 4096 and path == path.strip() and not any(ord(c) < 32 for c in path)
-
-
-def _short(command: str) -> str:
-    one_line = " ".join(command.split())
-    return one_line if len(one_line) <= 200 else one_line[:199] + "…"
-
-
 def related(
     hook: payload.HookInput, cfg: hook_config.HookConfig, settings: Settings, top: Path
 ) -> str | None:
@@ -148,7 +139,7 @@ def related(
         else:
             branch = git.head(top)[1]
             query = "" if branch is None or branch in state.DEFAULT_BRANCHES else branch
-    query = _clean(query).strip()[:MAX_QUERY_CHARS]
+    query = clean(query).strip()[:MAX_QUERY_CHARS]
     if not query:  # nothing says what this session is about yet
         if hook.event == "session-start" and cfg.url is None and hook_config.local_allowed():
             from mentis.integrations.hooks.background import warm
@@ -160,7 +151,7 @@ def related(
     tree = git.tree_hashes(top)
     small = len(tree) <= MAX_FILES
     if small:  # today's blob id of every file: one search names each attempt's stale files
-        request["current_file_hashes"] = {p: h for p, h in tree.items() if _storable_path(p)}
+        request["current_file_hashes"] = {p: h for p, h in tree.items() if storable_path(p)}
     # imported here, not at the top: http.client and its email parser take about a tenth of a
     # post-tool-use hook's start-up, and a check recorded in the background never calls
     from mentis.integrations.hooks.backend import open_backend
@@ -169,7 +160,7 @@ def related(
     try:
         tasks = surface.relevant(backend.call("search", request)["tasks"], cfg.min_similarity)
         paths = sorted({f for t in tasks for f in (t.get("attempt") or {}).get("files", [])})[:MAX_FILES]
-        current = {p: tree[p] for p in paths if p in tree and _storable_path(p)}
+        current = {p: tree[p] for p in paths if p in tree and storable_path(p)}
         if current and not small:  # a large tree: ask again with the blob ids of the matches' files
             request["current_file_hashes"] = current
             tasks = surface.relevant(backend.call("search", request)["tasks"], cfg.min_similarity)

@@ -13,7 +13,7 @@ hash is checked as it is read (:meth:`LedgerCore._load`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,7 @@ from mentis.ledger.canonical import canonical, sha256_hex
 from mentis.ledger.chain import ChainReport, chain_refused, isolate
 from mentis.ledger.entry import Entry, entry_hash
 from mentis.ledger.entry import seal as seal_entry
+from mentis.ledger.links import CHECKPOINTS_CHAIN
 from mentis.ledger.registry import Registry
 from mentis.store.protocol import BodyT, SqlParams, SqlResult, Stored
 from mentis.store.seal import Seal
@@ -266,6 +267,37 @@ class LedgerCore(AgentCore[ConnT]):
                 canonical(body.to_json()),
             )
         return entry, after
+
+    def append_checkpoint(self, body: bytes, at: str, agent: str, seal: Seal) -> Entry:
+        """Append a signed checkpoint (``mentis.ledger.checkpoint``, its canonical ``body``) to the
+        system chain :data:`mentis.ledger.links.CHECKPOINTS_CHAIN`, by ``agent`` at ``at``."""
+        with self._write(CHECKPOINTS_CHAIN, commit=seal.commit) as conn:
+            _, entry = self._append(
+                conn, seal, CHECKPOINTS_CHAIN, "checkpoint", seal.record_id(), at, agent, body
+            )
+        return entry
+
+    def chain_heads(self) -> dict[str, tuple[int, str]]:
+        """Every chain's recorded head: chain → (seq, hash), system chains included."""
+        with self._read() as conn:
+            rows = conn.execute("SELECT chain, seq, hash FROM heads ORDER BY chain").fetchall()
+        return {str(c): (int(s), str(h)) for c, s, h in rows}
+
+    def entry_hashes(self, keys: Iterable[tuple[str, int]]) -> dict[tuple[str, int], str]:
+        """The hash of the entry at each (chain, seq) of ``keys`` that exists, in one read snapshot:
+        per chain, its seqs looked up in the ``(chain, seq)`` index a chunk at a time."""
+        by_chain: dict[str, list[int]] = {}
+        for chain, seq in keys:
+            by_chain.setdefault(chain, []).append(seq)
+        out: dict[tuple[str, int], str] = {}
+        with self._read() as conn:
+            for chain, seqs in by_chain.items():
+                for chunk in self.D.chunks(sorted(set(seqs))):
+                    cond, args = self.D.in_("seq", chunk)
+                    sql = self.D.q(f"SELECT seq, hash FROM entries WHERE chain=? AND {cond}")
+                    for seq, hash_ in conn.execute(sql, [chain, *args]):
+                        out[chain, int(seq)] = str(hash_)
+        return out
 
     def iter_ledger(self) -> Iterator[tuple[Entry, bytes | None]]:
         with self._read() as conn:

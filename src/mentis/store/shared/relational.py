@@ -36,6 +36,7 @@ from mentis.store.shared.backend import ConnT
 from mentis.store.shared.browse import BrowseReads
 from mentis.store.shared.core import ENTRY_COLS, entry_of
 from mentis.store.shared.entry_ids import check_import_ids, fill_entry_ids
+from mentis.store.shared.proposals import ProposalCore
 from mentis.store.shared.skills import SkillCore
 from mentis.store.shared.thoughts import ThoughtCore
 
@@ -43,7 +44,9 @@ REPLAY_BATCH = 128
 """Attempts and thoughts embedded together while a ledger is replayed."""
 
 
-class RelationalStore(AttemptCore[ConnT], ThoughtCore[ConnT], SkillCore[ConnT], BrowseReads[ConnT]):
+class RelationalStore(
+    AttemptCore[ConnT], ThoughtCore[ConnT], SkillCore[ConnT], BrowseReads[ConnT], ProposalCore[ConnT]
+):
     """Every table derived from the ledger, and their reads (``self`` is the backend's store)."""
 
     def import_ledger(self, items: Sequence[tuple[Entry, bytes | None]], embed: Embed) -> int:

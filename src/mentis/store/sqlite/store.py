@@ -59,6 +59,7 @@ from mentis.store.protocol import SqlParams, SqlResult
 from mentis.store.shared.derived_check import TERMS, VECTORS, terms_check, vector_check, vocab_check
 from mentis.store.shared.dialect import SQLITE
 from mentis.store.shared.entry_ids import fill_entry_ids
+from mentis.store.shared.proposals import PROPOSALS_SCHEMA
 from mentis.store.shared.recall_limits import RecallBounds
 from mentis.store.shared.relational import RelationalStore
 from mentis.store.shared.schema_check import REBUILD, schema_error, sqlite_differences
@@ -72,8 +73,8 @@ from mentis.store.sqlite.verify import one_pass, parallel_verify
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 7
-SCHEMA = _LEDGER_SCHEMA + _DERIVED_SCHEMA + THOUGHT_SCHEMA + LEXICON_SCHEMA
+SCHEMA_VERSION = 8
+SCHEMA = _LEDGER_SCHEMA + _DERIVED_SCHEMA + THOUGHT_SCHEMA + LEXICON_SCHEMA + PROPOSALS_SCHEMA
 """Every table and index of the file, as ``;``-separated statements (run on each open)."""
 DERIVED_OBJECTS = frozenset({*_DERIVED_TABLES, "sig_streams", "entries_agent"})
 """What ``rebuild`` drops and recreates: the derived tables (with any index or trigger on them)
