@@ -51,7 +51,7 @@ READS = frozenset(
         *("search", "recall", "verify_integrity", "stats", "search_thoughts", "get_thought"),
         *("traverse_thoughts", "context_bundle", "recent_context", "export_memory_md"),
         *("read_skill", "search_skills", "list_skills", "skill_versions", "list_agents", "show_agent"),
-        *("list_proposals", "show_proposal"),
+        *("list_proposals", "show_proposal", "federated_search"),
     }
 )
 """Tools that write nothing: forwarded unsigned."""
@@ -64,6 +64,10 @@ UNSIGNABLE = {
     "accept_proposal": (
         "accept_proposal records what the server's review queue holds, which this proxy cannot "
         "derive from the call; record the attempt with record_attempt (signed) and reject the proposal"
+    ),
+    "append_retrospective": (
+        "append_retrospective links the task's attempts the server finds, which this proxy cannot "
+        "derive from the call; send the summary as append_thought (role Retrospective, signed) instead"
     ),
     "reject_proposal": (
         "reject_proposal is refused while signing, like accepting: decide proposals with the CLI on the "
