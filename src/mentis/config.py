@@ -11,6 +11,8 @@
 - ``MENTIS_AGENT_ID``: the agent identity for writes over stdio and from the CLI
 - ``MENTIS_SIGNING_KEY``: an Ed25519 private key (PEM) registered in the agent registry; the
   process signs its agent's writes with it (``mentis.service.local_signing``)
+- ``MENTIS_WEBHOOK_ALLOW`` (hosts and CIDRs webhooks may reach beyond the public internet and
+  loopback), ``MENTIS_WEBHOOK_MAX_ATTEMPTS``, ``MENTIS_WEBHOOK_BACKOFF_S`` (docs/webhooks.md)
 - the providers' ``MENTIS_EMBED_*``, ``MENTIS_RERANK_*`` and ``OPENROUTER_API_KEY`` (kept as given in
   :attr:`Settings.providers`; each provider checks its own when it is built, see
   ``mentis.providers.embed.openai`` and ``mentis.providers.rerank``)
@@ -41,6 +43,8 @@ class Settings:
     reranker: str = "off"
     signing_key: Path | None = None
     providers: Mapping[str, str] = field(default_factory=dict, hash=False)
+    webhooks: Mapping[str, str] = field(default_factory=dict, hash=False)
+    """The ``MENTIS_WEBHOOK_*`` variables as given (``mentis.service.webhook_rules`` reads them)."""
 
     @property
     def hook_error_log(self) -> Path:
@@ -88,6 +92,7 @@ class Settings:
             reranker=os.environ.get("MENTIS_RERANKER", "").strip().lower() or "off",
             signing_key=Path(key).expanduser() if (key := os.environ.get("MENTIS_SIGNING_KEY")) else None,
             providers={k: v for k, v in os.environ.items() if k.startswith(PROVIDER_VARIABLES)},
+            webhooks={k: v for k, v in os.environ.items() if k.startswith("MENTIS_WEBHOOK_")},
         )
 
 

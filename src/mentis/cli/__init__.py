@@ -10,7 +10,19 @@ from __future__ import annotations
 
 import typer
 
-from mentis.cli import agents, attempts, doctor, hooks, install, maintenance, serve, skills, thoughts, tokens
+from mentis.cli import (
+    agents,
+    attempts,
+    doctor,
+    hooks,
+    install,
+    maintenance,
+    serve,
+    skills,
+    thoughts,
+    tokens,
+    webhooks,
+)
 from mentis.cli import embedding_model as model
 
 app = typer.Typer(
@@ -20,7 +32,20 @@ app = typer.Typer(
     add_completion=True,
     pretty_exceptions_enable=False,
 )
-for group in (serve, attempts, maintenance, doctor, hooks, install, model, tokens, thoughts, skills, agents):
+for group in (
+    serve,
+    attempts,
+    maintenance,
+    doctor,
+    hooks,
+    install,
+    model,
+    tokens,
+    thoughts,
+    skills,
+    agents,
+    webhooks,
+):
     app.add_typer(group.commands)
 
 

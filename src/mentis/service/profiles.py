@@ -43,6 +43,13 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "disable_agent",
     ),
     "signing": ("prepare_write", "signed_write"),
+    "webhooks": (
+        "create_webhook",
+        "list_webhooks",
+        "delete_webhook",
+        "webhook_deliveries",
+        "redeliver_webhook",
+    ),
 }
 """Every operation in exactly one group (tests/test_profiles.py holds it to that)."""
 

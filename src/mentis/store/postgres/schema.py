@@ -21,7 +21,9 @@ from the ledger while migrating. Schema 10 adds ``skill_instructions`` and
 the checked skill bodies while migrating, revoking the copies they catch as a rebuild would. Schema
 11 adds ``chk``, a checksum, to every vector, lexical and vocabulary row (``derived_check``; the
 tables earlier migrations create carry it from the start) and computes it for the rows already
-there.
+there. Schema 12 adds ``webhooks`` and ``webhook_outbox`` (:mod:`~mentis.store.shared.webhooks`):
+subscriptions and the deliveries each append writes in its own transaction; configuration, outside
+the ledger, which the recall role cannot read.
 
 ``recall`` SQL reads the schema ``mentis_recall``: five views (the documented ones) that parse
 every value out of a body checked against its entry's ``body_hash`` and keep only rows whose
@@ -38,6 +40,7 @@ from typing import Any
 from mentis.ledger.bodies import status_sql
 from mentis.store.shared.derived_check import PG_VECTOR_CHECK, TERMS, VECTORS, terms_check, vocab_check
 from mentis.store.shared.tokens import POSTGRES_TOKEN_TABLE
+from mentis.store.shared.webhooks import POSTGRES_WEBHOOK_SCHEMA
 
 SIG_STREAMS_SQL = (
     "CREATE TABLE IF NOT EXISTS sig_streams("
@@ -45,7 +48,7 @@ SIG_STREAMS_SQL = (
 )
 """Derived from the ledger (:mod:`mentis.store.shared.agents`): each signing stream's last statement."""
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 SIGNING_VERSION = 5
 """The migration that adds ``sig_streams`` (signed writes; version 4 is the skill registry's)."""
 LEXICON_VERSION = 2
@@ -65,6 +68,8 @@ ENTRY_IDS_SQL = (
 INSTRUCTIONS_VERSION = 10
 """The migration that adds the skill instruction tables; the store fills them after it."""
 CHECKS_VERSION = 11
+WEBHOOKS_VERSION = 12
+"""The migration that adds the webhook subscriptions and their outbox (outside the ledger)."""
 """The migration that adds ``chk`` to the vector, lexical and vocabulary rows; the store computes
 every existing row's checksum after it (``derived_check``)."""
 RECALL_SCHEMA = "mentis_recall"
@@ -399,5 +404,6 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (ENTRY_IDS_VERSION, ENTRY_IDS_SQL),
     (INSTRUCTIONS_VERSION, INSTRUCTIONS_SQL),
     (CHECKS_VERSION, CHECKS_SQL),
+    (WEBHOOKS_VERSION, POSTGRES_WEBHOOK_SCHEMA),
 )
 """(version, SQL with ``{dim}`` and ``{schema}`` placeholders), applied in order on open."""
