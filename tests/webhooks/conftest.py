@@ -59,7 +59,7 @@ class Receiver:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length", "0")))
                 with outer.got:
                     outer.requests.append(({k.lower(): v for k, v in self.headers.items()}, body))
