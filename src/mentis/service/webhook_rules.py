@@ -57,7 +57,7 @@ class WebhookSettings:
             int(_number(env, "MENTIS_WEBHOOK_MAX_ATTEMPTS", 8, 1, 100)),
             _number(env, "MENTIS_WEBHOOK_BACKOFF_S", 2.0, 0.01, 3600),
             _number(env, "MENTIS_WEBHOOK_TIMEOUT_S", 10.0, 0.1, 120),
-            _number(env, "MENTIS_WEBHOOK_POLL_S", 0.5, 0.01, 60),
+            _number(env, "MENTIS_WEBHOOK_POLL_S", 0.5, 0.01, 3600),
         )
 
     def backoff(self, attempts: int) -> float:
