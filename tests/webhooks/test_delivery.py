@@ -99,7 +99,7 @@ def test_after_its_last_attempt_a_delivery_is_dead_with_its_error_until_redelive
     assert (dead.attempts, dead.last_status, dead.last_error) == (3, 500, "HTTP 500")
     assert deliverer.run_once() == 0 and len(receiver.requests) == 3
     again = memory.redeliver_webhook(ADMIN, RedeliverInput(delivery_id=dead.delivery_id))
-    assert (again.state, again.attempts) == ("pending", 0)
+    assert again.state == "pending"
     drain(deliverer)
     (done,) = memory.webhook_deliveries(ADMIN, DeliveriesInput()).deliveries
     assert (done.state, done.attempts) == ("delivered", 1) and len(receiver.bodies()) == 4
@@ -120,9 +120,10 @@ def test_a_token_whose_scope_excludes_a_repository_receives_nothing_from_it(
 def test_a_revoked_token_stops_every_delivery(
     memory: Memory, tokens: TokenStore, receiver: Receiver, deliverer: Deliverer
 ) -> None:
-    made = subscribe(memory, tokens, receiver)
+    subscribe(memory, tokens, receiver)
     _attempt(memory)
-    tokens.revoke(made.webhook.token_id)
+    (hook,) = memory.store.webhook_rows()
+    tokens.revoke(hook.token_id)
     drain(deliverer)
     assert receiver.requests == []
 

@@ -183,7 +183,9 @@ def test_the_webhook_commands_create_list_deliver_and_refuse_bad_input(
         reader.id,
         "--ids-only",
     )
-    assert made["secret"].startswith("whsec_") and made["webhook"]["ids_only"] is True
+    assert made["secret"].startswith("whsec_")
+    (listed,) = cli("webhook", "list")["webhooks"]
+    assert listed["webhook_id"] == made["webhook_id"] and listed["ids_only"] is True
     cli(
         "record-attempt",
         "--repo",
@@ -195,10 +197,8 @@ def test_the_webhook_commands_create_list_deliver_and_refuse_bad_input(
         "--observation",
         "o",
     )
-    (delivery,) = cli("webhook", "deliveries", "--id", made["webhook"]["webhook_id"])["deliveries"]
+    (delivery,) = cli("webhook", "deliveries", "--id", made["webhook_id"])["deliveries"]
     assert delivery["state"] == "pending" and delivery["event"] == "attempt.recorded"
     assert cli("webhook", "redeliver", "--delivery", delivery["delivery_id"])["state"] == "pending"
-    assert cli("webhook", "delete", "--id", made["webhook"]["webhook_id"]) == {
-        "deleted": made["webhook"]["webhook_id"]
-    }
+    assert cli("webhook", "delete", "--id", made["webhook_id"]) == {"deleted": made["webhook_id"]}
     assert cli("webhook", "deliveries")["deliveries"] == []

@@ -8,8 +8,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field
 
 from mentis.api.common import Identifier, Out, Strict
-from mentis.api.thoughts import ThoughtType
-from mentis.ledger.bodies import AttemptStatus
+from mentis.ledger.bodies import THOUGHT_TYPES, AttemptStatus
 
 EVENTS = (
     "attempt.recorded",
@@ -35,17 +34,23 @@ def _url(value: str) -> str:
     return value
 
 
-WebhookId = Annotated[str, Field(pattern=r"^wh_[0-9a-f]{16}$", description="wh_ + 16 hex")]
+def _thought_type(value: str) -> str:
+    if value not in THOUGHT_TYPES:
+        raise ValueError(f"is not a thought type; one of {', '.join(THOUGHT_TYPES)}")
+    return value
+
+
+WebhookId = Annotated[str, Field(pattern=r"^wh_[0-9a-f]{16}$")]
 DeliveryId = Annotated[str, Field(min_length=1, max_length=400, pattern=r"^msg_[A-Za-z0-9_.:-]+$")]
 
 
 class CreateWebhookInput(Strict):
     url: Annotated[str, Field(min_length=1, max_length=MAX_URL_CHARS), AfterValidator(_url)]
     events: list[Event] = Field(min_length=1, max_length=len(EVENTS))
-    token_id: Annotated[str, Field(pattern=r"^[0-9a-f]{12}$", description="the token's public id")]
-    repository: Identifier | None = Field(None, description="glob, e.g. github.com/acme/*")
+    token_id: Annotated[str, Field(pattern=r"^[0-9a-f]{12}$")]
+    repository: Identifier | None = None
     status: AttemptStatus | None = None
-    thought_type: ThoughtType | None = None
+    thought_type: Annotated[str, AfterValidator(_thought_type)] | None = None
     ids_only: bool = False
 
 
@@ -84,8 +89,8 @@ class WebhookOut(Out):
 
 
 class CreateWebhookResult(Out):
-    webhook: WebhookOut
-    secret: str = Field(description="whsec_…: shown once, sign-checks deliveries")
+    webhook_id: str
+    secret: str
 
 
 class ListWebhooksResult(Out):
@@ -108,6 +113,11 @@ class DeliveryOut(Out):
     last_error: str | None
     next_at: float
     delivered_at: float | None
+
+
+class RedeliverResult(Out):
+    delivery_id: str
+    state: str
 
 
 class DeliveriesResult(Out):

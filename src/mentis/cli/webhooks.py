@@ -57,8 +57,7 @@ def create(
     data |= {"thought_type": thought_type, "ids_only": ids_only}
 
     def human(r: Any) -> None:
-        _table([r.webhook])
-        Console().print(r.secret, highlight=False)
+        Console().print(f"{r.webhook_id}\n{r.secret}", highlight=False)
         err.print(
             "the secret is shown only now: keep it where the receiver checks signatures", highlight=False
         )
@@ -107,4 +106,4 @@ def redeliver(
     as_json: JsonOpt = False,
 ) -> None:
     """Queue a delivery again now, e.g. a dead one (the redeliver_webhook tool)."""
-    run_op("redeliver_webhook", db, as_json, {"delivery_id": delivery_id}, lambda r: _deliveries([r]))
+    run_op("redeliver_webhook", db, as_json, {"delivery_id": delivery_id}, lambda r: Console().print(r.state))

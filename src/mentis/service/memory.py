@@ -93,10 +93,10 @@ from mentis.api.webhooks import (
     DeleteWebhookResult,
     DeliveriesInput,
     DeliveriesResult,
-    DeliveryOut,
     ListWebhooksInput,
     ListWebhooksResult,
     RedeliverInput,
+    RedeliverResult,
     WebhookRef,
 )
 from mentis.config import Settings
@@ -373,7 +373,7 @@ class Memory:
     def webhook_deliveries(self, caller: Caller, req: DeliveriesInput) -> DeliveriesResult:
         return self.webhooks.webhook_deliveries(self.caller_now(caller), req)
 
-    def redeliver_webhook(self, caller: Caller, req: RedeliverInput) -> DeliveryOut:
+    def redeliver_webhook(self, caller: Caller, req: RedeliverInput) -> RedeliverResult:
         return self.webhooks.redeliver_webhook(self.caller_now(caller), req)
 
     # ------------------------------------------------------------ browsing (mentis.service.browse)

@@ -83,10 +83,10 @@ from mentis.api.webhooks import (
     DeleteWebhookResult,
     DeliveriesInput,
     DeliveriesResult,
-    DeliveryOut,
     ListWebhooksInput,
     ListWebhooksResult,
     RedeliverInput,
+    RedeliverResult,
     WebhookRef,
 )
 from mentis.errors import InvalidInput
@@ -418,7 +418,7 @@ WEBHOOK_OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "redeliver_webhook",
         RedeliverInput,
-        DeliveryOut,
+        RedeliverResult,
         lambda m, c, r, _: m.redeliver_webhook(c, r),
         "Admin: queue a delivery again now.",
         writes=True,

@@ -34,6 +34,7 @@ from mentis.api.webhooks import (
     ListWebhooksInput,
     ListWebhooksResult,
     RedeliverInput,
+    RedeliverResult,
     WebhookOut,
     WebhookRef,
 )
@@ -116,7 +117,7 @@ class WebhookOps:
             created_by=caller.agent_id,
         )
         self.ctx.store.webhook_insert(row)
-        return CreateWebhookResult(webhook=webhook_out(row), secret=row.secret)
+        return CreateWebhookResult(webhook_id=row.id, secret=row.secret)
 
     def list_webhooks(self, caller: Caller, req: ListWebhooksInput) -> ListWebhooksResult:
         may_admin(caller)
@@ -133,12 +134,12 @@ class WebhookOps:
         rows = self.ctx.store.outbox_rows(req.webhook_id, req.state, req.limit)
         return DeliveriesResult(deliveries=[delivery_out(r) for r in rows])
 
-    def redeliver_webhook(self, caller: Caller, req: RedeliverInput) -> DeliveryOut:
+    def redeliver_webhook(self, caller: Caller, req: RedeliverInput) -> RedeliverResult:
         may_admin(caller)
         row = self.ctx.store.outbox_redeliver(req.delivery_id)
         if row is None:
             raise NotFound(f"no delivery {req.delivery_id!r}; webhook_deliveries shows them")
-        return delivery_out(row)
+        return RedeliverResult(delivery_id=row.id, state=row.state)
 
 
 # ---------------------------------------------------------------- delivery
