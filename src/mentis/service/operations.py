@@ -394,7 +394,7 @@ WEBHOOK_OPERATIONS: tuple[Operation, ...] = (
         ListWebhooksInput,
         ListWebhooksResult,
         lambda m, c, r, _: m.list_webhooks(c, r),
-        "Admin: list webhook subscriptions.",
+        "Admin: list webhook subscriptions (URL, events, filters, token); never their secrets.",
         admin=True,
     ),
     Operation(
@@ -420,7 +420,7 @@ WEBHOOK_OPERATIONS: tuple[Operation, ...] = (
         RedeliverInput,
         RedeliverResult,
         lambda m, c, r, _: m.redeliver_webhook(c, r),
-        "Admin: queue a delivery again now.",
+        "Admin: queue a delivery (e.g. a dead one) again now, its attempts counted afresh.",
         writes=True,
         admin=True,
     ),
