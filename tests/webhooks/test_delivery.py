@@ -160,3 +160,46 @@ def test_two_deliverers_on_one_store_never_send_a_delivery_twice(
         w.close()
     ids = [h["webhook-id"] for h, _ in receiver.requests]
     assert len(ids) == 12 and len(set(ids)) == 12
+
+
+def _raw_sql(settings: Settings, sql: str, args: tuple[object, ...]) -> None:
+    """One statement straight on the store's database, behind Mentis's back."""
+    if settings.uses_postgres:
+        import psycopg
+
+        assert settings.database_url is not None
+        with psycopg.connect(settings.database_url, autocommit=True) as conn:
+            conn.execute(sql.replace("?", "%s"), args)  # type: ignore[arg-type]
+        return
+    import sqlite3
+
+    conn = sqlite3.connect(settings.db_path, isolation_level=None)
+    try:
+        conn.execute(sql, args)
+    finally:
+        conn.close()
+
+
+def test_a_chain_that_stops_verifying_is_announced_once_as_integrity_failed(
+    open_memory: Callable[[], Memory], tokens: TokenStore, receiver: Receiver, settings: Settings
+) -> None:
+    memory = open_memory()
+    subscribe(memory, tokens, receiver, events=["integrity.failed"])
+    _attempt(memory)
+    memory.close()
+    _raw_sql(
+        settings,
+        "UPDATE bodies SET body = ? WHERE rowid = (SELECT min(rowid) FROM entries WHERE chain = ?)",
+        (b'{"x":1}', REPO),
+    )
+    for _ in range(2):  # each open finds the damage; it is queued once
+        reopened = open_memory()
+        assert REPO in reopened.store.damaged
+    deliverer = Deliverer(reopened.store, tokens, WebhookSettings.of(settings))
+    try:
+        drain(deliverer)
+    finally:
+        deliverer.close()
+    (body,) = receiver.bodies()
+    assert body["type"] == "integrity.failed"
+    assert body["data"] == {"repository": REPO, "seq": 0, "hint": "run `mentis verify-integrity`"}

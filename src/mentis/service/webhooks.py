@@ -38,7 +38,7 @@ from mentis.api.webhooks import (
     WebhookOut,
     WebhookRef,
 )
-from mentis.errors import Forbidden, InvalidInput, MentisError, NotFound
+from mentis.errors import Forbidden, IntegrityError, InvalidInput, MentisError, NotFound
 from mentis.service.access import Caller, may_admin, may_read
 from mentis.service.context import ServiceContext
 from mentis.service.tokens import TokenStore
@@ -188,6 +188,13 @@ class Deliverer:
             return None, f"outside the token's read scope: {exc}"
         if hook.repository is not None and not fnmatchcase(row.chain, hook.repository):
             return None, f"repository {row.chain!r} does not match {hook.repository!r}"
+        if row.event == "integrity.failed":  # no record: the chain and the seq that failed
+            failed = {
+                "repository": row.chain,
+                "seq": int(row.record_id),
+                "hint": "run `mentis verify-integrity`",
+            }
+            return orjson.dumps({"type": row.event, "timestamp": row.at, "data": failed}), ""
         entry, raw = self.store.outbox_entry(row.entry_rowid)
         record = None if raw is None else orjson.loads(raw)
         status, thought_type = _record_fields(row.event, record)
@@ -216,7 +223,10 @@ class Deliverer:
             self.store.outbox_settle(row.id, "skipped", row.next_at, "the subscription was deleted", None)
             return
         hook = hooks[0]
-        body, why = self._payload(row, hook)
+        try:
+            body, why = self._payload(row, hook)
+        except IntegrityError as exc:  # the record's entry or body changed: nothing unverified is sent
+            body, why = None, str(exc)
         if body is None:
             self.store.outbox_settle(row.id, "skipped", row.next_at, why, None)
             return

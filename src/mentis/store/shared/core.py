@@ -112,6 +112,8 @@ class LedgerCore(WebhookCore[ConnT]):
         self.damaged = damaged
         for cause in damaged.values():
             log.warning("%s", chain_refused(cause))
+        if damaged:
+            self.announce_damage(damaged)
         return reports
 
     def get_meta(self, key: str) -> str | None:

@@ -17,19 +17,23 @@ With no subscription the announcement is one ``INSERT … SELECT`` over an empty
 
 from __future__ import annotations
 
+import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
-from mentis.errors import IntegrityError
+from mentis.errors import IntegrityError, MentisError
 from mentis.ledger.canonical import sha256_hex
 from mentis.ledger.entry import Entry, entry_hash
 from mentis.store.protocol import DeliveryRow, WebhookRow
 from mentis.store.shared.agents import AgentCore
 from mentis.store.shared.backend import ConnT
+
+log = logging.getLogger(__name__)
 
 WEBHOOK_TABLES = ("webhooks", "webhook_outbox")
 _ENTRY_COLS = "e.v, e.chain, e.seq, e.kind, e.id, e.at, e.agent, e.prev, e.body_hash, e.key_id, e.sig, e.hash"
@@ -66,6 +70,11 @@ FORGET_EVENTS = {
 
 _NOT_ID = re.compile(r"[^A-Za-z0-9-]")
 """What a message id may not hold (Standard Webhooks signs ``{id}.{timestamp}.{body}``: no dots)."""
+_DAMAGE_SQL = (
+    "INSERT INTO webhook_outbox(id, webhook_id, event, chain, entry_rowid, record_id, at, state, attempts, "
+    "next_at, lease_until, created) SELECT CAST(? AS TEXT) || w.id, w.id, 'integrity.failed', ?, -1, ?, ?, "
+    "'pending', 0, ?, 0, ? FROM webhooks w WHERE w.events LIKE ? ON CONFLICT(id) DO NOTHING"
+)
 _HOOK_COLS = (
     "id, url, events, repository, status, thought_type, mode, token_id, secret, created_at, created_by"
 )
@@ -137,6 +146,22 @@ class WebhookCore(AgentCore[ConnT]):
                 f'%"{event}"%',
             ),
         )
+
+    def announce_damage(self, damaged: Mapping[str, IntegrityError]) -> None:
+        """``integrity.failed`` for each chain in ``damaged`` (one that does not verify), once per
+        (chain, failing seq) and subscription however often it is found (the message id says
+        which); a store that cannot take the row now only logs it."""
+        now = time.time()
+        at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        try:
+            with self._write() as conn:
+                for chain, failure in damaged.items():
+                    seq = -1 if failure.seq is None else failure.seq
+                    ids = f"msg_integrity-{_NOT_ID.sub('-', chain)}-{seq}_"
+                    args = (ids, chain, str(seq), at, now, now, '%"integrity.failed"%')
+                    conn.execute(self.D.q(_DAMAGE_SQL), args)
+        except MentisError as exc:
+            log.warning("could not queue integrity.failed webhooks: %s", exc)
 
     # ------------------------------------------------------------ subscriptions
 
