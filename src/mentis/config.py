@@ -12,7 +12,7 @@
 - ``MENTIS_SIGNING_KEY``: an Ed25519 private key (PEM) registered in the agent registry; the
   process signs its agent's writes with it (``mentis.service.local_signing``)
 - ``MENTIS_WEBHOOK_ALLOW`` (hosts and CIDRs webhooks may reach beyond the public internet and
-  loopback), ``MENTIS_WEBHOOK_MAX_ATTEMPTS``, ``MENTIS_WEBHOOK_BACKOFF_S`` (docs/webhooks.md)
+  loopback), ``MENTIS_WEBHOOK_MAX_ATTEMPTS``, ``MENTIS_WEBHOOK_BACKOFF_S`` and the rest of docs/webhooks.md's settings
 - the providers' ``MENTIS_EMBED_*``, ``MENTIS_RERANK_*`` and ``OPENROUTER_API_KEY`` (kept as given in
   :attr:`Settings.providers`; each provider checks its own when it is built, see
   ``mentis.providers.embed.openai`` and ``mentis.providers.rerank``)

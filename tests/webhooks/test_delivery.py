@@ -4,6 +4,7 @@ dead-lettered and redelivered by hand, bounded by its token's read scope and its
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 from mentis.api.attempts import ForgetInput, RecordAttemptInput
@@ -203,3 +204,19 @@ def test_a_chain_that_stops_verifying_is_announced_once_as_integrity_failed(
     (body,) = receiver.bodies()
     assert body["type"] == "integrity.failed"
     assert body["data"] == {"repository": REPO, "seq": 0, "hint": "run `mentis verify-integrity`"}
+
+
+def test_delivered_rows_older_than_the_keep_days_are_pruned_and_dead_ones_kept(
+    memory: Memory, tokens: TokenStore, make_receiver: Callable[..., Receiver], deliverer: Deliverer
+) -> None:
+    ok, failing = make_receiver(), make_receiver(fail=99)
+    subscribe(memory, tokens, ok)
+    subscribe(memory, tokens, failing)
+    _attempt(memory)
+    drain(deliverer)
+    states = sorted(d.state for d in memory.webhook_deliveries(ADMIN, DeliveriesInput()).deliveries)
+    assert states == ["dead", "delivered"]
+    assert memory.store.outbox_prune(0.0) == 0  # settled after the epoch: younger than any cut-off before it
+    assert memory.store.outbox_prune(time.time() + 1) == 1
+    (kept,) = memory.webhook_deliveries(ADMIN, DeliveriesInput()).deliveries
+    assert kept.state == "dead"

@@ -38,6 +38,7 @@ class WebhookSettings:
     backoff_s: float = 2.0
     timeout_s: float = 10.0
     poll_s: float = 0.5
+    keep_days: float = 30.0
 
     @classmethod
     def of(cls, settings: Settings) -> WebhookSettings:
@@ -58,6 +59,7 @@ class WebhookSettings:
             _number(env, "MENTIS_WEBHOOK_BACKOFF_S", 2.0, 0.01, 3600),
             _number(env, "MENTIS_WEBHOOK_TIMEOUT_S", 10.0, 0.1, 120),
             _number(env, "MENTIS_WEBHOOK_POLL_S", 0.5, 0.01, 3600),
+            _number(env, "MENTIS_WEBHOOK_KEEP_DAYS", 30.0, 0, 3650),
         )
 
     def backoff(self, attempts: int) -> float:

@@ -50,6 +50,8 @@ log = logging.getLogger(__name__)
 LEASE_S = 120.0
 """How long a claimed delivery is held by its worker (longer than a batch of timeouts)."""
 BATCH = 8
+PRUNE_EVERY_S = 3600.0
+"""How often a worker deletes the delivered and skipped rows older than ``MENTIS_WEBHOOK_KEEP_DAYS``."""
 
 
 def webhook_out(row: WebhookRow) -> WebhookOut:
@@ -163,6 +165,7 @@ class Deliverer:
     def __init__(self, store: Store, tokens: TokenStore, rules: WebhookSettings) -> None:
         self.store, self.tokens, self.rules = store, tokens, rules
         self.client = httpx.Client(follow_redirects=False, timeout=rules.timeout_s, trust_env=False)
+        self.pruned_at = 0.0
 
     def close(self) -> None:
         self.client.close()
@@ -170,6 +173,9 @@ class Deliverer:
     def run_once(self) -> int:
         """Claim and send the due deliveries (a batch); returns how many were claimed."""
         now = time.time()
+        if now - self.pruned_at >= PRUNE_EVERY_S:
+            self.pruned_at = now
+            self.store.outbox_prune(now - self.rules.keep_days * 86_400)
         if not self.store.outbox_due(now):
             return 0
         rows = self.store.outbox_claim(now, LEASE_S, BATCH)

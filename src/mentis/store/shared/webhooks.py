@@ -251,6 +251,18 @@ class WebhookCore(AgentCore[ConnT]):
             ).fetchall()
         return _delivery(rows[0]) if rows else None
 
+    def outbox_prune(self, before: float) -> int:
+        """Delete the delivered and skipped rows settled before ``before`` (dead and pending stay)."""
+        with self._write() as conn:
+            gone = conn.execute(
+                self.D.q(
+                    "DELETE FROM webhook_outbox WHERE state IN ('delivered', 'skipped') "
+                    "AND COALESCE(delivered_at, created) < ? RETURNING id"
+                ),
+                (before,),
+            ).fetchall()
+        return len(gone)
+
     def outbox_entry(self, rowid: int) -> tuple[Entry, bytes | None]:
         """The ledger entry ``rowid`` and its body (None once forgotten), both checked against
         the hashes the entry holds (IntegrityError otherwise)."""
