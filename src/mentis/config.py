@@ -11,8 +11,8 @@
 - ``MENTIS_AGENT_ID``: the agent identity for writes over stdio and from the CLI
 - ``MENTIS_SIGNING_KEY``: an Ed25519 private key (PEM) registered in the agent registry; the
   process signs its agent's writes with it (``mentis.service.local_signing``)
-- ``MENTIS_WEBHOOK_ALLOW`` (hosts and CIDRs webhooks may reach beyond the public internet and
-  loopback), ``MENTIS_WEBHOOK_MAX_ATTEMPTS``, ``MENTIS_WEBHOOK_BACKOFF_S`` and the rest of docs/webhooks.md's settings
+- ``MENTIS_WEBHOOK_*``: where webhooks may point beyond public addresses and loopback, and how
+  they are retried and kept (docs/webhooks.md, ``mentis.service.webhook_rules``)
 - the providers' ``MENTIS_EMBED_*``, ``MENTIS_RERANK_*`` and ``OPENROUTER_API_KEY`` (kept as given in
   :attr:`Settings.providers`; each provider checks its own when it is built, see
   ``mentis.providers.embed.openai`` and ``mentis.providers.rerank``)

@@ -38,12 +38,14 @@ from mentis.store.seal import Seal
 MULTI_APPEND = frozenset({"import_memory_md"})
 """Write operations that append more than one ledger entry: one signature cannot cover them."""
 PHASES = frozenset({"prepare_write", "signed_write"})
+CONFIGURATION = frozenset({"create_webhook", "delete_webhook", "redeliver_webhook"})
+"""Write operations that change configuration outside the ledger (webhooks): no entry to sign."""
 
 
 def check_signable(tool: str, writes: bool) -> None:
     """InvalidInput unless ``tool`` (an operation that ``writes`` or not) appends the one ledger
     entry a client can sign."""
-    if tool in PHASES or not writes:
+    if tool in PHASES or tool in CONFIGURATION or not writes:
         raise InvalidInput(f"tool: {tool} writes nothing to sign; call it directly", field="tool")
     if tool in MULTI_APPEND:
         raise InvalidInput(
