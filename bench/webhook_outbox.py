@@ -3,7 +3,8 @@ so the store's time is not hidden by the model's), A/B against a checkout withou
 
     .venv/bin/python bench/webhook_outbox.py --base /work/main/src --rounds 7 --calls 300
 
-Each round runs, one after the other in fresh processes on fresh stores: the base checkout
+Each round runs, one after the other in fresh processes on fresh stores (each round starting with
+the next one, so none always runs first): the base checkout
 (``--base``: its ``src``, put first on PYTHONPATH: no outbox at all), this checkout with no
 subscription (the append's one ``INSERT … SELECT`` finds no subscription) and this checkout with
 one subscription taking ``attempt.recorded`` (one outbox row per write). Each process records
@@ -66,41 +67,28 @@ def child(mode: str, calls: int) -> dict[str, float]:
 
 
 def statement_cost(n: int = 20_000) -> dict[str, float]:
-    """CPU microseconds of the append's outbox statement alone, on an empty and a one-row
-    ``webhooks`` table, in one transaction on a SQLite file."""
+    """CPU microseconds of the append's outbox statements alone (``_TAKERS``, then one
+    ``_OUTBOX_INSERT`` per subscription), with no and with one subscription, in one transaction on
+    a SQLite file."""
     import sqlite3
 
-    from mentis.store.shared.webhooks import SQLITE_WEBHOOK_SCHEMA
+    from mentis.store.shared.webhooks import _OUTBOX_INSERT, _TAKERS, SQLITE_WEBHOOK_SCHEMA
 
     out = {}
     with tempfile.TemporaryDirectory() as home:
         conn = sqlite3.connect(Path(home) / "x.db", isolation_level=None)
         conn.executescript(SQLITE_WEBHOOK_SCHEMA)
-        sql = (
-            "INSERT INTO webhook_outbox(id, webhook_id, event, chain, entry_rowid, record_id, at, state, "
-            "attempts, next_at, lease_until, created) SELECT CAST(? AS TEXT) || w.id, w.id, ?, ?, ?, ?, ?, "
-            "'pending', 0, ?, 0, ? FROM webhooks w WHERE w.events LIKE ?"
-        )
         conn.execute("BEGIN")
         for label in ("no_subscription_us", "one_subscription_us"):
             cpu = time.process_time()
             for i in range(n):
-                args = (
-                    f"msg_{label}{i}_",
-                    "attempt.recorded",
-                    "r",
-                    i,
-                    "id",
-                    "at",
-                    1.0,
-                    1.0,
-                    '%"attempt.recorded"%',
-                )
-                conn.execute(sql, args)
+                for (hook,) in conn.execute(_TAKERS, ('%"attempt.recorded"%',)).fetchall():
+                    args = (f"msg_{i}_{hook}", hook, "attempt.recorded", "r", i, "id", "at", 1.0, 1.0)
+                    conn.execute(_OUTBOX_INSERT, args)
             out[label] = round((time.process_time() - cpu) / n * 1e6, 1)
             conn.execute(
-                "INSERT INTO webhooks VALUES('wh_1', 'u', '[\"attempt.recorded\"]', NULL, NULL, NULL, "
-                "'full', 't', 's', 'a', 'b')"
+                "INSERT OR IGNORE INTO webhooks VALUES('wh_1', 'u', '[\"attempt.recorded\"]', NULL, NULL, "
+                "NULL, 'full', 't', 's', 'a', 'b')"
             )
         conn.execute("COMMIT")
         conn.close()
@@ -118,9 +106,11 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.child, args.calls)))
         return
+    statement = statement_cost()
     runs: dict[str, list[dict[str, float]]] = {m: [] for m in MODES if m != "base" or args.base}
-    for _ in range(args.rounds):
-        for mode in runs:
+    for round_ in range(args.rounds):
+        modes = list(runs)
+        for mode in modes[round_ % len(modes) :] + modes[: round_ % len(modes)]:  # each first in turn
             env = dict(os.environ)
             if mode == "base":
                 env["PYTHONPATH"] = str(args.base.resolve())
@@ -136,7 +126,7 @@ def main() -> None:
         mode: {k: round(statistics.median(r[k] for r in rs), 3) for k in ("wall_ms", "cpu_ms")}
         for mode, rs in runs.items()
     }
-    result["statement_cpu"] = statement_cost()
+    result["statement_cpu"] = statement
     result["runs"] = runs
     result["load_average"] = os.getloadavg()
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ hold a signing secret: no entry, no export, no ``recall`` view; docs/webhooks.md
   write transaction; on PostgreSQL ``FOR UPDATE SKIP LOCKED``), so two workers on one store
   never hold the same row at once.
 
-With no subscription the announcement is one ``INSERT … SELECT`` over an empty table.
+With no subscription the announcement is one ``SELECT`` over an empty table.
 """
 
 from __future__ import annotations
@@ -70,6 +70,12 @@ FORGET_EVENTS = {
 
 _NOT_ID = re.compile(r"[^A-Za-z0-9-]")
 """What a message id may not hold (Standard Webhooks signs ``{id}.{timestamp}.{body}``: no dots)."""
+_TAKERS = "SELECT id FROM webhooks WHERE events LIKE ?"
+"""The subscriptions taking an event (``events`` is a JSON list: the pattern is the quoted name)."""
+_OUTBOX_INSERT = (
+    "INSERT INTO webhook_outbox(id, webhook_id, event, chain, entry_rowid, record_id, at, state, attempts, "
+    "next_at, lease_until, created) VALUES(?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, 0, ?)"
+)
 _DAMAGE_SQL = (
     "INSERT INTO webhook_outbox(id, webhook_id, event, chain, entry_rowid, record_id, at, state, attempts, "
     "next_at, lease_until, created) SELECT CAST(? AS TEXT) || w.id, w.id, 'integrity.failed', ?, -1, ?, ?, "
@@ -126,26 +132,13 @@ class WebhookCore(AgentCore[ConnT]):
         event = event_of(entry.kind, body)
         if event is None:
             return
-        now = time.time()
-        conn.execute(
-            self.D.q(
-                "INSERT INTO webhook_outbox(id, webhook_id, event, chain, entry_rowid, record_id, at, "
-                "state, attempts, next_at, lease_until, created) "
-                "SELECT CAST(? AS TEXT) || w.id, w.id, ?, ?, ?, ?, ?, 'pending', 0, ?, 0, ? "
-                "FROM webhooks w WHERE w.events LIKE ?"
-            ),
-            (
-                f"msg_{_NOT_ID.sub('-', entry.id)}_",
-                event,
-                entry.chain,
-                rowid,
-                entry.id,
-                entry.at,
-                now,
-                now,
-                f'%"{event}"%',
-            ),
-        )
+        hooks = conn.execute(self.D.q(_TAKERS), (f'%"{event}"%',)).fetchall()
+        if not hooks:  # the common case: one read of an empty (or small) table, nothing written
+            return
+        now, prefix = time.time(), f"msg_{_NOT_ID.sub('-', entry.id)}_"
+        for (hook,) in hooks:
+            args = (prefix + str(hook), hook, event, entry.chain, rowid, entry.id, entry.at, now, now)
+            conn.execute(self.D.q(_OUTBOX_INSERT), args)
 
     def announce_damage(self, damaged: Mapping[str, IntegrityError]) -> None:
         """``integrity.failed`` for each chain in ``damaged`` (one that does not verify), once per
