@@ -577,6 +577,22 @@ CASES += [
     ),
     Bad("list_agents", {"all": True}, ("all",), id="unknown-field"),
     Bad("show_agent", {"agent_id": "nobody"}, ("nobody",), "not_found", id="unknown-agent"),
+    Bad(
+        "create_webhook",
+        {"url": "https://169.254.169.254/", "events": ["attempt.recorded"], "token_id": "0" * 12},
+        ("url", "link-local"),
+        id="link-local-url",
+    ),
+    Bad(
+        "create_webhook",
+        {"url": "http://127.0.0.1:9/", "events": ["attempt.recorded"], "token_id": "0" * 12},
+        ("token_id", "no such token"),
+        id="unknown-token",
+    ),
+    Bad("list_webhooks", {"all": True}, ("all",), id="unknown-field"),
+    Bad("delete_webhook", {"webhook_id": "wh_" + "0" * 16}, ("wh_",), "not_found", id="unknown-webhook"),
+    Bad("webhook_deliveries", {"limit": 201}, ("limit", "200"), id="limit-too-high"),
+    Bad("redeliver_webhook", {"delivery_id": "msg_nope"}, ("msg_nope",), "not_found", id="unknown-delivery"),
 ]
 
 _SIG = "s1." + "a" * 32 + ".0.-." + "A" * 86

@@ -42,9 +42,12 @@ def test_every_operation_is_in_exactly_one_group_and_all_offers_every_one() -> N
     assert set(parse_profile("all").names) == EVERY
 
 
-def test_the_admin_operations_are_the_registry_writes_and_no_default_holds_one() -> None:
-    assert {"register_agent", "add_agent_key", "revoke_agent_key", "disable_agent"} == ADMIN
-    assert set(GROUPS["agents"]) >= ADMIN
+def test_the_admin_operations_are_the_registry_writes_and_the_webhook_tools_and_no_default_holds_one() -> (
+    None
+):
+    registry = {"register_agent", "add_agent_key", "revoke_agent_key", "disable_agent"}
+    assert registry | set(GROUPS["webhooks"]) == ADMIN
+    assert set(GROUPS["agents"]) >= registry
     assert not ADMIN & set(DEFAULT)
     assert not ADMIN & set(parse_profile(None).names)
     assert not set(GROUPS["signing"]) & set(parse_profile(None).names)

@@ -19,7 +19,7 @@ from mentis.mcp.remote_signing import as_tool, check, error_code
 from mentis.mcp.remote_writes import READS, UNSIGNABLE, WRITES, known, unsignable
 from mentis.service.memory import Caller, Memory
 from mentis.service.operations import BY_NAME, OPERATIONS
-from mentis.service.signed_writes import PHASES
+from mentis.service.signed_writes import CONFIGURATION, PHASES
 
 from .conftest import REPO
 from .signing_support import prepare
@@ -60,8 +60,8 @@ def _with_body(prepared: dict[str, Any], **changes: Any) -> dict[str, Any]:
 
 def test_the_table_names_every_operation_the_server_publishes_as_a_read_a_phase_or_a_write() -> None:
     names = {op.name for op in OPERATIONS}
-    assert READS | PHASES | set(WRITES) | set(UNSIGNABLE) == names
-    assert {n for n in names if BY_NAME[n].writes} - PHASES == set(WRITES) | set(UNSIGNABLE)
+    assert READS | PHASES | CONFIGURATION | set(WRITES) | set(UNSIGNABLE) == names
+    assert {n for n in names if BY_NAME[n].writes} - PHASES - CONFIGURATION == set(WRITES) | set(UNSIGNABLE)
     assert not READS & set(WRITES) and not known("record_attempt_fast")
 
 

@@ -16,6 +16,8 @@
   federated search first runs)
 - ``MENTIS_CHECKPOINTS``: a directory of signed checkpoints (every ``*.json`` under it); opening
   the store refuses one that does not hold them (``mentis.service.checkpoints``)
+- ``MENTIS_WEBHOOK_*``: where webhooks may point beyond public addresses and loopback, and how
+  they are retried and kept (docs/webhooks.md, ``mentis.service.webhook_rules``)
 - the providers' ``MENTIS_EMBED_*``, ``MENTIS_RERANK_*`` and ``OPENROUTER_API_KEY`` (kept as given in
   :attr:`Settings.providers`; each provider checks its own when it is built, see
   ``mentis.providers.embed.openai`` and ``mentis.providers.rerank``)
@@ -50,6 +52,8 @@ class Settings:
     checkpoints: Path | None = None
     providers: Mapping[str, str] = field(default_factory=dict, hash=False)
     federation: Mapping[str, str] = field(default_factory=dict, hash=False)
+    webhooks: Mapping[str, str] = field(default_factory=dict, hash=False)
+    """The ``MENTIS_WEBHOOK_*`` variables as given (``mentis.service.webhook_rules`` reads them)."""
 
     @property
     def hook_error_log(self) -> Path:
@@ -99,6 +103,7 @@ class Settings:
             checkpoints=Path(cp).expanduser() if (cp := os.environ.get("MENTIS_CHECKPOINTS")) else None,
             providers={k: v for k, v in os.environ.items() if k.startswith(PROVIDER_VARIABLES)},
             federation={k: v for k, v in os.environ.items() if k.startswith(FEDERATION_VARIABLE)},
+            webhooks={k: v for k, v in os.environ.items() if k.startswith("MENTIS_WEBHOOK_")},
         )
 
 

@@ -23,6 +23,7 @@ from mentis.cli import (
     skills,
     thoughts,
     tokens,
+    webhooks,
 )
 from mentis.cli import embedding_model as model
 
@@ -47,6 +48,7 @@ for group in (
     skills,
     agents,
     review,
+    webhooks,
 ):
     app.add_typer(group.commands)
 

@@ -131,6 +131,9 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    no_webhooks: Annotated[
+        bool, typer.Option("--no-webhooks", help="With --http: do not deliver webhooks from this server.")
+    ] = False,
     token: Annotated[str | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Run the MCP server over stdio (what coding-agent harnesses launch), or over HTTP with --http.
@@ -148,7 +151,15 @@ def serve(
         profile = parse_profile(tools)
     config = settings(db)
     http_only = (
-        bind or no_auth or tls_cert or tls_key or allow_host or header_timeout or max_connections or idle_exit
+        bind
+        or no_auth
+        or tls_cert
+        or tls_key
+        or allow_host
+        or header_timeout
+        or max_connections
+        or idle_exit
+        or no_webhooks
     )
     if token is not None:
         _refuse("--token is refused: other users can read a command line; use --token-file or MENTIS_TOKEN")
@@ -166,11 +177,12 @@ def serve(
         limits = HttpLimits(header_timeout, max_connections, idle_exit)
         inherited = None if lock_fd is None or socket_fd is None else Inherited(lock_fd, socket_fd)
         hosts = tuple(allow_host or ())
-        _serve_http(config, bind or "", no_auth, tls_cert, tls_key, hosts, limits, inherited, profile)
+        args = (tls_cert, tls_key, hosts, limits, inherited, profile)
+        _serve_http(config, bind or "", no_auth, *args, webhooks=not no_webhooks)
     elif http_only:
         _refuse(
             "HOST:PORT, --no-auth, --tls-cert, --tls-key, --allow-host, --header-timeout, "
-            "--max-connections and --idle-exit need --http"
+            "--max-connections, --idle-exit and --no-webhooks need --http"
         )
     else:
         _serve_stdio(config, profile)
@@ -251,10 +263,14 @@ def _serve_http(
     limits: HttpLimits,
     inherited: Inherited | None,
     profile: Profile,
+    *,
+    webhooks: bool = True,
 ) -> None:
     from mentis.http import HttpConfig, build_app, listen, parse_bind, server
     from mentis.http.connections import raise_fd_limit
     from mentis.service.tokens import ADMIN_TOKEN_FILE, TokenStore, bootstrap_admin
+    from mentis.service.webhook_rules import WebhookSettings
+    from mentis.service.webhooks import WebhookWorker
 
     with ExitStack() as stack, errors():
         unix = Path(bind.removeprefix("unix:")).absolute() if bind.startswith("unix:") else None
@@ -278,6 +294,9 @@ def _serve_http(
         created = tokens is not None and bootstrap_admin(tokens, admin_file)
         memory = stack.enter_context(closing(Memory.open(config)))
         memory.warm_up()
+        if webhooks:  # the outbox's deliveries, stopped before the store closes
+            hook_tokens = stack.enter_context(closing(TokenStore.open(config)))
+            stack.callback(WebhookWorker(memory.store, hook_tokens, WebhookSettings.of(config)).start().stop)
         if slot is not None:
             sock, lines = slot.sock, _unix_banner(config, http)
         else:

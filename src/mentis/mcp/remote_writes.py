@@ -6,7 +6,8 @@ call as this table derives it, from the call alone; nothing the server says abou
 (annotations, descriptions) counts:
 
 - :data:`READS` write nothing and are forwarded as they are; so are the two phases themselves
-  (:data:`signed_writes.PHASES`), which carry a signature the harness made.
+  (:data:`signed_writes.PHASES`), which carry a signature the harness made, and the webhook
+  configuration writes (:data:`signed_writes.CONFIGURATION`), which append no ledger entry.
 - :data:`WRITES` are signed. Each names the entry kind it appends, its chain, and how every field
   of its body is derived from the call (parsed with the tool's published input model, as the
   server parses it) and from the entry's own id, time and agent.
@@ -44,7 +45,7 @@ from mentis.api.thoughts import AppendThoughtInput, ForgetThoughtInput
 from mentis.errors import InvalidInput, SkillTextError
 from mentis.ledger import signing
 from mentis.ledger.canonical import canonical
-from mentis.service.signed_writes import PHASES
+from mentis.service.signed_writes import CONFIGURATION, PHASES
 
 READS = frozenset(
     {
@@ -52,6 +53,7 @@ READS = frozenset(
         *("traverse_thoughts", "context_bundle", "recent_context", "export_memory_md"),
         *("read_skill", "search_skills", "list_skills", "skill_versions", "list_agents", "show_agent"),
         *("list_proposals", "show_proposal", "federated_search"),
+        *("list_webhooks", "webhook_deliveries"),
     }
 )
 """Tools that write nothing: forwarded unsigned."""
@@ -382,7 +384,7 @@ WRITES: dict[str, Write] = {
 }
 """Every write tool the proxy signs: the one place that says what each may append."""
 
-PASSED = READS | PHASES
+PASSED = READS | PHASES | CONFIGURATION
 """Tools forwarded unsigned while signing."""
 
 

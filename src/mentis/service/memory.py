@@ -3,7 +3,7 @@ format.
 
 ``Memory`` owns one store and one embedder for the life of a process (:class:`ServiceContext`)
 and composes the operation groups, one module each: attempts, thoughts, skills, agents, browse,
-transfer (export, import), integrity (verify, rebuild, reindex), stats and staleness. Each public
+transfer (export, import), integrity (verify, rebuild, reindex), stats, staleness and webhooks. Each public
 operation is a method here that calls its group's, with the caller as the store stands: its
 damaged chains refused (:meth:`Memory.caller_now`), so no answer reads a chain that does not verify.
 
@@ -102,6 +102,18 @@ from mentis.api.thoughts import (
     TraverseResult,
 )
 from mentis.api.verify import VerifyResult
+from mentis.api.webhooks import (
+    CreateWebhookInput,
+    CreateWebhookResult,
+    DeleteWebhookResult,
+    DeliveriesInput,
+    DeliveriesResult,
+    ListWebhooksInput,
+    ListWebhooksResult,
+    RedeliverInput,
+    RedeliverResult,
+    WebhookRef,
+)
 from mentis.config import Settings
 from mentis.providers.embed import Embedder, load_embedder
 from mentis.providers.rerank import Reranker, load_reranker
@@ -121,6 +133,7 @@ from mentis.service.staleness import stale_attempts
 from mentis.service.stats import collect_stats
 from mentis.service.thoughts import ThoughtOps
 from mentis.service.transfer import TransferOps
+from mentis.service.webhooks import WebhookOps
 from mentis.store.protocol import RepositoryRow, Store
 from mentis.store.seal import Seal
 
@@ -154,6 +167,7 @@ class Memory:
         self.federation = Federation(self, self.settings.federation, self._open_federated)
         self.review = ReviewOps(self.ctx, self.attempts, self.thoughts)
         self.checkpoints = CheckpointOps(self.ctx)
+        self.webhooks = WebhookOps(self.ctx)
 
     @classmethod
     def open(
@@ -416,6 +430,23 @@ class Memory:
 
     def show_agent(self, caller: Caller, req: ShowAgentInput) -> AgentOut:
         return self.agents.show_agent(self.caller_now(caller), req)
+
+    # ------------------------------------------------------------ webhooks (mentis.service.webhooks)
+
+    def create_webhook(self, caller: Caller, req: CreateWebhookInput) -> CreateWebhookResult:
+        return self.webhooks.create_webhook(self.caller_now(caller), req)
+
+    def list_webhooks(self, caller: Caller, req: ListWebhooksInput) -> ListWebhooksResult:
+        return self.webhooks.list_webhooks(self.caller_now(caller), req)
+
+    def delete_webhook(self, caller: Caller, req: WebhookRef) -> DeleteWebhookResult:
+        return self.webhooks.delete_webhook(self.caller_now(caller), req)
+
+    def webhook_deliveries(self, caller: Caller, req: DeliveriesInput) -> DeliveriesResult:
+        return self.webhooks.webhook_deliveries(self.caller_now(caller), req)
+
+    def redeliver_webhook(self, caller: Caller, req: RedeliverInput) -> RedeliverResult:
+        return self.webhooks.redeliver_webhook(self.caller_now(caller), req)
 
     # ------------------------------------------------------------ browsing (mentis.service.browse)
 

@@ -90,6 +90,18 @@ from mentis.api.thoughts import (
     TraverseResult,
 )
 from mentis.api.verify import VerifyInput, VerifyResult
+from mentis.api.webhooks import (
+    CreateWebhookInput,
+    CreateWebhookResult,
+    DeleteWebhookResult,
+    DeliveriesInput,
+    DeliveriesResult,
+    ListWebhooksInput,
+    ListWebhooksResult,
+    RedeliverInput,
+    RedeliverResult,
+    WebhookRef,
+)
 from mentis.errors import InvalidInput
 from mentis.service.access import Caller
 from mentis.service.memory import Memory
@@ -430,6 +442,53 @@ REVIEW_OPERATIONS: tuple[Operation, ...] = (
     ),
 )
 OPERATIONS += REVIEW_OPERATIONS
+WEBHOOK_OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "create_webhook",
+        CreateWebhookInput,
+        CreateWebhookResult,
+        lambda m, c, r, _: m.create_webhook(c, r),
+        "Admin: subscribe a URL to events, bounded by a token's read scope. The secret is shown once.",
+        writes=True,
+        admin=True,
+    ),
+    Operation(
+        "list_webhooks",
+        ListWebhooksInput,
+        ListWebhooksResult,
+        lambda m, c, r, _: m.list_webhooks(c, r),
+        "Admin: list webhook subscriptions (URL, events, filters, token); never their secrets.",
+        admin=True,
+    ),
+    Operation(
+        "delete_webhook",
+        WebhookRef,
+        DeleteWebhookResult,
+        lambda m, c, r, _: m.delete_webhook(c, r),
+        "Admin: delete a subscription and its pending deliveries.",
+        writes=True,
+        admin=True,
+        destructive=True,
+    ),
+    Operation(
+        "webhook_deliveries",
+        DeliveriesInput,
+        DeliveriesResult,
+        lambda m, c, r, _: m.webhook_deliveries(c, r),
+        "Admin: recent deliveries, newest first (state dead: gave up, with last error).",
+        admin=True,
+    ),
+    Operation(
+        "redeliver_webhook",
+        RedeliverInput,
+        RedeliverResult,
+        lambda m, c, r, _: m.redeliver_webhook(c, r),
+        "Admin: queue a delivery (e.g. a dead one) again now, its attempts counted afresh.",
+        writes=True,
+        admin=True,
+    ),
+)
+OPERATIONS += WEBHOOK_OPERATIONS
 
 BY_NAME = {op.name: op for op in OPERATIONS}
 

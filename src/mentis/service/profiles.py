@@ -46,6 +46,13 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "federation": ("federated_search",),
     "retrospectives": ("append_retrospective",),
     "review": ("list_proposals", "show_proposal", "accept_proposal", "reject_proposal"),
+    "webhooks": (
+        "create_webhook",
+        "list_webhooks",
+        "delete_webhook",
+        "webhook_deliveries",
+        "redeliver_webhook",
+    ),
 }
 """Every operation in exactly one group (tests/test_profiles.py holds it to that)."""
 

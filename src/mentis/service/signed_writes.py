@@ -41,12 +41,14 @@ PHASES = frozenset({"prepare_write", "signed_write"})
 SERVER_HELD = frozenset({"accept_proposal", "reject_proposal"})
 """Writes whose content the server holds (the review queue's proposals), not the call: a client
 cannot see what it would sign, and preparing one would decide it."""
+CONFIGURATION = frozenset({"create_webhook", "delete_webhook", "redeliver_webhook"})
+"""Write operations that change configuration outside the ledger (webhooks): no entry to sign."""
 
 
 def check_signable(tool: str, writes: bool) -> None:
     """InvalidInput unless ``tool`` (an operation that ``writes`` or not) appends the one ledger
     entry a client can sign."""
-    if tool in PHASES or not writes:
+    if tool in PHASES or tool in CONFIGURATION or not writes:
         raise InvalidInput(f"tool: {tool} writes nothing to sign; call it directly", field="tool")
     if tool in SERVER_HELD:
         raise InvalidInput(

@@ -166,6 +166,41 @@ SqlParams = Mapping[str, str | int | float | bool | None]
 """The named parameters of one ``recall`` statement."""
 
 
+class WebhookRow(NamedTuple):
+    """One webhook subscription (``mentis.store.shared.webhooks``)."""
+
+    id: str
+    url: str
+    events: tuple[str, ...]
+    repository: str | None
+    status: str | None
+    thought_type: str | None
+    mode: str
+    token_id: str
+    secret: str
+    created_at: str
+    created_by: str
+
+
+class DeliveryRow(NamedTuple):
+    """One outbox row: a ledger entry to deliver to one subscription, and how that went."""
+
+    id: str
+    webhook_id: str
+    event: str
+    chain: str
+    entry_rowid: int
+    record_id: str
+    at: str
+    state: str
+    attempts: int
+    next_at: float
+    last_error: str | None
+    last_status: int | None
+    created: float
+    delivered_at: float | None
+
+
 @dataclass(frozen=True, slots=True)
 class SqlResult:
     columns: list[str]
@@ -205,6 +240,19 @@ class Store(Protocol):
     damaged: dict[str, IntegrityError]
 
     def warm(self) -> None: ...
+    # webhook subscriptions and their outbox (mentis.store.shared.webhooks), outside the ledger
+    def webhook_insert(self, row: WebhookRow) -> None: ...
+    def webhook_rows(self, webhook_id: str | None = None) -> list[WebhookRow]: ...
+    def webhook_delete(self, webhook_id: str) -> bool: ...
+    def outbox_rows(self, webhook_id: str | None, state: str | None, limit: int) -> list[DeliveryRow]: ...
+    def outbox_due(self, now: float) -> bool: ...
+    def outbox_claim(self, now: float, lease_s: float, limit: int) -> list[DeliveryRow]: ...
+    def outbox_settle(
+        self, delivery_id: str, state: str, next_at: float, error: str | None, status: int | None
+    ) -> None: ...
+    def outbox_redeliver(self, delivery_id: str) -> DeliveryRow | None: ...
+    def outbox_prune(self, before: float) -> int: ...
+    def outbox_entry(self, rowid: int) -> tuple[Entry, bytes | None]: ...
     # writes: each takes the typed body, and the seal that says how its entries are made
     def append_attempt(self, body: AttemptBody, vector: np.ndarray, seal: Seal) -> Entry: ...
     def append_attempts(self, rows: Sequence[AttemptRow], seal: Seal) -> list[Entry]: ...

@@ -22,6 +22,9 @@ the checked skill bodies while migrating, revoking the copies they catch as a re
 11 adds ``chk``, a checksum, to every vector, lexical and vocabulary row (``derived_check``; the
 tables earlier migrations create carry it from the start) and computes it for the rows already
 there. Schema 12 adds ``proposals``, the review queue of proposed memories (outside the ledger).
+Schema 13 adds ``webhooks`` and ``webhook_outbox`` (:mod:`~mentis.store.shared.webhooks`):
+subscriptions and the deliveries each append writes in its own transaction; configuration, outside
+the ledger, which the recall role cannot read.
 
 ``recall`` SQL reads the schema ``mentis_recall``: five views (the documented ones) that parse
 every value out of a body checked against its entry's ``body_hash`` and keep only rows whose
@@ -39,6 +42,7 @@ from mentis.ledger.bodies import status_sql
 from mentis.store.shared.derived_check import PG_VECTOR_CHECK, TERMS, VECTORS, terms_check, vocab_check
 from mentis.store.shared.proposals import PROPOSALS_SCHEMA
 from mentis.store.shared.tokens import POSTGRES_TOKEN_TABLE
+from mentis.store.shared.webhooks import POSTGRES_WEBHOOK_SCHEMA
 
 SIG_STREAMS_SQL = (
     "CREATE TABLE IF NOT EXISTS sig_streams("
@@ -46,7 +50,7 @@ SIG_STREAMS_SQL = (
 )
 """Derived from the ledger (:mod:`mentis.store.shared.agents`): each signing stream's last statement."""
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 SIGNING_VERSION = 5
 """The migration that adds ``sig_streams`` (signed writes; version 4 is the skill registry's)."""
 LEXICON_VERSION = 2
@@ -70,6 +74,8 @@ CHECKS_VERSION = 11
 every existing row's checksum after it (``derived_check``)."""
 PROPOSALS_VERSION = 12
 """The migration that adds ``proposals``, the review queue (:mod:`mentis.store.shared.proposals`)."""
+WEBHOOKS_VERSION = 13
+"""The migration that adds the webhook subscriptions and their outbox (outside the ledger)."""
 RECALL_SCHEMA = "mentis_recall"
 RECALL_ROLE = "mentis_recall"
 
@@ -403,5 +409,6 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (INSTRUCTIONS_VERSION, INSTRUCTIONS_SQL),
     (CHECKS_VERSION, CHECKS_SQL),
     (PROPOSALS_VERSION, PROPOSALS_SCHEMA),
+    (WEBHOOKS_VERSION, POSTGRES_WEBHOOK_SCHEMA),
 )
 """(version, SQL with ``{dim}`` and ``{schema}`` placeholders), applied in order on open."""

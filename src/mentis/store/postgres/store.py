@@ -62,11 +62,14 @@ from mentis.store.shared.schema_check import (
     pg_objects,
     schema_error,
 )
+from mentis.store.shared.webhooks import WEBHOOK_TABLES
 
 log = logging.getLogger(__name__)
 
 SCHEMA_OBJECTS = {
-    "tables": sorted({*LEDGER_TABLES, *DERIVED_TABLES, "sig_streams", "recall_scope", "tokens"}),
+    "tables": sorted(
+        {*LEDGER_TABLES, *DERIVED_TABLES, *WEBHOOK_TABLES, "sig_streams", "recall_scope", "tokens"}
+    ),
     "views": RECALL_SCHEMA,
     "functions": ["mentis_checked_body", "mentis_visible"],
 }

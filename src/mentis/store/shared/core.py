@@ -38,12 +38,12 @@ from mentis.ledger.links import CHECKPOINTS_CHAIN
 from mentis.ledger.registry import Registry
 from mentis.store.protocol import BodyT, SqlParams, SqlResult, Stored
 from mentis.store.seal import Seal
-from mentis.store.shared.agents import AgentCore
 from mentis.store.shared.backend import ConnT
 from mentis.store.shared.derived_check import pg_vector_check, vector_check
 from mentis.store.shared.dialect import as_array
 from mentis.store.shared.entry_ids import claim_id
 from mentis.store.shared.recall_limits import RecallBounds
+from mentis.store.shared.webhooks import WebhookCore
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ def check_list(values: Sequence[str], what: str) -> None:
         raise TypeError(f"{what} must be a list, not one string")
 
 
-class LedgerCore(AgentCore[ConnT]):
+class LedgerCore(WebhookCore[ConnT]):
     """Ledger appends and hash-checked loads, and what every part of the store shares (``self``
     is the store): a record's vector row, its lexical row, a rejection fingerprint."""
 
@@ -113,6 +113,8 @@ class LedgerCore(AgentCore[ConnT]):
         self.damaged = damaged
         for cause in damaged.values():
             log.warning("%s", chain_refused(cause))
+        if damaged:
+            self.announce_damage(damaged)
         return reports
 
     def get_meta(self, key: str) -> str | None:
@@ -158,7 +160,9 @@ class LedgerCore(AgentCore[ConnT]):
         if not seal.commit:
             return None, entry
         self._enforce(conn, fields, key_id, sig)
-        return self._insert(conn, entry, body), entry
+        rowid = self._insert(conn, entry, body)
+        self._announce(conn, entry, rowid, body)
+        return rowid, entry
 
     def _insert(self, conn: ConnT, e: Entry, body: bytes | None) -> int:
         """Write entry ``e`` (and its body), after claiming its id in ``entry_ids``: a Conflict,

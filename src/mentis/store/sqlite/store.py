@@ -37,6 +37,9 @@ ledger in the same transaction. Schema 6 adds ``skill_instructions`` and
 and revokes the copies they catch, as a rebuild would.
 Schema 7 adds ``chk`` to every vector, lexical and vocabulary row (``derived_check``: a checksum,
 checked when the in-process indexes load the rows); opening an older file computes them.
+Schema 8 adds ``webhooks`` and ``webhook_outbox`` (:mod:`~mentis.store.shared.webhooks`): webhook
+subscriptions and the deliveries each append writes in its own transaction, outside the ledger;
+opening an older file creates them empty (``SCHEMA`` runs on every open).
 
 Every open compares the file's tables, indexes, views and triggers with this schema
 (``schema_check``) and refuses a difference, naming it.
@@ -64,6 +67,7 @@ from mentis.store.shared.recall_limits import RecallBounds
 from mentis.store.shared.relational import RelationalStore
 from mentis.store.shared.schema_check import REBUILD, schema_error, sqlite_differences
 from mentis.store.shared.tokens import SQLITE_TOKEN_TABLE
+from mentis.store.shared.webhooks import SQLITE_WEBHOOK_SCHEMA
 from mentis.store.sqlite.connection import SqliteFile
 from mentis.store.sqlite.indexes import LEXICON_SCHEMA, SqliteIndexes
 from mentis.store.sqlite.recall import SqliteRecall
@@ -73,8 +77,15 @@ from mentis.store.sqlite.verify import one_pass, parallel_verify
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 8
-SCHEMA = _LEDGER_SCHEMA + _DERIVED_SCHEMA + THOUGHT_SCHEMA + LEXICON_SCHEMA + PROPOSALS_SCHEMA
+SCHEMA_VERSION = 9
+SCHEMA = (
+    _LEDGER_SCHEMA
+    + _DERIVED_SCHEMA
+    + THOUGHT_SCHEMA
+    + LEXICON_SCHEMA
+    + PROPOSALS_SCHEMA
+    + SQLITE_WEBHOOK_SCHEMA
+)
 """Every table and index of the file, as ``;``-separated statements (run on each open)."""
 DERIVED_OBJECTS = frozenset({*_DERIVED_TABLES, "sig_streams", "entries_agent"})
 """What ``rebuild`` drops and recreates: the derived tables (with any index or trigger on them)
