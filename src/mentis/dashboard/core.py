@@ -23,7 +23,6 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from mentis.api.review import ListProposalsInput
 from mentis.api.verify import VerifyResult
 from mentis.dashboard.session import COOKIE, Session, Signer
 from mentis.errors import InvalidInput, MentisError
@@ -135,7 +134,7 @@ def pending_count(state: State, ctx: Ctx | None) -> int | None:
     if ctx is None or (ctx.auth and not ctx.session.signed_in):
         return None
     try:
-        return state.memory.list_proposals(ctx.caller, ListProposalsInput(status="pending", limit=1)).total
+        return state.memory.count_pending_proposals(ctx.caller)
     except MentisError:
         return None
 
