@@ -62,6 +62,10 @@ class Transcript:
     def prompt(self, text: str) -> None:
         self._line("user", {"role": "user", "content": text})
 
+    def say(self, text: str) -> None:
+        """What the agent said (a text block of an assistant turn)."""
+        self._line("assistant", {"role": "assistant", "content": [{"type": "text", "text": text}]})
+
     def edit(self, path: str, new: str) -> None:
         call = {"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:12]}", "name": "Edit"}
         call["input"] = {"file_path": str(self.cwd / path), "old_string": "", "new_string": new}

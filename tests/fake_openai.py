@@ -15,7 +15,9 @@ OpenRouter does). Embeddings only: ``reordered`` (data in reverse, right indices
 ``wrong_dim``, ``nan``, ``wrong_count``, ``missing_data``, ``string_values``. Chat only:
 ``fenced`` (a correct reply inside a Markdown code fence), ``missing_choices``, ``empty_content``,
 ``prose``, ``non_numeric_score``, ``out_of_range_score``, ``nan_score``, ``missing_id``,
-``duplicate_id``, ``unknown_id``.
+``duplicate_id``, ``unknown_id``. Chat whose user message is not a JSON object is an extraction
+(:meth:`FakeOpenAI._extract`): ``ok``, ``fenced``, ``prose``, ``missing_thoughts``, ``bad_kind``,
+``bad_lines``.
 
 An ``ok`` embedding is :class:`~mentis.providers.embed.HashEmbedder`'s vector of the text, so texts sharing
 words are close. An ``ok`` rerank score is ``scores[id]`` if set, else the share of the query's
@@ -174,6 +176,8 @@ class FakeOpenAI:
         return _json(200, {"object": "list", "data": data, "model": body["model"], "usage": usage})
 
     def _chat(self, behaviour: str, body: dict[str, Any]) -> Reply:
+        if not body["messages"][-1]["content"].startswith("{"):
+            return self._extract(behaviour, body)
         user = json.loads(body["messages"][-1]["content"])
         query_words = set(_WORD.findall(user["query"].lower()))
         entries: list[dict[str, Any]] = []
@@ -210,6 +214,49 @@ class FakeOpenAI:
             200,
             {"id": "chatcmpl-fake", "object": "chat.completion", "model": body["model"], "choices": [choice]},
         )
+
+    def _extract(self, behaviour: str, body: dict[str, Any]) -> Reply:
+        """An extraction (``mentis propose transcript --llm``): ``ok`` proposes, for each line of
+        the chunk whose text says "decided", "found", "must" or "learned", a decision, finding,
+        constraint or lesson quoting its first sentence, with that line's number."""
+        kinds = {"decided": "decision", "found": "finding", "must": "constraint", "learned": "lesson"}
+        thoughts = []
+        for line in body["messages"][-1]["content"].splitlines():
+            number, _, text = line.partition(" ")
+            kind = next((k for word, k in kinds.items() if word in text.lower()), None)
+            if kind is not None and number.isdigit():
+                n = int(number)
+                thoughts.append(
+                    {
+                        "kind": kind,
+                        "content": text.split(": ", 1)[-1].split(". ")[0],
+                        "from_line": n,
+                        "to_line": n,
+                    }
+                )
+        if behaviour == "bad_kind" and thoughts:
+            thoughts[0]["kind"] = "gossip"
+        elif behaviour == "bad_lines" and thoughts:
+            thoughts[0]["from_line"] = 10**6
+        elif behaviour not in ("ok", "fenced", "prose", "missing_thoughts"):
+            raise ValueError(f"unknown extraction behaviour {behaviour!r}")
+        content = json.dumps({"thoughts": thoughts})
+        if behaviour == "fenced":
+            content = f"```json\n{content}\n```"
+        elif behaviour == "prose":
+            content = "Here are the decisions I found: the team decided to round to cents."
+        elif behaviour == "missing_thoughts":
+            content = json.dumps({"decisions": thoughts})
+        choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+        prompt = sum(len(m["content"]) for m in body["messages"]) // 4
+        usage = {"prompt_tokens": prompt, "completion_tokens": len(content) // 4}
+        reply = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "model": body["model"],
+            "choices": [choice],
+        }
+        return _json(200, {**reply, "usage": usage})
 
 
 def _json(status: int, payload: Any, headers: dict[str, str] | None = None) -> Reply:

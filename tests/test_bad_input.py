@@ -636,6 +636,33 @@ CASES += [
     Bad("reject_proposal", {"proposal_id": "prop-none", "reason": ""}, ("reason", "at least 1")),
     Bad("reject_proposal", {"proposal_id": "prop-none"}, ("reason", "required"), id="no-reason"),
 ]
+_RETRO = {"repository": REPO, "task_id": "checkout-rounding", "summary": "round once, at the end"}
+CASES += [
+    Bad(
+        "append_retrospective",
+        {**_RETRO, "task_id": "no-such-task"},
+        ("task_id", "no-such-task"),
+        id="unknown-task",
+    ),
+    Bad("append_retrospective", {**_RETRO, "summary": ""}, ("summary",), id="empty-summary"),
+    Bad(
+        "append_retrospective",
+        {**_RETRO, "covers": ["missing-id"]},
+        ("covers", "missing-id"),
+        id="dangling-cover",
+    ),
+    Bad(
+        "append_retrospective", {**_RETRO, "lesson": "x"}, ("lesson", "not a known field"), id="unknown-field"
+    ),
+    Bad("federated_search", {"query": ""}, ("query",), id="empty-query"),
+    Bad(
+        "federated_search",
+        {"query": "q", "memories": ["nowhere"]},
+        ("memories", "nowhere"),
+        id="unknown-memory",
+    ),
+    Bad("federated_search", {"query": "q", "limit": 51}, ("limit", "50"), id="limit-51"),
+]
 TOOLS = {op.name for op in OPERATIONS}
 assert {case.tool for case in CASES} == TOOLS
 
@@ -834,6 +861,26 @@ CLI_CASES: list[tuple[str, list[str], tuple[str, ...], int]] = [
     ("forget-unknown-attempt", ["forget", "--repo", REPO, "no-such-attempt"], ("attempt",), 3),
     ("forget-other-repository", ["forget", "--repo", "github.com/acme/other", ATTEMPT], ("attempt",), 3),
     ("verify-unknown-repository", ["verify", "--repo", "github.com/acme/none"], ("repository",), 3),
+    (
+        "retrospective-unknown-task",
+        ["append-retrospective", "--repo", REPO, "--task", "no-such-task", "sum"],
+        ("task_id", "no-such-task"),
+        2,
+    ),
+    (
+        "retrospective-empty-summary",
+        ["append-retrospective", "--repo", REPO, "--task", "checkout-rounding", ""],
+        ("summary",),
+        2,
+    ),
+    (
+        "retrospective-dangling-cover",
+        ["append-retrospective", "--repo", REPO, "--task", "checkout-rounding", "s", "--cover", "nope"],
+        ("covers", "nope"),
+        2,
+    ),
+    ("search-memory-without-federated", ["search", "q", "--memory", "team"], ("--memory", "--federated"), 2),
+    ("search-federated-unknown-memory", ["search", "q", "--federated", "-m", "nowhere"], ("memories",), 2),
 ]
 
 # The commands were renamed after their operations; the older names stay as aliases and reject the same.

@@ -11,6 +11,9 @@
 - ``MENTIS_AGENT_ID``: the agent identity for writes over stdio and from the CLI
 - ``MENTIS_SIGNING_KEY``: an Ed25519 private key (PEM) registered in the agent registry; the
   process signs its agent's writes with it (``mentis.service.local_signing``)
+- ``MENTIS_FEDERATION`` and ``MENTIS_FEDERATION_*``: the other memories a federated search reads
+  (kept as given in :attr:`Settings.federation`; ``mentis.service.federation`` parses them when a
+  federated search first runs)
 - ``MENTIS_CHECKPOINTS``: a directory of signed checkpoints (every ``*.json`` under it); opening
   the store refuses one that does not hold them (``mentis.service.checkpoints``)
 - the providers' ``MENTIS_EMBED_*``, ``MENTIS_RERANK_*`` and ``OPENROUTER_API_KEY`` (kept as given in
@@ -31,6 +34,8 @@ import platformdirs
 
 PROVIDER_VARIABLES = ("MENTIS_EMBED_", "MENTIS_RERANK_", "OPENROUTER_API_KEY")
 """Prefixes of the variables kept for the providers in :attr:`Settings.providers`."""
+FEDERATION_VARIABLE = "MENTIS_FEDERATION"
+"""Prefix of the variables kept for federated search in :attr:`Settings.federation`."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,7 @@ class Settings:
     signing_key: Path | None = None
     checkpoints: Path | None = None
     providers: Mapping[str, str] = field(default_factory=dict, hash=False)
+    federation: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     @property
     def hook_error_log(self) -> Path:
@@ -92,6 +98,7 @@ class Settings:
             signing_key=Path(key).expanduser() if (key := os.environ.get("MENTIS_SIGNING_KEY")) else None,
             checkpoints=Path(cp).expanduser() if (cp := os.environ.get("MENTIS_CHECKPOINTS")) else None,
             providers={k: v for k, v in os.environ.items() if k.startswith(PROVIDER_VARIABLES)},
+            federation={k: v for k, v in os.environ.items() if k.startswith(FEDERATION_VARIABLE)},
         )
 
 

@@ -22,6 +22,7 @@
     │   └── NothingToRecord       500  10  a hook's check ran where no task can be named
     ├── MissingExtra              500  11  an optional dependency is not installed (names the pip extra)
     ├── RerankFailed              500  12  the LLM rerank failed; search falls back to the fused order
+    ├── ExtractFailed             502  12  the LLM extraction of proposals failed; nothing proposed
     └── RemoteError               502  12  a Mentis server this process calls failed or refused the call
         ├── RemoteUnavailable     502  12  it could not be reached, refused the token or did not answer
         ├── ResponseTooLarge      502  12  its answer was more than the proxy reads
@@ -179,6 +180,20 @@ class RerankFailed(MentisError):
         super().__init__(f"rerank failed: {self.reason}")
 
 
+class ExtractFailed(MentisError):
+    """The LLM extraction call or its reply failed (``mentis propose transcript --llm``); nothing
+    it would have proposed is queued."""
+
+    exit_code = 12
+    code = "extract_failed"
+    http_status = 502
+    max_reason = 300
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason[: self.max_reason]
+        super().__init__(f"LLM extraction failed, nothing proposed: {self.reason}")
+
+
 class RemoteError(MentisError):
     """A Mentis server this process calls (the ``serve --remote`` proxy's, a hook's) could not be
     reached, or refused or failed the call; the message names the server and what it answered."""
@@ -224,6 +239,7 @@ __all__ = [
     "ConfigError",
     "Conflict",
     "EmbeddingError",
+    "ExtractFailed",
     "Forbidden",
     "HookCallFailed",
     "IntegrityError",

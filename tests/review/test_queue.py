@@ -54,7 +54,7 @@ def test_proposals_wait_outside_the_ledger_until_one_is_accepted_as_the_reviewer
     open_memory: Callable[[], Memory],  # noqa: F811
 ) -> None:
     memory = open_memory()
-    proposed = memory.propose_attempts(Caller(agent_id="mentis-propose"), [draft(1), draft(2)])
+    proposed = memory.propose(Caller(agent_id="mentis-propose"), [draft(1), draft(2)])
     assert len(proposed.queued) == 2 and proposed.known == []
     before = memory.verify_integrity(ME).model_dump()
     assert attempts(memory) == []  # nothing is memory yet
@@ -68,9 +68,9 @@ def test_proposals_wait_outside_the_ledger_until_one_is_accepted_as_the_reviewer
     )
     assert attempts(memory) == [("reviewer", first.record["observation"])]
     shown = memory.show_proposal(ME, ShowProposalInput(proposal_id=first.proposal_id))
-    assert (shown.status, shown.decided_by, shown.record_id) == ("accepted", "reviewer", done.attempt_id)
+    assert (shown.status, shown.decided_by, shown.record_id) == ("accepted", "reviewer", done.record_id)
     found = memory.search(ME, SearchInput(query="invoice rounding off by 1 cents", repository=REPO))
-    [task] = [t for t in found.tasks if t.attempt.attempt_id == done.attempt_id]
+    [task] = [t for t in found.tasks if t.attempt.attempt_id == done.record_id]
     assert task.task_id == "cart-rounding"
     assert before != memory.verify_integrity(ME).model_dump()  # one entry more
     assert memory.list_proposals(ME, ListProposalsInput()).total == 1
@@ -81,10 +81,10 @@ def test_proposals_wait_outside_the_ledger_until_one_is_accepted_as_the_reviewer
 
 def test_a_rejected_proposal_is_remembered_and_not_offered_again(open_memory: Callable[[], Memory]) -> None:  # noqa: F811
     memory = open_memory()
-    [p] = memory.propose_attempts(ME, [draft(1)]).queued
+    [p] = memory.propose(ME, [draft(1)]).queued
     rejected = memory.reject_proposal(ME, RejectProposalInput(proposal_id=p.proposal_id, reason="flaky run"))
     assert (rejected.status, rejected.reason) == ("rejected", "flaky run")
-    again = memory.propose_attempts(ME, [draft(1), draft(2)])
+    again = memory.propose(ME, [draft(1), draft(2)])
     assert [k.proposal_id for k in again.known] == [p.proposal_id] and len(again.queued) == 1
     assert again.known[0].status == "rejected"
     assert memory.list_proposals(ME, ListProposalsInput(status="rejected")).proposals[0].reason == "flaky run"
@@ -92,7 +92,7 @@ def test_a_rejected_proposal_is_remembered_and_not_offered_again(open_memory: Ca
 
 def test_a_proposal_is_decided_once(open_memory: Callable[[], Memory]) -> None:  # noqa: F811
     memory = open_memory()
-    [p] = memory.propose_attempts(ME, [draft(1)]).queued
+    [p] = memory.propose(ME, [draft(1)]).queued
     memory.accept_proposal(ME, AcceptProposalInput(proposal_id=p.proposal_id))
     with pytest.raises(Conflict, match="already accepted by reviewer"):
         memory.accept_proposal(ME, AcceptProposalInput(proposal_id=p.proposal_id))
@@ -105,7 +105,7 @@ def test_an_accept_whose_edit_breaks_a_rule_writes_nothing_and_leaves_it_pending
     open_memory: Callable[[], Memory],  # noqa: F811
 ) -> None:
     memory = open_memory()
-    [p] = memory.propose_attempts(ME, [draft(1)]).queued
+    [p] = memory.propose(ME, [draft(1)]).queued
     with pytest.raises(ValueError, match="edits"):
         AcceptProposalInput(proposal_id=p.proposal_id, edits={"observation": ""})
     with pytest.raises(ValueError, match="edits"):
@@ -118,8 +118,8 @@ def test_an_accept_whose_edit_breaks_a_rule_writes_nothing_and_leaves_it_pending
 
 def test_scopes_bound_the_queue(open_memory: Callable[[], Memory]) -> None:  # noqa: F811
     memory = open_memory()
-    [mine] = memory.propose_attempts(ME, [draft(1)]).queued
-    [other] = memory.propose_attempts(ME, [draft(2, "github.com/acme/other")]).queued
+    [mine] = memory.propose(ME, [draft(1)]).queued
+    [other] = memory.propose(ME, [draft(2, "github.com/acme/other")]).queued
     scoped = Caller(agent_id="scoped", repositories=(REPO,))
     assert [p.proposal_id for p in memory.list_proposals(scoped, ListProposalsInput()).proposals] == [
         mine.proposal_id
@@ -132,5 +132,5 @@ def test_scopes_bound_the_queue(open_memory: Callable[[], Memory]) -> None:  # n
     with pytest.raises(Forbidden, match="may only read"):
         memory.accept_proposal(reader, AcceptProposalInput(proposal_id=mine.proposal_id))
     with pytest.raises(Forbidden):
-        memory.propose_attempts(scoped, [draft(3, "github.com/acme/other")])
+        memory.propose(scoped, [draft(3, "github.com/acme/other")])
     assert memory.list_proposals(ME, ListProposalsInput()).total == 2  # nothing decided, nothing added

@@ -21,7 +21,7 @@ OWNER = Caller(agent_id="owner")
 
 
 def test_each_transport_lists_shows_accepts_and_rejects_as_the_service_does(call: Call) -> None:
-    queued = call.live.memory.propose_attempts(OWNER, [draft(1), draft(2)]).queued
+    queued = call.live.memory.propose(OWNER, [draft(1), draft(2)]).queued
     first, second = (p.proposal_id for p in queued)
     listed = call("list_proposals", {})
     assert listed == call.direct("list_proposals", {})
@@ -35,7 +35,7 @@ def test_each_transport_lists_shows_accepts_and_rejects_as_the_service_does(call
     assert (shown["status"], shown["decided_by"], shown["record_id"]) == (
         "accepted",
         "parity",
-        accepted["attempt_id"],
+        accepted["record_id"],
     )
     assert call("reject_proposal", {"proposal_id": second, "reason": "flaky"})[0] == "ok"
     assert call("list_proposals", {})[1]["total"] == 0
@@ -53,7 +53,7 @@ def test_each_transport_lists_shows_accepts_and_rejects_as_the_service_does(call
 def test_bad_input_is_a_clear_error_on_every_transport(
     call: Call, name: str, arguments: dict[str, object], code: str
 ) -> None:
-    queued = call.live.memory.propose_attempts(OWNER, [draft(1)]).queued
+    queued = call.live.memory.propose(OWNER, [draft(1)]).queued
     arguments = {k: queued[0].proposal_id if v == "PROPOSAL" else v for k, v in arguments.items()}
     got = call(name, arguments)
     assert got[0] == code == call.direct(name, arguments)[0], got

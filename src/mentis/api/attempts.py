@@ -145,12 +145,22 @@ class AttemptPreview(Out):
     reasserts: list[Rejection] = Field(default_factory=list)
 
 
+class RetrospectiveOut(Out):
+    thought_id: str
+    summary: str
+    created_at: str
+    agent_id: str
+
+
 class TaskResult(Out):
     repository: str
     task_id: str
     title: str | None = None
     score: float
     score_parts: ScoreParts
+    retrospective: RetrospectiveOut | None = Field(
+        default=None, description="the task's newest retrospective, while no attempt is newer"
+    )
     attempt: AttemptPreview
     matched_attempt_ids: list[str]
     attempt_count: int

@@ -32,13 +32,16 @@ class SourceEpisode(Out):
     to_line: int
 
 
+ProposalKind = Literal["attempt", "thought"]
+
+
 class ProposalOut(Out):
     proposal_id: str
-    kind: Literal["attempt"]
+    kind: ProposalKind
     repository: str
     status: ProposalStatus
     record: dict[str, Any]
-    """The proposed record's fields (a ``record_attempt`` input)."""
+    """The proposed record's fields (a ``record_attempt`` or ``append_thought`` input)."""
     source: SourceEpisode
     proposed_at: str
     proposed_by: str
@@ -65,8 +68,10 @@ class ShowProposalInput(Strict):
 
 
 class ProposalEdits(Strict):
-    """What a reviewer changes in an attempt before accepting it (anything left out stays)."""
+    """What a reviewer changes before accepting (anything left out stays): ``content`` for a
+    thought; ``task_title``, ``action``, ``observation``, ``inference`` for an attempt."""
 
+    content: NonEmptyText | None = None
     task_id: Identifier | None = None
     task_title: Title | None = None
     action: NonEmptyText | None = None
@@ -82,7 +87,8 @@ class AcceptProposalInput(Strict):
 
 class AcceptProposalResult(Out):
     proposal_id: str
-    attempt_id: str
+    record_id: str
+    """The attempt's or thought's id."""
     ledger: LedgerRef
 
 

@@ -263,3 +263,26 @@ class MemoryMdExportResult(Out):
 class MemoryMdImportResult(Out):
     imported: int
     thought_ids: list[str]
+
+
+# ---------------------------------------------------------------- retrospectives
+
+
+class AppendRetrospectiveInput(Strict):
+    repository: Identifier
+    task_id: Identifier
+    summary: NonEmptyText
+    covers: Annotated[list[Identifier], Field(max_length=MAX_REFS + MAX_RELATIONS)] | None = Field(
+        default=None,
+        description="attempt and thought ids it covers (default: the task's attempts, newest 64)",
+    )
+    tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] = Field(default_factory=list)
+    session_id: Identifier | None = None
+
+
+class AppendRetrospectiveResult(Out):
+    thought_id: str
+    ledger: LedgerRef
+    attempts: list[str] = Field(description="the attempts it covers (linked as refs)")
+    thoughts: list[str] = Field(description="the thoughts it covers (linked by Summarizes relations)")
+    warnings: list[str] = Field(default_factory=list)

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mentis.api.attempts import SearchResult
+from mentis.api.federation import FederatedSearchResult
 from mentis.cli.common import DbOpt, JsonOpt, RepoOpt, emit, err, errors, open_memory, run, run_op
 from mentis.errors import InvalidInput
 
@@ -100,11 +101,34 @@ def search(
     query: Annotated[str, typer.Argument(help="The problem, described in your own words.")],
     repository: Annotated[str | None, typer.Option("--repo", "-r", help="Only this repository.")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="Tasks to return (1-50).")] = 10,
+    federated: Annotated[
+        bool,
+        typer.Option(
+            "--federated",
+            help="Search this memory and those MENTIS_FEDERATION names, fused by rank "
+            "(the federated_search tool).",
+        ),
+    ] = False,
+    memory: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--memory", "-m", help="With --federated: only this memory (repeat; 'local' is this one)."
+        ),
+    ] = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Search tasks by a problem description (the search tool)."""
-    run_op("search", db, as_json, {"query": query, "repository": repository, "limit": limit}, _print_search)
+    """Search tasks by a problem description (the search tool; --federated: federated_search)."""
+    data: dict[str, Any] = {"query": query, "repository": repository, "limit": limit}
+    if not federated and memory:
+        with errors():
+            raise InvalidInput(
+                "--memory: names a memory of a federated search; add --federated", field="memory"
+            )
+    if federated:
+        run_op("federated_search", db, as_json, {**data, "memories": memory or None}, _print_federated)
+    else:
+        run_op("search", db, as_json, data, _print_search)
 
 
 @commands.command()
@@ -181,6 +205,27 @@ def _print_search(result: SearchResult) -> None:
         console.print(f"   {a.observation[:300]}", highlight=False)
         if a.correction:
             console.print(f"   [yellow]outdated:[/] {a.correction.reason}", highlight=False)
+    console.print(f"[dim]ranking: {result.ranking}[/]")
+
+
+def _print_federated(result: FederatedSearchResult) -> None:
+    console = Console()
+    if not result.tasks:
+        console.print("no matching tasks")
+    for i, f in enumerate(result.tasks, start=1):
+        t, a = f.task, f.task.attempt
+        ranks = ", ".join(f"{r.memory} #{r.rank}" for r in f.ranks)
+        console.print(
+            f"[bold]{i}. {t.title or t.task_id}[/]  [{f.memory}] {t.repository} · {t.task_id} · "
+            f"{t.attempt_count} attempt(s) · ranks {ranks} · fused {f.fused:.4f}",
+            highlight=False,
+        )
+        console.print(f"   [{_colour(a.status)}]{a.status}[/] {a.action}", highlight=False)
+        console.print(f"   {a.observation[:300]}", highlight=False)
+        if a.correction:
+            console.print(f"   [yellow]outdated:[/] {a.correction.reason}", highlight=False)
+    for d in result.unavailable:
+        console.print(f"[red]unavailable:[/] {d.memory}: {d.reason}", highlight=False)
     console.print(f"[dim]ranking: {result.ranking}[/]")
 
 

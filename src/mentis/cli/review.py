@@ -4,17 +4,15 @@ review queue: list, show, accept, reject)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
-from mentis.api.attempts import RecordAttemptInput
-from mentis.api.common import parse
-from mentis.api.review import SourceEpisode
 from mentis.cli.common import DbOpt, JsonOpt, emit, err, errors, open_memory, run_op, settings
-from mentis.errors import InvalidInput, NotACheckout
+from mentis.errors import InvalidInput
 
 commands = typer.Typer()
 propose_app = typer.Typer(
@@ -45,56 +43,80 @@ def transcript(
             "git checkout here).",
         ),
     ] = None,
+    llm: Annotated[
+        bool,
+        typer.Option(
+            "--llm",
+            help="Also propose thoughts (decisions, findings, constraints, lessons) an LLM finds in the "
+            "conversation, scrubbed before sending (the rerank provider's MENTIS_RERANK_* settings).",
+        ),
+    ] = False,
+    llm_budget: Annotated[
+        int,
+        typer.Option(
+            "--llm-budget",
+            min=1,
+            help="Tokens --llm may spend at most (input estimated, output capped per request); "
+            "conversation past it is not sent, and the run says how much.",
+        ),
+    ] = 20_000,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Propose an attempt for each recognised check that ran in the transcripts (no LLM): the
     command, exit status, scrubbed output tail and the files edited before it, grouped into tasks
     by session and branch. The same check recogniser as the hooks (hooks.toml [checks])."""
-    from mentis.integrations import git
     from mentis.integrations.hooks import config as hook_config
-    from mentis.integrations.transcripts import read_claude_code
+    from mentis.integrations.transcripts import Plan, drafts_from
+
+    def announce(run: Plan) -> None:
+        skipped = (
+            f"; {run.skipped} chunks of conversation are over the budget and not sent" if run.skipped else ""
+        )
+        err.print(
+            f"--llm: {len(run.chunks)} requests, about {run.estimate:,} tokens at most "
+            f"(budget {run.budget:,}){skipped}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
     with errors():
         config = settings(db)
-        drafts: list[tuple[RecordAttemptInput, SourceEpisode]] = []
-        repositories: dict[str, str] = {}
-        for file in files:
-            found = read_claude_code(file, hook_config.load(config.home, None))
-            for proposed in found:
-                repo = repository or _repository_of(proposed.cwd, repositories, git)
-                attempt = parse(RecordAttemptInput, {**proposed.fields, "repository": repo})
-                drafts.append((attempt, SourceEpisode(**proposed.episode.as_dict())))
+        cfg = hook_config.load(config.home, None)
+        if llm:
+            from mentis.providers.extract import Extractor
+
+            with Extractor.from_env(os.environ) as extractor:
+                drafts, report = drafts_from(
+                    files, cfg, repository, extractor=extractor, budget_tokens=llm_budget, announce=announce
+                )
+        else:
+            drafts, report = drafts_from(files, cfg, repository)
+        if report is not None:
+            err.print(
+                f"--llm: {report.tokens_in:,} tokens in, {report.tokens_out:,} out (as the provider "
+                f"reported); {report.thoughts} thoughts found",
+                highlight=False,
+                soft_wrap=True,
+            )
     with open_memory(db) as (memory, caller), errors():
-        result = memory.propose_attempts(caller, drafts)
+        result = memory.propose(caller, drafts)
 
     def human(_: Any) -> None:
         out = Console()
         out.print(
-            f"{len(drafts)} checks found; {len(result.queued)} proposed, "
+            f"{len(drafts)} found; {len(result.queued)} proposed, "
             f"{len(result.known)} already known (queued, accepted or rejected before)",
             highlight=False,
         )
         for p in result.queued:
-            out.print(f"  {p.proposal_id}  {p.repository}  {p.record['observation'][:100]}", highlight=False)
+            text = p.record.get("observation") or p.record.get("content", "")
+            out.print(f"  {p.proposal_id}  {p.kind}  {p.repository}  {text[:100]}", highlight=False)
 
-    emit(result, as_json, human)
-
-
-def _repository_of(cwd: str | None, known: dict[str, str], git: Any) -> str:
-    if cwd is None:
-        raise InvalidInput(
-            "repository: the transcript names no directory; pass --repository", field="repository"
-        )
-    if cwd not in known:
-        try:
-            known[cwd] = git.repository_identity(git.toplevel(Path(cwd)))
-        except (NotACheckout, InvalidInput, OSError):
-            raise InvalidInput(
-                f"repository: the session ran in {cwd}, which is not a git checkout here; pass --repository",
-                field="repository",
-            ) from None
-    return known[cwd]
+    data = result.model_dump(mode="json")
+    if report is not None:
+        data["llm"] = report.as_dict()
+    emit(data, as_json, human)
 
 
 def _print_proposal(p: Any) -> None:
@@ -104,7 +126,9 @@ def _print_proposal(p: Any) -> None:
     out.print(f"[bold]{d['proposal_id']}[/] {d['status']}{decided}  {d['repository']}", highlight=False)
     src = d["source"]
     out.print(f"  from {src['transcript']} lines {src['from_line']}-{src['to_line']}", highlight=False)
-    out.print(f"  {d['record'].get('observation', '')}", highlight=False)
+    out.print(
+        f"  {d['kind']}: {d['record'].get('observation') or d['record'].get('content', '')}", highlight=False
+    )
 
 
 @review_app.command("list")
@@ -159,7 +183,7 @@ def accept(
         db,
         as_json,
         data,
-        lambda r: Console().print(f"accepted {r.proposal_id}: attempt {r.attempt_id}", highlight=False),
+        lambda r: Console().print(f"accepted {r.proposal_id}: recorded {r.record_id}", highlight=False),
     )
 
 

@@ -67,6 +67,27 @@ def append_thought(
     run_op("append_thought", db, as_json, _clean(data))
 
 
+@commands.command("append-retrospective")
+def append_retrospective(
+    repository: RepoOpt,
+    task_id: Annotated[str, typer.Option("--task", "-t", help="The task it sums up.")],
+    summary: Annotated[str, typer.Argument(help="What worked, what did not, what to do next.")],
+    cover: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Id of an attempt of the task or of a thought it covers (repeatable; "
+            "default: the task's attempts)."
+        ),
+    ] = None,
+    tag: Many = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Sum up a task in a Retrospective thought (the append_retrospective tool)."""
+    data = {"repository": repository, "task_id": task_id, "summary": summary, "covers": cover, "tags": tag}
+    run_op("append_retrospective", db, as_json, _clean(data))
+
+
 @commands.command("search-thoughts")
 def search_thoughts(
     query: Annotated[str | None, typer.Argument(help="What you are looking for (omit to list).")] = None,

@@ -28,15 +28,21 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from mentis.api.attempts import RecordAttemptInput
+from mentis.api.common import parse
+from mentis.api.review import SourceEpisode
+from mentis.api.thoughts import AppendThoughtInput
 from mentis.errors import InvalidInput
+from mentis.integrations import git
 from mentis.integrations.hooks.checks import recognise
 from mentis.integrations.hooks.config import HookConfig
 from mentis.integrations.hooks.payload import ShellRun
+from mentis.providers.extract import MAX_OUTPUT_TOKENS, Extractor, Line, Usage, estimate_tokens, render
 
 HARNESS = "claude-code"
 MAX_TRANSCRIPT_BYTES = 512 * 1024 * 1024
@@ -209,3 +215,223 @@ def _relative(path: str, cwd: str | None) -> str:
 def _str(data: dict[str, Any], key: str) -> str | None:
     value = data.get(key)
     return value if isinstance(value, str) and value else None
+
+
+# ---------------------------------------------------------------- thoughts, with an LLM (--llm)
+
+CHUNK_CHARS = 12_000
+"""Characters of conversation sent in one request at most (a line longer than this is cut)."""
+MAX_LINE_CHARS = 4_000
+
+
+@dataclass(frozen=True)
+class SessionText:
+    """What the user asked and the agent said in one session, line by line."""
+
+    transcript: str
+    session_id: str
+    cwd: str | None
+    branch: str | None
+    lines: list[Line]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    session: SessionText
+    lines: list[Line]
+    text: str
+    """As sent: rendered and scrubbed (:func:`mentis.providers.extract.render`)."""
+    estimate: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The requests a run will make within its budget, and the chunks it leaves out."""
+
+    chunks: list[Chunk]
+    skipped: int
+    budget: int
+
+    @property
+    def estimate(self) -> int:
+        """Tokens at most: each request's estimated input plus its output cap."""
+        return sum(c.estimate + MAX_OUTPUT_TOKENS for c in self.chunks)
+
+
+@dataclass(frozen=True)
+class ProposedThought:
+    """One thought the LLM found: ``fields`` are an ``append_thought`` body without its repository."""
+
+    fields: dict[str, Any]
+    episode: Episode
+    cwd: str | None
+    branch: str | None
+
+
+def conversation(path: Path) -> list[SessionText]:
+    """The user prompts and the agent's text of each session in the transcript at ``path``
+    (tool calls and their output are left out: the checks are proposed as attempts)."""
+    sessions: dict[str, tuple[str | None, str | None, list[Line]]] = {}
+    for number, line in _lines(path):
+        kind = line.get("type")
+        if kind not in ("user", "assistant"):
+            continue
+        session_id = _str(line, "sessionId") or path.stem
+        lines = sessions.setdefault(session_id, (_str(line, "cwd"), _str(line, "gitBranch"), []))[2]
+        message = line.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            texts = [content]
+        elif isinstance(content, list):
+            texts = [
+                b["text"]
+                for b in content
+                if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+            ]
+        else:
+            texts = []
+        text = "\n".join(t.strip() for t in texts if t.strip())
+        if text:
+            lines.append(Line(number, "user" if kind == "user" else "agent", text[:MAX_LINE_CHARS]))
+    return [
+        SessionText(str(path), sid, cwd, branch, lines)
+        for sid, (cwd, branch, lines) in sessions.items()
+        if lines
+    ]
+
+
+def plan(sessions: list[SessionText], budget_tokens: int) -> Plan:
+    """The chunks to send, in order, while their estimated cost (input plus the output cap) fits
+    ``budget_tokens``; the rest are skipped, and the run says how many."""
+    chunks: list[Chunk] = []
+    for session in sessions:
+        current: list[Line] = []
+        size = 0
+        for line in [*session.lines, None]:
+            if line is None or (current and size + len(line.text) > CHUNK_CHARS):
+                if current:
+                    text = render(current, MAX_LINE_CHARS)
+                    chunks.append(Chunk(session, current, text, estimate_tokens(text)))
+                current, size = [], 0
+            if line is not None:
+                current.append(line)
+                size += len(line.text)
+    kept: list[Chunk] = []
+    spent = 0
+    for chunk in chunks:
+        cost = chunk.estimate + MAX_OUTPUT_TOKENS
+        if spent + cost > budget_tokens:
+            break
+        kept.append(chunk)
+        spent += cost
+    return Plan(kept, len(chunks) - len(kept), budget_tokens)
+
+
+def extract_thoughts(run: Plan, extractor: Extractor) -> tuple[list[ProposedThought], Usage]:
+    """Ask ``extractor`` for the thoughts of every planned chunk: all of them, or ExtractFailed."""
+    found: list[ProposedThought] = []
+    tokens_in = tokens_out = 0
+    for chunk in run.chunks:
+        thoughts, usage = extractor.extract(chunk.lines, chunk.text)
+        tokens_in, tokens_out = tokens_in + usage.tokens_in, tokens_out + usage.tokens_out
+        s = chunk.session
+        for t in thoughts:
+            fields = {
+                "type": "LLMExtracted",
+                "content": t.content,
+                "tags": ["llm", t.kind],
+                "task_id": task_id(s.branch, s.session_id),
+                "session_id": s.session_id[:256],
+                "confidence": "0.5",
+            }
+            found.append(
+                ProposedThought(
+                    fields, Episode(s.transcript, s.session_id, t.from_line, t.to_line), s.cwd, s.branch
+                )
+            )
+    return found, Usage(tokens_in, tokens_out)
+
+
+# ---------------------------------------------------------------- what `mentis propose transcript` queues
+
+
+@dataclass(frozen=True)
+class LlmReport:
+    """What an ``--llm`` run planned and spent (tokens as the provider reported them)."""
+
+    budget: int
+    requests: int
+    skipped: int
+    estimate: int
+    tokens_in: int
+    tokens_out: int
+    thoughts: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            k: getattr(self, k)
+            for k in ("budget", "requests", "skipped", "estimate", "tokens_in", "tokens_out", "thoughts")
+        }
+
+
+Draft = tuple[RecordAttemptInput | AppendThoughtInput, SourceEpisode]
+
+
+def drafts_from(
+    files: Sequence[Path],
+    cfg: HookConfig,
+    repository: str | None,
+    *,
+    extractor: Extractor | None = None,
+    budget_tokens: int = 0,
+    announce: Callable[[Plan], None] | None = None,
+) -> tuple[list[Draft], LlmReport | None]:
+    """The proposals of ``files``: an attempt per check that ran and, with ``extractor``, the
+    thoughts an LLM finds in the conversation within ``budget_tokens`` (``announce`` hears the
+    plan before anything is sent). Each is parsed as its tool's input: a field that breaks a rule
+    is InvalidInput naming it, and nothing is proposed."""
+    repositories: dict[str, str] = {}
+
+    def repo_of(cwd: str | None) -> str:
+        return repository or _repository_of(cwd, repositories)
+
+    drafts: list[Draft] = []
+    for file in files:
+        for found in read_claude_code(file, cfg):
+            attempt = parse(RecordAttemptInput, {**found.fields, "repository": repo_of(found.cwd)})
+            drafts.append((attempt, SourceEpisode(**found.episode.as_dict())))
+    if extractor is None:
+        return drafts, None
+    run = plan([s for file in files for s in conversation(file)], budget_tokens)
+    if announce is not None:
+        announce(run)
+    thoughts, usage = extract_thoughts(run, extractor)
+    for t in thoughts:
+        thought = parse(AppendThoughtInput, {**t.fields, "repository": repo_of(t.cwd)})
+        drafts.append((thought, SourceEpisode(**t.episode.as_dict())))
+    report = LlmReport(
+        budget_tokens,
+        len(run.chunks),
+        run.skipped,
+        run.estimate,
+        usage.tokens_in,
+        usage.tokens_out,
+        len(thoughts),
+    )
+    return drafts, report
+
+
+def _repository_of(cwd: str | None, known: dict[str, str]) -> str:
+    if cwd is None:
+        raise InvalidInput(
+            "repository: the transcript names no directory; pass --repository", field="repository"
+        )
+    if cwd not in known:
+        try:
+            known[cwd] = git.repository_identity(git.toplevel(Path(cwd)))
+        except (InvalidInput, OSError):  # NotACheckout is an InvalidInput
+            raise InvalidInput(
+                f"repository: the session ran in {cwd}, which is not a git checkout here; pass --repository",
+                field="repository",
+            ) from None
+    return known[cwd]

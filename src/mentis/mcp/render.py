@@ -36,6 +36,7 @@ from mentis.api.attempts import (
     TaskResult,
 )
 from mentis.api.common import Rejection
+from mentis.api.federation import FederatedSearchResult
 from mentis.api.skills import (
     DeleteSkillResult,
     ListSkillsResult,
@@ -48,6 +49,7 @@ from mentis.api.skills import (
 )
 from mentis.api.stats import StatsResult
 from mentis.api.thoughts import (
+    AppendRetrospectiveResult,
     AppendThoughtResult,
     ContextBundleResult,
     ForgetThoughtResult,
@@ -129,13 +131,33 @@ def _(r: SearchResult) -> str:
     return _lines(head, *blocks, note)
 
 
-def _task(i: int, t: TaskResult, *, show_repo: bool) -> str:
+@render.register
+def _(r: FederatedSearchResult) -> str:
+    down = [f"unavailable: {d.memory}: {cut(d.reason, 200)}" for d in r.unavailable]
+    if not r.tasks:
+        return _lines(f"no matching tasks in {', '.join(r.answered) or 'any memory'}", *down)
+    head = (
+        f"{len(r.tasks)} tasks from {', '.join(r.answered)}, best first by rank fusion "
+        "(recall repository + task_id in the memory named)"
+    )
+    blocks = []
+    for i, t in enumerate(r.tasks, 1):
+        ranks = ", ".join(f"{m.memory} #{m.rank}" for m in t.ranks)
+        blocks.append(_task(i, t.task, show_repo=True, where=f"memory={t.memory}; ranks {ranks}; "))
+    return _lines(head, *blocks, *down)
+
+
+def _task(i: int, t: TaskResult, *, show_repo: bool, where: str = "") -> str:
     a = t.attempt
     title = f" {cut(t.title, 80)}" if t.title else ""
     repo = f" repository={t.repository}" if show_repo else ""
     count = f"{t.attempt_count} attempt{'s' if t.attempt_count != 1 else ''}"
-    head = f"{i}. [{a.status}]{title} (task_id={t.task_id}{repo}; {count}; {a.created_at[:10]})"
-    return _lines(head, f"   {_preview(a)}", *_flags(a))
+    head = f"{i}. [{a.status}]{title} (task_id={t.task_id}{repo}; {where}{count}; {a.created_at[:10]})"
+    retro = t.retrospective
+    summary = (
+        f"   retrospective ({retro.created_at[:10]}): {cut(retro.summary, PREVIEW_CHARS)}" if retro else None
+    )
+    return _lines(head, summary, f"   {_preview(a)}", *_flags(a))
 
 
 def _preview(a: AttemptPreview) -> str:
@@ -273,6 +295,15 @@ def _(r: AppendThoughtResult) -> str:
     head = f"stored thought {r.thought_id} (ledger seq {r.ledger.seq})"
     superseded = f"supersedes near-duplicates: {', '.join(r.superseded)}" if r.superseded else None
     return _lines(head, superseded, *_warnings(r.warnings), *_reasserts(r.reasserts))
+
+
+@render.register
+def _(r: AppendRetrospectiveResult) -> str:
+    head = (
+        f"stored retrospective {r.thought_id} (ledger seq {r.ledger.seq}) covering "
+        f"{len(r.attempts)} attempts and {len(r.thoughts)} thoughts"
+    )
+    return _lines(head, *_warnings(r.warnings))
 
 
 @render.register

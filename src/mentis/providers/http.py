@@ -56,6 +56,7 @@ class OpenAIClient:
         max_wait: float = 4.0,
         sleep: Callable[[float], None] = time.sleep,
         max_reply_bytes: int = MAX_REPLY_BYTES,
+        refused: str = "the provider refused the API key",
     ) -> None:
         self.base_url = check_base_url(base_url)
         self.timeout = timeout
@@ -66,6 +67,7 @@ class OpenAIClient:
         self._max_wait = max_wait
         self._sleep = sleep
         self._max_reply_bytes = max_reply_bytes
+        self._refused = refused
         headers = {"Accept": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
@@ -96,7 +98,7 @@ class OpenAIClient:
                 return reply
             reason = f"HTTP {status}: {self._detail(content)}"
             if status in (401, 403):
-                reason += " (the provider refused the API key)"
+                reason += f" ({self._refused})"
             if (status == 429 or status >= 500) and attempt < self._retries:
                 wait = self._wait(attempt, headers.get("retry-after"))
                 logger.info("%s; retrying in %.2fs", self.redact(reason), wait)

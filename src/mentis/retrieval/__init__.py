@@ -133,3 +133,25 @@ def group_tasks(ranked: Sequence[Scored], keys: dict[int, tuple[str, str]], limi
         if len(hit.attempts) < MAX_ATTEMPTS_PER_TASK:
             hit.attempts.append(s)
     return sorted(tasks.values(), key=lambda t: -t.score)
+
+
+def fuse_ranked(lists: Sequence[Sequence[Any]], k: float = RRF_K) -> list[tuple[Any, float, list[int]]]:
+    """Reciprocal-rank fusion of ranked lists of keys, best first (the fusion :func:`fuse` applies
+    inside one store): a key's score is the sum of ``1 / (k + rank)`` over the lists holding it.
+    Returns (key, score, its rank in each list or 0 where absent), best first; ties go to the best
+    single rank, then to the earlier list."""
+    scores: dict[Any, float] = {}
+    ranks: dict[Any, list[int]] = {}
+    for i, ranked in enumerate(lists):
+        for rank, key in enumerate(ranked, start=1):
+            if key in ranks and ranks[key][i]:
+                continue  # a list names a key once; a repeat adds nothing
+            scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
+            ranks.setdefault(key, [0] * len(lists))[i] = rank
+
+    def order(key: Any) -> tuple[float, int, int]:
+        held = [(r, i) for i, r in enumerate(ranks[key]) if r]
+        best = min(held)
+        return (-scores[key], best[0], best[1])
+
+    return [(key, scores[key], ranks[key]) for key in sorted(scores, key=order)]

@@ -37,6 +37,7 @@ from mentis.providers.rerank import RerankItem, apply_rerank
 from mentis.retrieval import pipeline, titles
 from mentis.service.access import Caller, left_out_note, may_read, may_write
 from mentis.service.context import ServiceContext, secret_warnings
+from mentis.service.retrospectives import fresh_retrospectives
 from mentis.service.thoughts import ThoughtOps, rejection_out, stored_reasserts
 from mentis.store.protocol import StoredAttempt
 from mentis.store.seal import Seal
@@ -139,6 +140,7 @@ class AttemptOps:
         )
         hits, usefulness, ranking = self._rerank(req.query, hits, previews, info, base)
         current = dict(req.current_file_hashes or {})
+        retrospectives = fresh_retrospectives(self.store, caller, [(h.repository, h.task_id) for h in hits])
         tasks = []
         for hit in hits:
             best = hit.attempts[0]
@@ -154,6 +156,7 @@ class AttemptOps:
                     title=title,
                     score=round(best.final, 6),
                     score_parts=ScoreParts(**best.parts(), usefulness=usefulness.get(best.rowid)),
+                    retrospective=retrospectives.get((hit.repository, hit.task_id)),
                     attempt=_preview(
                         stored,
                         current if req.current_file_hashes is not None else None,

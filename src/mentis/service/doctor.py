@@ -26,6 +26,7 @@ import orjson
 
 from mentis.config import Settings
 from mentis.errors import EmbeddingError, IntegrityError, MentisError
+from mentis.service.federation import parse_memories
 from mentis.store.protocol import Store
 
 Status = Literal["ok", "warn", "fail"]
@@ -299,6 +300,16 @@ def _providers(ctx: _Context) -> Iterator[Finding]:
         )
 
 
+def _federation(ctx: _Context) -> Iterator[Finding]:
+    """The memories ``MENTIS_FEDERATION`` names, parsed as a federated search would (not reached)."""
+    memories = parse_memories(ctx.settings.federation)
+    if not memories:
+        yield Finding("federation", "ok", "no other memory configured (MENTIS_FEDERATION)")
+        return
+    kinds = ", ".join(f"{m.name} ({'remote Mentis' if m.remote else 'PostgreSQL'})" for m in memories)
+    yield Finding("federation", "ok", f"federated search reads local and {kinds}")
+
+
 # ---------------------------------------------------------------- serving and operations
 
 
@@ -395,6 +406,7 @@ _CHECKS: tuple[tuple[str, Check], ...] = (
     ("ledger", _ledger),
     ("model", _model),
     ("providers", _providers),
+    ("federation", _federation),
     ("http", _http),
     ("tokens", _tokens),
     ("hook errors", _hook_errors),

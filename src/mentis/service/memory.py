@@ -46,6 +46,7 @@ from mentis.api.attempts import (
     StaleInput,
     StaleResult,
 )
+from mentis.api.federation import FederatedSearchInput, FederatedSearchResult
 from mentis.api.review import (
     AcceptProposalInput,
     AcceptProposalResult,
@@ -79,6 +80,8 @@ from mentis.api.skills import (
 )
 from mentis.api.stats import StatsInput, StatsResult
 from mentis.api.thoughts import (
+    AppendRetrospectiveInput,
+    AppendRetrospectiveResult,
     AppendThoughtInput,
     AppendThoughtResult,
     ContextBundleInput,
@@ -108,8 +111,10 @@ from mentis.service.attempts import AttemptOps
 from mentis.service.browse import BrowseOps, TaskPage, Timeline
 from mentis.service.checkpoints import CheckpointOps, Held, Made, check_checkpoints, checkpoint_files
 from mentis.service.context import ServiceContext, open_store
+from mentis.service.federation import Federation
 from mentis.service.integrity import IntegrityOps
 from mentis.service.local_signing import LocalSigner
+from mentis.service.retrospectives import append_retrospective
 from mentis.service.review import ReviewOps
 from mentis.service.skills import SkillOps, SkillReview
 from mentis.service.staleness import stale_attempts
@@ -146,7 +151,8 @@ class Memory:
         self.agents = AgentOps(self.ctx)
         self.transfer = TransferOps(self.ctx)
         self.integrity = IntegrityOps(self.ctx)
-        self.review = ReviewOps(self.ctx, self.attempts)
+        self.federation = Federation(self, self.settings.federation, self._open_federated)
+        self.review = ReviewOps(self.ctx, self.attempts, self.thoughts)
         self.checkpoints = CheckpointOps(self.ctx)
 
     @classmethod
@@ -205,14 +211,24 @@ class Memory:
         self.ctx.warm_up()
 
     def close(self) -> None:
+        self.federation.close()
         self.ctx.close()
+
+    def _open_federated(self, url: str) -> Memory:
+        """A PostgreSQL store another memory of a federated search lives in, with this embedder."""
+        settings = replace(
+            self.settings, database_url=url, signing_key=None, checkpoints=None, reranker="off", federation={}
+        )
+        return Memory.open(settings, self.embedder)
 
     # ------------------------------------------------------------ review queue (mentis.service.review)
 
-    def propose_attempts(
-        self, caller: Caller, drafts: Sequence[tuple[RecordAttemptInput, SourceEpisode]]
+    def propose(
+        self,
+        caller: Caller,
+        drafts: Sequence[tuple[RecordAttemptInput | AppendThoughtInput, SourceEpisode]],
     ) -> ProposeResult:
-        return self.review.propose_attempts(self.caller_now(caller), drafts)
+        return self.review.propose(self.caller_now(caller), drafts)
 
     def list_proposals(self, caller: Caller, req: ListProposalsInput) -> ListProposalsResult:
         return self.review.list_proposals(self.caller_now(caller), req)
@@ -242,6 +258,11 @@ class Memory:
 
     def search(self, caller: Caller, req: SearchInput) -> SearchResult:
         return self.attempts.search(self.caller_now(caller), req)
+
+    def federated_search(self, caller: Caller, req: FederatedSearchInput) -> FederatedSearchResult:
+        """``search`` over this memory and the configured others, fused by rank
+        (:mod:`mentis.service.federation`)."""
+        return self.federation.search(caller, req)
 
     def recall(self, caller: Caller, req: RecallInput) -> RecallResult:
         return self.attempts.recall(self.caller_now(caller), req)
@@ -278,6 +299,13 @@ class Memory:
         with self.sealing(caller, seal) as sealed:
             caller = self.caller_now(caller)
             return self.thoughts.append_thought(caller, req, sealed, link_duplicates=link_duplicates)
+
+    def append_retrospective(
+        self, caller: Caller, req: AppendRetrospectiveInput, *, seal: Seal | None = None
+    ) -> AppendRetrospectiveResult:
+        """A Retrospective thought summing up a task (:mod:`mentis.service.retrospectives`)."""
+        with self.sealing(caller, seal) as sealed:
+            return append_retrospective(self.thoughts, self.caller_now(caller), req, sealed)
 
     def forget_thought(
         self, caller: Caller, req: ForgetThoughtInput, *, seal: Seal | None = None

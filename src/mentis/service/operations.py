@@ -37,6 +37,7 @@ from mentis.api.attempts import (
     SearchResult,
 )
 from mentis.api.common import parse
+from mentis.api.federation import FederatedSearchInput, FederatedSearchResult
 from mentis.api.review import (
     AcceptProposalInput,
     AcceptProposalResult,
@@ -67,6 +68,8 @@ from mentis.api.skills import (
 )
 from mentis.api.stats import StatsInput, StatsResult
 from mentis.api.thoughts import (
+    AppendRetrospectiveInput,
+    AppendRetrospectiveResult,
     AppendThoughtInput,
     AppendThoughtResult,
     ContextBundleInput,
@@ -132,6 +135,14 @@ OPERATIONS: tuple[Operation, ...] = (
         "Returns tasks best first: status, preview, outdated reason, stale files. Details: recall.",
     ),
     Operation(
+        "federated_search",
+        FederatedSearchInput,
+        FederatedSearchResult,
+        lambda m, c, r, _: m.federated_search(c, r),
+        "Search this memory and the other memories configured at once, fused by rank; each task names its "
+        "memory, and memories that did not answer are listed with the reason.",
+    ),
+    Operation(
         "recall",
         RecallInput,
         RecallResult,
@@ -187,6 +198,15 @@ OPERATIONS: tuple[Operation, ...] = (
         lambda m, c, r, s: m.append_thought(c, r, seal=s),
         "Store a typed thought (Decision, Finding, Constraint, LessonLearned, Plan...), linked to earlier"
         " ones by refs and relations.",
+        writes=True,
+    ),
+    Operation(
+        "append_retrospective",
+        AppendRetrospectiveInput,
+        AppendRetrospectiveResult,
+        lambda m, c, r, s: m.append_retrospective(c, r, seal=s),
+        "Sum up a task when done or stuck: what worked, what did not, what to do next. Links the "
+        "attempts and thoughts it covers; search shows it first until a newer attempt.",
         writes=True,
     ),
     Operation(

@@ -43,6 +43,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "disable_agent",
     ),
     "signing": ("prepare_write", "signed_write"),
+    "federation": ("federated_search",),
+    "retrospectives": ("append_retrospective",),
     "review": ("list_proposals", "show_proposal", "accept_proposal", "reject_proposal"),
 }
 """Every operation in exactly one group (tests/test_profiles.py holds it to that)."""

@@ -1,7 +1,7 @@
 """The review queue: proposed memories wait here until a reviewer accepts (optionally edited) or
 rejects them (docs/review.md).
 
-A proposal is queued by ``propose_attempts`` (``mentis propose transcript``) under the caller's
+A proposal is queued by ``propose`` (``mentis propose transcript``) under the caller's
 write scope on its repository, keyed by its content: the same proposal offered again — queued,
 accepted or rejected before — is reported as known and not queued twice, so a rejection is
 remembered. Accepting writes the attempt through the ordinary write path as the accepting caller
@@ -30,15 +30,22 @@ from mentis.api.review import (
     ShowProposalInput,
     SourceEpisode,
 )
-from mentis.errors import Conflict, NotFound
+from mentis.api.thoughts import AppendThoughtInput
+from mentis.errors import Conflict, InvalidInput, NotFound
 from mentis.ledger.signing import now_iso
 from mentis.service.access import Caller, may_read, may_write
 from mentis.service.attempts import AttemptOps
 from mentis.service.context import ServiceContext
+from mentis.service.thoughts import ThoughtOps
 from mentis.store.protocol import ProposalRow
 from mentis.store.seal import Seal
 
 PROPOSAL_TAG = "proposal"
+ONLY_FOR = {
+    "attempt": frozenset({"task_title", "action", "observation", "inference"}),
+    "thought": frozenset({"content"}),
+}
+"""Edits that apply to one kind of record only."""
 
 
 def content_key(kind: str, record: dict[str, object]) -> str:
@@ -50,7 +57,7 @@ def content_key(kind: str, record: dict[str, object]) -> str:
 def proposal_out(row: ProposalRow) -> ProposalOut:
     return ProposalOut(
         proposal_id=row.id,
-        kind="attempt",
+        kind=row.kind,  # type: ignore[arg-type]  # the table holds only the two
         repository=row.repository,
         status=row.status,  # type: ignore[arg-type]  # the table holds only the three
         record=json.loads(row.body),
@@ -72,28 +79,32 @@ def _queue_order(p: ProposalOut) -> tuple[str, str, int]:
 class ReviewOps:
     """The queue's operations over one :class:`ServiceContext`; accepting records through ``attempts``."""
 
-    def __init__(self, ctx: ServiceContext, attempts: AttemptOps) -> None:
+    def __init__(self, ctx: ServiceContext, attempts: AttemptOps, thoughts: ThoughtOps) -> None:
         self.ctx = ctx
         self.attempts = attempts
+        self.thoughts = thoughts
 
-    def propose_attempts(
-        self, caller: Caller, drafts: Sequence[tuple[RecordAttemptInput, SourceEpisode]]
+    def propose(
+        self,
+        caller: Caller,
+        drafts: Sequence[tuple[RecordAttemptInput | AppendThoughtInput, SourceEpisode]],
     ) -> ProposeResult:
-        """Queue each ``(attempt, source)`` not known yet, all or none (every repository is
-        checked against the caller's write scope before anything is queued)."""
-        for attempt, _ in drafts:
-            may_write(caller, attempt.repository)
+        """Queue each ``(attempt or thought, source)`` not known yet, all or none (every
+        repository is checked against the caller's write scope before anything is queued)."""
+        for draft, _ in drafts:
+            may_write(caller, draft.repository)
         at = now_iso()
         rows = []
-        for attempt, source in drafts:
-            record = attempt.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
-            key = content_key("attempt", record)
+        for draft, source in drafts:
+            kind = "attempt" if isinstance(draft, RecordAttemptInput) else "thought"
+            record = draft.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+            key = content_key(kind, record)
             rows.append(
                 ProposalRow(
                     id=f"prop-{key[:20]}",
                     content_key=key,
-                    kind="attempt",
-                    repository=attempt.repository,
+                    kind=kind,
+                    repository=draft.repository,
                     body=json.dumps(record, sort_keys=True),
                     source=source.model_dump_json(),
                     status="pending",
@@ -130,22 +141,38 @@ class ReviewOps:
         row = self._pending(caller, req.proposal_id)
         record = json.loads(row.body)
         if req.edits is not None:
-            record.update(req.edits.model_dump(mode="json", exclude_none=True))
+            edits = req.edits.model_dump(mode="json", exclude_none=True)
+            other = "thought" if row.kind == "attempt" else "attempt"
+            wrong = sorted(ONLY_FOR[other] & edits.keys())
+            if wrong:
+                raise InvalidInput(
+                    f"edits.{wrong[0]}: a {row.kind} has no {wrong[0]} (it is a {other}'s)",
+                    field=f"edits.{wrong[0]}",
+                )
+            record.update(edits)
         tag = f"{PROPOSAL_TAG}:{row.id}"
         record["tags"] = [*[t for t in record.get("tags", []) if t != tag], tag]
-        attempt = parse(RecordAttemptInput, {**record, "repository": row.repository})
+        record["repository"] = row.repository
+        draft: RecordAttemptInput | AppendThoughtInput = (
+            parse(RecordAttemptInput, record) if row.kind == "attempt" else parse(AppendThoughtInput, record)
+        )
         at = now_iso()
         if not self.ctx.store.decide_proposal(row.id, status="accepted", by=caller.agent_id, at=at):
             raise self._decided(row.id)
         try:
-            written = self.attempts.record_attempt(caller, attempt, seal)
+            if isinstance(draft, RecordAttemptInput):
+                attempt = self.attempts.record_attempt(caller, draft, seal)
+                record_id, ledger = attempt.attempt_id, attempt.ledger
+            else:
+                thought = self.thoughts.append_thought(caller, draft, seal)
+                record_id, ledger = thought.thought_id, thought.ledger
         except BaseException:  # the write did not happen: the proposal goes back to the queue
             self.ctx.store.decide_proposal(row.id, status="pending", by=None, at=None, was="accepted")
             raise
         self.ctx.store.decide_proposal(
-            row.id, status="accepted", by=caller.agent_id, at=at, record_id=written.attempt_id, was="accepted"
+            row.id, status="accepted", by=caller.agent_id, at=at, record_id=record_id, was="accepted"
         )
-        return AcceptProposalResult(proposal_id=row.id, attempt_id=written.attempt_id, ledger=written.ledger)
+        return AcceptProposalResult(proposal_id=row.id, record_id=record_id, ledger=ledger)
 
     def reject_proposal(self, caller: Caller, req: RejectProposalInput) -> RejectProposalResult:
         row = self._pending(caller, req.proposal_id)

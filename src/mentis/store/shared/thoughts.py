@@ -272,6 +272,29 @@ class ThoughtCore(LedgerCore[ConnT]):
             for other, w in found[seed]
         ]
 
+    def task_thoughts(self, keys: Sequence[tuple[str, str]], role: str) -> dict[tuple[str, str], list[int]]:
+        """Rowids of the thoughts of ``role`` of each (repository, task_id) of ``keys`` that refer
+        to one of the task's attempts, newest first: one statement over the indexes (attempts by
+        task, edges by target), as search asks it for every answer."""
+        wanted = set(keys)
+        if not wanted:
+            return {}
+        repos, repo_args = self.D.in_("a.repository", sorted({r for r, _ in wanted}))
+        tasks, task_args = self.D.in_("a.task_id", sorted({t for _, t in wanted}))
+        sql = (
+            "SELECT DISTINCT t.rowid, a.repository, a.task_id FROM attempt_idx a "
+            "JOIN thought_edge e ON e.to_id = a.attempt_id AND e.kind = 'ref' "
+            "JOIN thought_idx t ON t.rowid = e.from_rowid "
+            f"WHERE {repos} AND {tasks} AND t.role = ? AND t.repository = a.repository "
+            "AND t.task_id = a.task_id"
+        )
+        out: dict[tuple[str, str], list[int]] = {}
+        with self._read() as conn:
+            for rowid, repository, task_id in conn.execute(self.D.q(sql), [*repo_args, *task_args, role]):
+                if (repository, task_id) in wanted:
+                    out.setdefault((repository, task_id), []).append(int(rowid))
+        return {key: sorted(rows, reverse=True) for key, rows in out.items()}
+
     def filter_thoughts(self, rowids: Sequence[int] | None, query: ThoughtQuery, limit: int) -> list[int]:
         """Rowids passing every condition of ``query``; candidates in order, else newest first."""
         if rowids is not None and not rowids:
