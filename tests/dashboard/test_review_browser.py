@@ -1,5 +1,5 @@
 """The review queue in a real browser (headless chromium) against a real server on 127.0.0.1 and
-its SQLite store, the proposals queued through ``propose_attempts``: list and filter the queue,
+its SQLite store, the proposals queued through ``Memory.propose``: list and filter the queue,
 accept a proposal with an edit and follow the link to the attempt it wrote, reject one with a
 reason (offered again, it comes back as known and rejected), bad input named, a read token refused
 by the service, a form without its CSRF token refused, accepting by keyboard alone, 375 px wide.
@@ -20,7 +20,14 @@ from mentis.api.review import ListProposalsInput, ShowProposalInput
 from mentis.service.memory import Caller
 from tests.dashboard.browser import Guarded, launch, shoot
 from tests.dashboard.seed import BILLING, SHOP, seed
-from tests.dashboard.seed_review import IN_BILLING, PROPOSER, observation, seed_review
+from tests.dashboard.seed_review import (
+    IN_BILLING,
+    PROPOSER,
+    THOUGHT,
+    THOUGHT_CONTENT,
+    observation,
+    seed_review,
+)
 from tests.dashboard.test_browser import CONTRAST_JS
 from tests.http_support import LiveServer
 from tests.review.test_queue import draft
@@ -97,6 +104,8 @@ def test_the_queue_lists_proposals_with_their_source_and_filters_them(
     expect(first).to_contain_text("lines 1–4")
     expect(first).to_contain_text("by mentis-propose")
     expect(first).to_contain_text(SHOP)
+    expect(page.locator(f"#p-{ids[THOUGHT]}")).to_contain_text(THOUGHT_CONTENT)
+    expect(page.locator(f"#p-{ids[THOUGHT]}")).to_contain_text("thought · LLMExtracted")
     shoot(page, "review")
     page.get_by_label("Repository").select_option(BILLING)  # applies at once (data-autosubmit)
     expect(page).to_have_url(re.compile(r"repository=github.com%2Facme%2Fbilling"))
@@ -134,10 +143,10 @@ def test_accepting_with_an_edit_writes_the_edited_attempt_and_links_to_it(
     expect(page.locator("form[action*='/review/']")).to_have_count(0)
     shown = server.memory.show_proposal(ME, ShowProposalInput(proposal_id=ids[2]))
     assert (shown.status, shown.decided_by) == ("accepted", "reviewer-ann") and shown.record_id
-    expect(page.locator("#attempt-link")).to_have_text(shown.record_id)
+    expect(page.locator("#record-link")).to_have_text(shown.record_id)
     shoot(page, "proposal-accepted")
     assert _task_of(server, shown.record_id) == "invoice-rounding"
-    page.locator("#attempt-link").click()
+    page.locator("#record-link").click()
     attempt = page.locator(f"#a-{shown.record_id}")
     expect(attempt).to_contain_text(observation(2))
     expect(attempt).to_contain_text("rounding happens per line, not per invoice")
@@ -158,7 +167,7 @@ def test_rejecting_with_a_reason_is_remembered_when_proposed_again(
     expect(page.locator("#decision")).to_contain_text("by reviewer-bo")
     expect(page.locator("form[action*='/review/']")).to_have_count(0)
     shoot(page, "proposal-rejected")
-    again = server.memory.propose_attempts(PROPOSER, [draft(3, SHOP)])
+    again = server.memory.propose(PROPOSER, [draft(3, SHOP)])
     assert again.queued == [] and [(k.proposal_id, k.status) for k in again.known] == [(ids[3], "rejected")]
     page.goto(f"{server.url}/dashboard/review?status=rejected")
     expect(page.locator(f"#p-{ids[3]}")).to_contain_text("rejected")
@@ -286,7 +295,13 @@ def test_text_contrast_on_the_review_pages_is_at_least_4_5_to_1(
     server, ids = live
     page = guard.page()
     _sign_in(page, server, server.token("write", ("*",)))
-    for url in ("/dashboard/review", "/dashboard/review?status=all", _url(ids[8]), _url(ids[2])):
+    for url in (
+        "/dashboard/review",
+        "/dashboard/review?status=all",
+        _url(ids[8]),
+        _url(ids[2]),
+        _url(ids[THOUGHT]),
+    ):
         page.goto(f"{server.url}{url}")
         assert page.evaluate(CONTRAST_JS) == [], url
 
@@ -303,6 +318,7 @@ def test_every_review_page_fits_a_375_px_wide_screen(
             "review": "/dashboard/review?status=all",
             "proposal": _url(ids[IN_BILLING]),
             "proposal-decided": _url(ids[2]),
+            "proposal-thought": _url(ids[THOUGHT]),
         }
         for name, url in pages.items():
             page.goto(f"{server.url}{url}")

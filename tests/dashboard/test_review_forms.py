@@ -13,11 +13,12 @@ from starlette.testclient import TestClient
 
 from mentis.api.attempts import RecallInput
 from mentis.api.review import ListProposalsInput, RejectProposalInput, ShowProposalInput
+from mentis.api.thoughts import GetThoughtInput
 from mentis.service.memory import Caller, Memory
 from mentis.service.tokens import TokenStore
 from tests.dashboard.conftest import csrf_of, login, make_token
 from tests.dashboard.seed import BILLING, SHOP
-from tests.dashboard.seed_review import IN_BILLING, observation, seed_review
+from tests.dashboard.seed_review import IN_BILLING, THOUGHT, THOUGHT_CONTENT, observation, seed_review
 from tests.review.test_queue import draft
 
 ME = Caller(agent_id="test-reader", admin=True)
@@ -66,10 +67,11 @@ def test_the_queue_lists_pending_proposals_and_filters_by_status_and_repository(
     login(client, make_token(tokens, "write", ("*",)))
     page = html.unescape(client.get("/dashboard/review").text)
     for n, proposal_id in ids.items():
-        assert observation(n) in page and _url(proposal_id) in page
+        assert (THOUGHT_CONTENT if n == THOUGHT else observation(n)) in page and _url(proposal_id) in page
+    assert "thought · LLMExtracted" in page
     assert "pytest -q" in page and "/t/s.jsonl" in page and "lines 1–4" in page
     assert "by mentis-propose" in page and BILLING in page
-    assert ">9 proposals, oldest first" in page
+    assert ">10 proposals, oldest first" in page
     only_billing = client.get(f"/dashboard/review?{urlencode({'repository': BILLING})}").text
     assert observation(IN_BILLING) in only_billing and observation(1) not in only_billing
     csrf = csrf_of(client.get(_url(ids[1])).text)
@@ -83,7 +85,7 @@ def test_the_queue_lists_pending_proposals_and_filters_by_status_and_repository(
         and "by write-person" in rejected
     )
     every = html.unescape(client.get("/dashboard/review?status=all").text)
-    assert all(observation(n) in every for n in ids)
+    assert all(observation(n) in every for n in ids if n != THOUGHT) and THOUGHT_CONTENT in every
     bad = client.get("/dashboard/review?status=gone")
     assert bad.status_code == 422 and "status parameter" in bad.text
     bad = client.get("/dashboard/review?" + urlencode({"repository": "a\x01b"}))
@@ -131,6 +133,36 @@ def test_an_accept_with_nothing_changed_sends_no_edits(
     assert memory.recall(ME, RecallInput(sql=sql)).rows == [[None, None]]  # blanks stayed unset
 
 
+def test_a_thought_proposal_is_accepted_with_its_content_edited_and_links_to_the_thought(
+    client: TestClient, tokens: TokenStore, memory: Memory, ids: dict[int, str]
+) -> None:
+    login(client, make_token(tokens, "write", (SHOP,)))
+    page = html.unescape(client.get(_url(ids[THOUGHT])).text)
+    assert "Proposed thought" in page and "LLMExtracted" in page and THOUGHT_CONTENT in page
+    assert 'name="content"' in page and 'name="observation"' not in page and "<dd>20–24</dd>" in page
+    csrf = csrf_of(page)
+    before = _ledger(memory)
+    wrong = client.post(
+        "/dashboard/review/accept",
+        data={"csrf": csrf, "proposal_id": ids[THOUGHT], "observation": "an attempt's field"},
+    )
+    assert wrong.status_code == 422 and "edits.observation: a thought has no observation" in wrong.text
+    assert _ledger(memory) == before
+    edited = "Round totals once, at the end (Decimal, ROUND_HALF_UP)."
+    done = client.post(
+        "/dashboard/review/accept",
+        data={"csrf": csrf, "proposal_id": ids[THOUGHT], "content": edited, "task_id": "main-5f0c2a9e"},
+    )
+    shown = memory.show_proposal(ME, ShowProposalInput(proposal_id=ids[THOUGHT]))
+    assert shown.status == "accepted" and shown.record_id
+    thought = memory.get_thought(ME, GetThoughtInput(thought_id=shown.record_id))
+    assert (thought.content, thought.agent_id) == (edited, "write-person")
+    assert f"proposal:{ids[THOUGHT]}" in thought.tags
+    link = f"/dashboard/thought?{urlencode({'id': shown.record_id})}"
+    assert f'href="{link}"' in done.text and 'action="/dashboard/review/' not in done.text
+    assert edited in html.unescape(client.get(link).text)
+
+
 def test_rejecting_keeps_the_reason_and_the_same_proposal_is_not_offered_again(
     client: TestClient, tokens: TokenStore, memory: Memory, ids: dict[int, str]
 ) -> None:
@@ -143,7 +175,7 @@ def test_rejecting_keeps_the_reason_and_the_same_proposal_is_not_offered_again(
     text = html.unescape(done.text)
     assert 'id="proposal-status">rejected' in text and "a flaky run, not a finding" in text
     assert 'action="/dashboard/review/' not in text
-    again = memory.propose_attempts(Caller(agent_id="mentis-propose"), [draft(4, SHOP)])
+    again = memory.propose(Caller(agent_id="mentis-propose"), [draft(4, SHOP)])
     assert again.queued == [] and [(k.proposal_id, k.status) for k in again.known] == [(ids[4], "rejected")]
     assert _attempts(memory) == []
 
@@ -261,9 +293,9 @@ def test_the_nav_counts_the_pending_proposals_the_session_may_see(
 ) -> None:
     login(client, make_token(tokens, "read", ("*",)))
     for url in ("/dashboard/", "/dashboard/skills", "/dashboard/review"):
-        assert 'id="pending-count">9<' in client.get(url).text, url
+        assert 'id="pending-count">10<' in client.get(url).text, url
     memory.reject_proposal(Caller(agent_id="someone"), RejectProposalInput(proposal_id=ids[1], reason="seen"))
-    assert 'id="pending-count">8<' in client.get("/dashboard/").text
+    assert 'id="pending-count">9<' in client.get("/dashboard/").text
     empty = client.get("/dashboard/review?status=accepted").text
     assert "No proposal here with status accepted" in empty
 

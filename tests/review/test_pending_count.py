@@ -25,7 +25,7 @@ def settings(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Se
 def test_the_pending_count_is_what_the_caller_may_list(open_memory: Callable[[], Memory]) -> None:  # noqa: F811
     memory = open_memory()
     assert memory.count_pending_proposals(ME) == 0
-    queued = memory.propose_attempts(ME, [draft(1), draft(2), draft(3), draft(4, OTHER)]).queued
+    queued = memory.propose(ME, [draft(1), draft(2), draft(3), draft(4, OTHER)]).queued
     scoped = Caller(agent_id="scoped", can_write=False, repositories=(OTHER,))
     for caller, expected in ((ME, 4), (scoped, 1), (Caller(agent_id="none", repositories=("x/*",)), 0)):
         assert memory.count_pending_proposals(caller) == expected

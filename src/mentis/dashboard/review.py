@@ -32,8 +32,12 @@ from mentis.errors import Conflict, InvalidInput
 
 Form = Mapping[str, str]
 STATUSES = ("pending", "accepted", "rejected", "all")
-TEXT_EDITS = ("task_id", "task_title", "action", "observation", "inference")
-"""The accept form's text fields, in the order of :class:`~mentis.api.review.ProposalEdits`."""
+TEXT_EDITS = {
+    "attempt": ("task_id", "task_title", "action", "observation", "inference"),
+    "thought": ("task_id", "content"),
+}
+"""The accept form's text fields for each kind of proposal (:class:`~mentis.api.review.ProposalEdits`)."""
+THOUGHT_FIELDS = ("type", "role", "content", "task_id", "session_id", "confidence", "importance")
 ATTEMPT_TASK_SQL = "SELECT task_id FROM attempts WHERE attempt_id = :id AND repository = :repository"
 
 
@@ -46,10 +50,13 @@ def _tags(text: str) -> list[str]:
     return [t.strip() for t in text.replace("\n", ",").split(",") if t.strip()]
 
 
-def changed_edits(record: Mapping[str, Any], form: Form) -> dict[str, Any]:
-    """The accept form's fields whose value differs from the proposed record's (the edits)."""
+def changed_edits(kind: str, record: Mapping[str, Any], form: Form) -> dict[str, Any]:
+    """The accept form's fields whose value differs from the proposed record's (the edits); a
+    field of the other kind of record, posted anyway, is passed on for the service to refuse."""
     edits: dict[str, Any] = {}
-    for name in TEXT_EDITS:
+    names = TEXT_EDITS.get(kind, ())
+    names += tuple(n for other in TEXT_EDITS.values() for n in other if n not in names)
+    for name in dict.fromkeys(names):
         if name in form and _text(form, name) != str(record.get(name) or "").strip():
             edits[name] = _text(form, name)
     if "tags" in form and _tags(_text(form, "tags")) != list(record.get("tags") or []):
@@ -57,10 +64,12 @@ def changed_edits(record: Mapping[str, Any], form: Form) -> dict[str, Any]:
     return edits
 
 
-def shown_record(record: Mapping[str, Any]) -> dict[str, Any]:
+def shown_record(kind: str, record: Mapping[str, Any]) -> dict[str, Any]:
     """The proposed record with every field the page shows (None or empty when not proposed)."""
-    shown: dict[str, Any] = {name: record.get(name) for name in (*TEXT_EDITS, "session_id")}
-    shown["files"], shown["tags"] = list(record.get("files") or []), list(record.get("tags") or [])
+    names = (*TEXT_EDITS["attempt"], *THOUGHT_FIELDS) if kind == "attempt" else THOUGHT_FIELDS
+    shown: dict[str, Any] = {name: record.get(name) for name in names}
+    for many in ("files", "tags", "concepts"):
+        shown[many] = list(record.get(many) or [])
     check = record.get("check")
     keys = ("command", "status", "exit_code", "output")
     shown["check"] = {k: check.get(k) for k in keys} if isinstance(check, Mapping) else None
@@ -112,7 +121,7 @@ class ReviewPages:
             http_status=409 if conflict else 200,
             nav="review",
             p=p,
-            r=shown_record(p.record),
+            r=shown_record(p.kind, p.record),
             task_id=self._attempt_task(ctx, p),
             conflict=conflict,
         )
@@ -120,7 +129,7 @@ class ReviewPages:
     def _attempt_task(self, ctx: Ctx, p: ProposalOut) -> str | None:
         """The task of the attempt an accepted proposal wrote (edits may have moved it), or None
         when it was not written or is gone."""
-        if p.record_id is None:
+        if p.record_id is None or p.kind != "attempt":
             return None
         params = {"id": p.record_id, "repository": p.repository}
         req = parse(RecallInput, {"sql": ATTEMPT_TASK_SQL, "params": params})
@@ -134,7 +143,7 @@ class ReviewPages:
         ref = parse(ShowProposalInput, {"proposal_id": _text(form, "proposal_id")})
         shown = self.state.memory.show_proposal(ctx.caller, ref)
         data: dict[str, Any] = {"proposal_id": ref.proposal_id}
-        if edits := changed_edits(shown.record, form):
+        if edits := changed_edits(shown.kind, shown.record, form):
             data["edits"] = edits
         req = parse(AcceptProposalInput, data)
         try:
