@@ -54,9 +54,7 @@ def changed_edits(kind: str, record: Mapping[str, Any], form: Form) -> dict[str,
     """The accept form's fields whose value differs from the proposed record's (the edits); a
     field of the other kind of record, posted anyway, is passed on for the service to refuse."""
     edits: dict[str, Any] = {}
-    names = TEXT_EDITS.get(kind, ())
-    names += tuple(n for other in TEXT_EDITS.values() for n in other if n not in names)
-    for name in dict.fromkeys(names):
+    for name in dict.fromkeys((*TEXT_EDITS.get(kind, ()), *(n for f in TEXT_EDITS.values() for n in f))):
         if name in form and _text(form, name) != str(record.get(name) or "").strip():
             edits[name] = _text(form, name)
     if "tags" in form and _tags(_text(form, "tags")) != list(record.get("tags") or []):
