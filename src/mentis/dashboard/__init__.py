@@ -18,6 +18,7 @@ from mentis.dashboard.actions import Actions
 from mentis.dashboard.core import SECURITY_HEADERS, STATIC, Handler, State, error_page, make_env, page
 from mentis.dashboard.pages import Pages
 from mentis.dashboard.registry import RegistryPages
+from mentis.dashboard.review import ReviewPages
 from mentis.dashboard.session import DEFAULT_TTL_S, Signer
 from mentis.service.memory import Caller, Memory
 from mentis.service.tokens import TokenStore
@@ -39,6 +40,7 @@ def build_dashboard(
     pages = Pages(state)
     actions = Actions(state, pages)
     registry = RegistryPages(state)
+    review = ReviewPages(state)
 
     def get(path: str, handler: Handler, public: bool = False) -> Route:
         return Route(path, page(state, handler, public=public), methods=["GET"])
@@ -83,6 +85,10 @@ def build_dashboard(
         get("/skill", registry.skill),
         post("/skills/deprecate", registry.deprecate_skill),
         post("/skills/revoke", registry.revoke_skill),
+        get("/review", review.queue),
+        get("/proposal", review.proposal),
+        post("/review/accept", review.accept),
+        post("/review/reject", review.reject),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     return Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: not_found})

@@ -122,14 +122,30 @@ def render(
     state: State, ctx: Ctx | None, name: str, http_status: int = 200, base: str = "/dashboard", **values: Any
 ) -> HTMLResponse:
     values.setdefault("nav", "")
+    if "pending" not in values:
+        values["pending"] = pending_count(state, ctx)
     html = state.env.get_template(name).render(ctx=ctx, base=ctx.base if ctx else base, **values)
     return HTMLResponse(html, status_code=http_status)
+
+
+def pending_count(state: State, ctx: Ctx | None) -> int | None:
+    """How many pending proposals the session may see, for the nav (one service call); None before
+    signing in, or when the service cannot say."""
+    if ctx is None or (ctx.auth and not ctx.session.signed_in):
+        return None
+    try:
+        return state.memory.count_pending_proposals(ctx.caller)
+    except MentisError:
+        return None
 
 
 def error_page(state: State, ctx: Ctx | None, status: int, message: str, base: str) -> HTMLResponse:
     titles = {400: "Bad request", 403: "Not allowed", 404: "Not found", 409: "Conflict", 422: "Invalid input"}
     title = titles.get(status, "Something went wrong")
-    return render(state, ctx, "error.html", status, base, title=title, status=status, message=message)
+    # error pages are drawn on the event loop: no store call for the nav's count
+    return render(
+        state, ctx, "error.html", status, base, title=title, status=status, message=message, pending=None
+    )
 
 
 def param(request: Request, name: str) -> str | None:

@@ -247,6 +247,9 @@ class Memory:
     def list_proposals(self, caller: Caller, req: ListProposalsInput) -> ListProposalsResult:
         return self.review.list_proposals(self.caller_now(caller), req)
 
+    def count_pending_proposals(self, caller: Caller) -> int:
+        return self.review.count_pending(self.caller_now(caller))
+
     def show_proposal(self, caller: Caller, req: ShowProposalInput) -> ProposalOut:
         return self.review.show_proposal(self.caller_now(caller), req)
 

@@ -128,6 +128,12 @@ class ReviewOps:
         found = sorted(map(proposal_out, rows), key=_queue_order)
         return ListProposalsResult(proposals=found[: req.limit], total=len(found))
 
+    def count_pending(self, caller: Caller) -> int:
+        """How many pending proposals the caller may see (the count ``list_proposals`` would give
+        as its total), without reading them."""
+        counts = self.ctx.store.pending_by_repository()
+        return sum(n for repository, n in counts.items() if caller.sees(repository))
+
     def show_proposal(self, caller: Caller, req: ShowProposalInput) -> ProposalOut:
         return proposal_out(self._row(caller, req.proposal_id))
 

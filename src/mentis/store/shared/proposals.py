@@ -79,6 +79,13 @@ class ProposalCore(Backend[ConnT]):
             rows = conn.execute(self.D.q(sql + " ORDER BY proposed_at, id"), args).fetchall()
         return [ProposalRow(*r) for r in rows]
 
+    def pending_by_repository(self) -> dict[str, int]:
+        """How many proposals wait in each repository (one grouped count over the queue's index)."""
+        sql = "SELECT repository, COUNT(*) FROM proposals WHERE status = ? GROUP BY repository"
+        with self._peek() as conn:
+            rows = conn.execute(self.D.q(sql), ("pending",)).fetchall()
+        return {str(repository): int(count) for repository, count in rows}
+
     def decide_proposal(
         self,
         proposal_id: str,
