@@ -35,7 +35,7 @@ from mentis.errors import Conflict, InvalidInput, NotFound, RerankFailed
 from mentis.ledger.bodies import AttemptBody, CheckBody, CodeContextBody, CorrectionBody
 from mentis.providers.rerank import RerankItem, apply_rerank
 from mentis.retrieval import pipeline, titles
-from mentis.service.access import Caller, left_out_note, may_read, may_write
+from mentis.service.access import Caller, left_out_note, may_read, may_write, written_visibility
 from mentis.service.context import ServiceContext, secret_warnings
 from mentis.service.thoughts import ThoughtOps, rejection_out, stored_reasserts
 from mentis.store.protocol import StoredAttempt
@@ -82,6 +82,7 @@ class AttemptOps:
             tags=list(req.tags),
             task_title=req.task_title,
             session_id=req.session_id or caller.session_id,
+            visibility=written_visibility(req.visibility, req.session_id or caller.session_id),
             inference=req.inference,
             code_context=ctx,
             check=None if req.check is None else CheckBody(**req.check.model_dump()),
@@ -113,7 +114,7 @@ class AttemptOps:
 
     def search(self, caller: Caller, req: SearchInput) -> SearchResult:
         may_read(caller, req.repository)
-        scope = caller.search_scope(req.repository, self.store.repositories)
+        scope = caller.record_scope(req.repository, self.store.repositories, self.store.scopes)
         known = titles.KeyCache(self.store.attempt_keys)  # asked once per row, for titles and grouping
         ranked, has_terms = pipeline.candidates(
             req.query,
@@ -131,7 +132,7 @@ class AttemptOps:
             keys = {r: k for r, k in keys.items() if caller.sees(k[0])}
         hits = retrieval.group_tasks(ranked, {r: (k[0], k[1]) for r, k in keys.items()}, req.limit)
         previews = self.store.load_attempts([h.attempts[0].rowid for h in hits])
-        info = self.store.task_info([(h.repository, h.task_id) for h in hits])
+        info = self.store.task_info([(h.repository, h.task_id) for h in hits], scope)
         base = (
             "fused (bm25 + vector, reciprocal rank) + graph"
             if has_terms
@@ -212,7 +213,7 @@ class AttemptOps:
         result = self.store.run_sql(
             req.sql,
             req.params,
-            visible=caller.sees,
+            visible=caller.reads_key,
             max_rows=RECALL_MAX_ROWS,
             max_bytes=RECALL_MAX_BYTES,
             timeout_s=RECALL_TIMEOUT_S,
@@ -244,7 +245,8 @@ class AttemptOps:
 
     def _history(self, caller: Caller, repository: str, task_id: str) -> RecallResult:
         may_read(caller, repository)
-        attempts = self.store.task_history(repository, task_id)
+        scopes = None if caller.admin else caller.own_scopes(repository)
+        attempts = self.store.task_history(repository, task_id, scopes)
         if not attempts:
             raise NotFound(
                 f"no task {task_id!r} in repository {repository!r} (or all its attempts were forgotten)"

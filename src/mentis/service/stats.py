@@ -26,7 +26,7 @@ def _scalar_rows(store: Store, caller: Caller, sql: str, repository: str | None)
     result = store.run_sql(
         sql.format(where=where),
         {"repo": repository} if repository is not None else None,
-        visible=caller.sees,
+        visible=caller.reads_key,
         max_rows=100,
         max_bytes=512_000,
         timeout_s=30.0,

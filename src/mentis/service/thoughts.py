@@ -54,7 +54,7 @@ from mentis.ledger.bodies import THOUGHT_TYPES, AttemptBody, RelationBody, Thoug
 from mentis.ledger.fingerprint import fingerprint
 from mentis.ledger.signing import now_iso
 from mentis.retrieval import pipeline
-from mentis.service.access import Caller, left_out_note, may_read, may_write
+from mentis.service.access import Caller, left_out_note, may_read, may_write, written_visibility
 from mentis.service.context import ServiceContext, secret_warnings
 from mentis.service.session_windows import SessionNeighbours
 from mentis.store.protocol import ThoughtQuery
@@ -206,6 +206,7 @@ class ThoughtOps:
             confidence=None if req.confidence is None else str(req.confidence),
             task_id=req.task_id,
             session_id=req.session_id or caller.session_id,
+            visibility=written_visibility(req.visibility, req.session_id or caller.session_id),
             reasserts=stored_reasserts(reasserts) or None,
         )
         entry = self.store.append_thought(body, vector, seal)
@@ -245,7 +246,7 @@ class ThoughtOps:
         as_of = req.as_of or now_iso()
         scored: dict[int, retrieval.Scored] = {}
         if req.query is not None:
-            scope = caller.search_scope(req.repository, self.store.repositories)
+            scope = caller.record_scope(req.repository, self.store.repositories, self.store.scopes)
             fused, has_terms = pipeline.candidates(
                 req.query,
                 scope,
@@ -290,6 +291,7 @@ class ThoughtOps:
         return ThoughtQuery(
             as_of=as_of,
             repositories=repositories,
+            scopes=self._reader_scopes(caller, repositories),
             types=f.types or (),
             roles=f.roles or (),
             agents=f.agents or (),
@@ -301,6 +303,14 @@ class ThoughtOps:
             min_confidence=None if f.min_confidence is None else float(f.min_confidence),
             task_id=f.task_id,
         )
+
+    def _reader_scopes(self, caller: Caller, repositories: Sequence[str] | None) -> list[str] | None:
+        """The scope keys a non-admin caller reads in ``repositories`` (None: every one it
+        sees); None for an admin, who reads every record."""
+        if caller.admin:
+            return None
+        repos = self.store.repositories() if repositories is None else repositories
+        return [k for r in repos if caller.sees(r) for k in caller.own_scopes(r)]
 
     def _materialise(
         self,
@@ -349,7 +359,7 @@ class ThoughtOps:
         else:
             rowid = self.store.thought_rowid_at(req.repository, req.seq, req.hash)
         loaded = self.store.load_thoughts([rowid]) if rowid is not None else {}
-        if rowid is None or rowid not in loaded or not caller.covers(loaded[rowid].body.repository):
+        if rowid is None or rowid not in loaded or not _may_see(caller, loaded[rowid].body):
             raise NotFound("no such thought; search_thoughts finds ids")
         entry, body = loaded[rowid]
         may_read(caller, body.repository)  # a refused (damaged) repository's thought: its refusal
@@ -365,7 +375,7 @@ class ThoughtOps:
                 entry, body, invalid.get(body.thought_id, []), self.live_reasserts(body)
             )
             for entry, body in loaded.values()
-            if caller.sees(body.repository)
+            if caller.reads(body.repository, body.scope)
         }
 
     def traverse_thoughts(self, caller: Caller, req: TraverseInput) -> TraverseResult:
@@ -457,6 +467,12 @@ class ThoughtOps:
         may_write(caller, req.repository)
         ids = [self.append_thought(caller, p, seal, link_duplicates=False).thought_id for p in parsed]
         return MemoryMdImportResult(imported=len(ids), thought_ids=ids)
+
+
+def _may_see(caller: Caller, body: ThoughtBody) -> bool:
+    """Whether ``get_thought`` shows ``body`` (a refused repository's raises its refusal after)."""
+    own = body.scope == body.repository or caller.admin or body.scope in caller.own_scopes(body.repository)
+    return caller.covers(body.repository) and own
 
 
 def _one_line(text: str, limit: int) -> str:

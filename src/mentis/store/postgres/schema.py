@@ -45,7 +45,7 @@ SIG_STREAMS_SQL = (
 )
 """Derived from the ledger (:mod:`mentis.store.shared.agents`): each signing stream's last statement."""
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 14
 SIGNING_VERSION = 5
 """The migration that adds ``sig_streams`` (signed writes; version 4 is the skill registry's)."""
 LEXICON_VERSION = 2
@@ -67,6 +67,106 @@ INSTRUCTIONS_VERSION = 10
 CHECKS_VERSION = 11
 """The migration that adds ``chk`` to the vector, lexical and vocabulary rows; the store computes
 every existing row's checksum after it (``derived_check``)."""
+SCOPES_VERSION = 14
+"""The migration that adds each attempt's and thought's scope key (private scopes, issue 26) and
+has the recall views admit rows by it."""
+SCOPES_SQL = (
+    """
+ALTER TABLE attempt_idx ADD COLUMN scope text;
+UPDATE attempt_idx SET scope = repository;
+ALTER TABLE attempt_idx ALTER COLUMN scope SET NOT NULL;
+ALTER TABLE thought_idx ADD COLUMN scope text;
+UPDATE thought_idx SET scope = repository;
+ALTER TABLE thought_idx ALTER COLUMN scope SET NOT NULL;
+"""
+    + """CREATE OR REPLACE VIEW mentis_recall.attempts WITH (security_barrier) AS
+SELECT j->>'attempt_id' AS attempt_id,
+       j->>'repository' AS repository,
+       j->>'task_id' AS task_id,
+       j->>'task_title' AS task_title,
+       j->>'agent_id' AS agent_id,
+       j->>'session_id' AS session_id,
+       j->>'created_at' AS created_at,
+       {attempt_status} AS status,
+       j->>'action' AS action,
+       j->>'observation' AS observation,
+       j->>'inference' AS inference,
+       (j->'files')::text AS files,
+       (j->'tags')::text AS tags,
+       j->'code_context'->>'commit' AS "commit",
+       j->'code_context'->>'branch' AS branch,
+       ((j->'code_context'->>'dirty')::boolean)::int AS dirty,
+       j->'check'->>'command' AS check_command,
+       (j->'check'->>'exit_code')::bigint AS check_exit_code,
+       j->'check'->>'output' AS check_output,
+       EXISTS(SELECT 1 FROM correction_idx c WHERE c.attempt_rowid = a.rowid)::int AS outdated
+FROM attempt_idx a JOIN bodies b ON b.rowid = a.rowid JOIN entries e ON e.rowid = a.rowid,
+     LATERAL mentis_checked_body(b.body, e.body_hash) j
+WHERE mentis_visible(a.scope);
+
+CREATE OR REPLACE VIEW mentis_recall.corrections WITH (security_barrier) AS
+SELECT j->>'attempt_id' AS attempt_id,
+       j->>'repository' AS repository,
+       j->>'reason' AS reason,
+       j->>'latest_commit' AS latest_commit,
+       j->>'at' AS at,
+       j->>'agent_id' AS agent_id
+FROM correction_idx c JOIN bodies b ON b.rowid = c.rowid JOIN entries e ON e.rowid = c.rowid
+     JOIN attempt_idx a ON a.rowid = c.attempt_rowid,
+     LATERAL mentis_checked_body(b.body, e.body_hash) j
+WHERE mentis_visible(a.scope);
+
+CREATE OR REPLACE VIEW mentis_recall.tasks WITH (security_barrier) AS
+SELECT t.repository AS repository, t.task_id AS task_id,
+       (SELECT aj->>'task_title' FROM attempt_idx a JOIN bodies ab ON ab.rowid = a.rowid
+          JOIN entries ae ON ae.rowid = a.rowid, LATERAL mentis_checked_body(ab.body, ae.body_hash) aj
+         WHERE a.repository = t.repository AND a.task_id = t.task_id AND mentis_visible(a.scope)
+           AND aj->>'task_title' IS NOT NULL ORDER BY a.rowid DESC LIMIT 1) AS title,
+       (SELECT min(aj->>'created_at') FROM attempt_idx a JOIN bodies ab ON ab.rowid = a.rowid
+          JOIN entries ae ON ae.rowid = a.rowid, LATERAL mentis_checked_body(ab.body, ae.body_hash) aj
+         WHERE a.repository = t.repository AND a.task_id = t.task_id AND mentis_visible(a.scope))
+         AS created_at,
+       (SELECT count(*) FROM attempt_idx a
+         WHERE a.repository = t.repository AND a.task_id = t.task_id AND mentis_visible(a.scope))
+         AS attempt_count
+FROM task_idx t
+WHERE EXISTS(SELECT 1 FROM attempt_idx a
+              WHERE a.repository = t.repository AND a.task_id = t.task_id AND mentis_visible(a.scope));
+
+CREATE OR REPLACE VIEW mentis_recall.thoughts WITH (security_barrier) AS
+SELECT j->>'thought_id' AS thought_id,
+       j->>'repository' AS repository,
+       j->>'type' AS type,
+       j->>'role' AS role,
+       j->>'content' AS content,
+       (j->>'importance')::double precision AS importance,
+       (j->>'confidence')::double precision AS confidence,
+       j->>'created_at' AS created_at,
+       j->>'agent_id' AS agent_id,
+       j->>'task_id' AS task_id,
+       (j->'tags')::text AS tags,
+       (j->'concepts')::text AS concepts
+FROM thought_idx t JOIN bodies b ON b.rowid = t.rowid JOIN entries e ON e.rowid = t.rowid,
+     LATERAL mentis_checked_body(b.body, e.body_hash) j
+WHERE mentis_visible(t.scope);
+
+CREATE OR REPLACE VIEW mentis_recall.relations WITH (security_barrier) AS
+SELECT j->>'thought_id' AS from_id,
+       r->>'kind' AS kind,
+       r->>'target_id' AS to_id,
+       r->>'valid_at' AS valid_at,
+       r->>'invalid_at' AS invalid_at
+FROM thought_idx t JOIN bodies b ON b.rowid = t.rowid JOIN entries e ON e.rowid = t.rowid,
+     LATERAL mentis_checked_body(b.body, e.body_hash) j,
+     LATERAL json_array_elements(coalesce(j->'relations', '[]'::json)) r
+WHERE mentis_visible(t.scope);
+
+"""
+    + "GRANT SELECT ON ALL TABLES IN SCHEMA mentis_recall TO mentis_recall;\n"
+).replace("{attempt_status}", status_sql("j->'check'->>'status'"))
+"""Every record written before it is its repository's, so its key is the repository. The views
+are replaced (same columns): each admits a row by its scope key (``mentis_visible``), and a task
+shows, counts and titles only the attempts the caller reads."""
 RECALL_SCHEMA = "mentis_recall"
 RECALL_ROLE = "mentis_recall"
 
@@ -399,5 +499,6 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (ENTRY_IDS_VERSION, ENTRY_IDS_SQL),
     (INSTRUCTIONS_VERSION, INSTRUCTIONS_SQL),
     (CHECKS_VERSION, CHECKS_SQL),
+    (SCOPES_VERSION, SCOPES_SQL),
 )
 """(version, SQL with ``{dim}`` and ``{schema}`` placeholders), applied in order on open."""

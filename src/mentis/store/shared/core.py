@@ -243,6 +243,18 @@ class LedgerCore(AgentCore[ConnT]):
         them (``visible``), within the row, byte and time limits."""
         return self._recall(sql, params, RecallBounds(visible, max_rows, max_bytes, timeout_s))
 
+    def scopes(self, repository: str | None = None) -> list[str]:
+        """The scope keys (``mentis.ledger.bodies.scope_key``) the attempts and thoughts of
+        ``repository`` (None: every repository) have: each repository with records, and each
+        private partition of one."""
+        where, args = ("WHERE repository = ?", (repository, repository)) if repository else ("", ())
+        sql = (
+            f"SELECT DISTINCT scope FROM attempt_idx {where} "
+            f"UNION SELECT DISTINCT scope FROM thought_idx {where}"
+        )
+        with self._peek() as conn:
+            return sorted(str(k) for (k,) in conn.execute(self.D.q(sql), args))
+
     def repositories(self) -> list[str]:
         with self._peek() as conn:
             chains = [str(c) for (c,) in conn.execute("SELECT chain FROM heads ORDER BY chain")]
@@ -297,7 +309,7 @@ class LedgerCore(AgentCore[ConnT]):
 
     def _index_record(self, conn: ConnT, table: str, rowid: int, record: AttemptBody | ThoughtBody) -> None:
         """One attempt's (``attempt_terms``) or thought's (``thought_terms``) lexical row."""
-        self._index_terms(conn, table, rowid, record.repository, *record.index_fields)
+        self._index_terms(conn, table, rowid, record.scope, *record.index_fields)
 
     def _add_rejection(
         self,

@@ -26,7 +26,7 @@ CREATE TABLE IF NOT EXISTS entry_ids(
 _DERIVED_SCHEMA = """
 CREATE TABLE IF NOT EXISTS attempt_idx(
     rowid INTEGER PRIMARY KEY, attempt_id TEXT NOT NULL UNIQUE, repository TEXT NOT NULL,
-    task_id TEXT NOT NULL, status TEXT NOT NULL);
+    task_id TEXT NOT NULL, status TEXT NOT NULL, scope TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS attempt_task ON attempt_idx(repository, task_id);
 CREATE INDEX IF NOT EXISTS attempt_status ON attempt_idx(repository, status, task_id);
 CREATE INDEX IF NOT EXISTS entries_agent ON entries(chain, kind, agent);
