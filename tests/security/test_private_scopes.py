@@ -17,17 +17,19 @@ from typing import Any
 
 import pytest
 
-from mentis.api.attempts import RecallInput, RecordAttemptInput, SearchInput
+from mentis.api.attempts import MarkOutdatedInput, RecallInput, RecordAttemptInput, SearchInput
 from mentis.api.common import parse
+from mentis.api.scopes import PublishInput
 from mentis.api.stats import StatsInput
 from mentis.api.thoughts import (
     AppendThoughtInput,
     ContextBundleInput,
+    GetThoughtInput,
     RecentContextInput,
     SearchThoughtsInput,
 )
 from mentis.config import Settings
-from mentis.errors import InvalidInput
+from mentis.errors import InvalidInput, NotFound
 from mentis.providers.embed import HashEmbedder
 from mentis.service.memory import Caller, Memory
 
@@ -226,3 +228,80 @@ def test_unknown_visibility_is_refused_naming_the_field_and_writes_nothing(
         _thought(memory, Caller(agent_id="reader"), 1, "x", visibility="session")
     assert bad.value.field == "visibility"
     assert memory.stats(ADMIN, parse(StatsInput, {})).ledger_entries == 0
+
+
+def _reader_view(memory: Memory, reader: Caller) -> list[Any]:
+    found = memory.search(reader, parse(SearchInput, {"query": "published queue note"}))
+    thoughts = memory.search_thoughts(reader, parse(SearchThoughtsInput, {"query": "published cache note"}))
+    rows = memory.recall(reader, parse(RecallInput, {"sql": "SELECT observation FROM attempts"})).rows
+    return [
+        [(t.task_id, t.score, t.score_parts.model_dump(), t.attempt.observation) for t in found.tasks],
+        [(t.thought.content, t.score) for t in thoughts.thoughts],
+        rows,
+    ]
+
+
+def test_published_record_reads_exactly_like_one_written_shared(stores: tuple[Memory, Memory]) -> None:
+    """Publishing moves a private record into its repository's scope: a reader then gets the
+    answers and scores it would get had the record been written for the repository."""
+    published, shared = stores
+    for memory in stores:
+        for i in range(4):
+            _readable(memory, i)
+    aid = _attempt(published, OTHER, 7, observation="published queue note", visibility="session")
+    tid = _thought(published, OTHER, 7, "published cache note", visibility="agent")
+    _attempt(shared, OTHER, 7, observation="published queue note")
+    _thought(shared, OTHER, 7, "published cache note")
+    assert _reader_view(published, READER) != _reader_view(shared, READER)
+    for record in (aid, tid):
+        out = published.publish(OTHER, parse(PublishInput, {"repository": REPO, "record_id": record}))
+        assert out.visibility == "repository"
+    assert _reader_view(published, READER) == _reader_view(shared, READER)
+    assert published.get_thought(READER, parse(GetThoughtInput, {"thought_id": tid})).content == (
+        "published cache note"
+    )
+    published.rebuild()  # derived again from the ledger, visibility entries included
+    assert _reader_view(published, READER) == _reader_view(shared, READER)
+    assert published.verify_integrity(ADMIN, None).ok
+
+
+def test_publish_only_widens_and_only_its_writer_or_an_admin_may(stores: tuple[Memory, Memory]) -> None:
+    memory, _ = stores
+    session_note = _thought(memory, OTHER, 1, "session note", visibility="session")
+    agent_note = _attempt(memory, OTHER, 1, visibility="agent", observation="agent note")
+    shared_note = _thought(memory, WRITER, 1, "shared note")
+
+    def publish(caller: Caller, record: str, visibility: str = "repository") -> Any:
+        data = {"repository": REPO, "record_id": record, "visibility": visibility}
+        return memory.publish(caller, parse(PublishInput, data))
+
+    entries = memory.stats(ADMIN, parse(StatsInput, {})).ledger_entries
+    for caller, record, visibility, error in (
+        (READER, session_note, "repository", NotFound),  # another agent's private record: none
+        (OTHER, agent_note, "session", InvalidInput),  # narrowing
+        (OTHER, shared_note, "agent", InvalidInput),
+        (WRITER, shared_note, "repository", InvalidInput),  # already that wide
+        (OTHER, session_note, "everyone", InvalidInput),  # unknown visibility
+    ):
+        with pytest.raises(error) as refused:
+            publish(caller, record, visibility)
+        if error is InvalidInput:
+            assert refused.value.field == "visibility"
+    other_session = Caller(agent_id="other", session_id="o2")
+    with pytest.raises(NotFound):  # its own agent, another session: not readable, so not there
+        publish(other_session, session_note, "agent")
+    with pytest.raises(NotFound):  # nor can another agent correct or forget it
+        memory.mark_conclusion_outdated(
+            READER, parse(MarkOutdatedInput, {"repository": REPO, "attempt_id": agent_note, "reason": "x"})
+        )
+    assert memory.stats(ADMIN, parse(StatsInput, {})).ledger_entries == entries  # nothing written
+    assert publish(OTHER, session_note, "agent").visibility == "agent"
+    ask = parse(SearchThoughtsInput, {"query": "session note"})
+
+    def found(caller: Caller) -> list[str]:
+        return sorted(t.thought.content for t in memory.search_thoughts(caller, ask).thoughts)
+
+    assert found(other_session) == ["session note", "shared note"]
+    assert found(READER) == ["shared note"]
+    assert publish(ADMIN, session_note).visibility == "repository"  # an admin may widen anyone's
+    assert found(READER) == ["session note", "shared note"]

@@ -75,6 +75,18 @@ def scope_key(repository: str, visibility: str | None, agent_id: str, session_id
     return SCOPE_SEP.join((repository, "session", agent_id, session_id or ""))
 
 
+def visibility_of(repository: str, scope: str) -> str:
+    """The visibility a scope key of ``repository`` stands for (the inverse of :func:`scope_key`)."""
+    if scope == repository:
+        return "repository"
+    return scope.split(SCOPE_SEP)[1]
+
+
+def widens(visibility: str, than: str) -> bool:
+    """Whether ``visibility`` lets more readers in than ``than`` (repository ⊃ agent ⊃ session)."""
+    return VISIBILITIES.index(visibility) < VISIBILITIES.index(than)
+
+
 def _check_visibility(value: str | None) -> None:
     if value is not None and value not in VISIBILITIES:
         raise IntegrityError(f"a ledger body has an unknown visibility {value!r}")
@@ -332,6 +344,25 @@ class ThoughtBody(Body):
     def labels(self) -> list[tuple[str, str]]:
         """(kind, label) rows the thought filters and graph use: each tag and concept."""
         return [("tag", t) for t in self.tags] + [("concept", c) for c in self.concepts]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VisibilityBody(Body):
+    """A ``visibility`` entry's body: a private attempt or thought of this chain made readable to
+    a wider scope (``publish``) by its writer or an admin. A scope is only ever widened: an entry
+    that would narrow one changes nothing (and the service refuses to write it)."""
+
+    record_id: str
+    repository: str
+    visibility: str
+    at: str
+    agent_id: str
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Self:
+        if obj.get("visibility") not in VISIBILITIES:
+            raise IntegrityError(f"a visibility entry names an unknown visibility {obj.get('visibility')!r}")
+        return cls._make(obj)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,7 +18,9 @@ from mentis.errors import IntegrityError
 from mentis.ledger.canonical import sha256_hex
 
 VERSION = 1
-KINDS = frozenset({"agent", "attempt", "correction", "forget", "thought", "skill", "skill_status"})
+KINDS = frozenset(
+    {"agent", "attempt", "correction", "forget", "thought", "skill", "skill_status", "visibility"}
+)
 """Entry kinds this version writes and reads. Unknown kinds fail verification."""
 
 

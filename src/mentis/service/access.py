@@ -114,14 +114,14 @@ class Caller:
 
 
 def written_visibility(visibility: str | None, session_id: str | None) -> str | None:
-    """The ``visibility`` a write's body holds: None for ``repository`` (the default, absent from
-    the body), ``agent``, or ``session`` when the write has a session (InvalidInput otherwise)."""
+    """The ``visibility`` a write's body holds: the call's (absent when it gave none: every reader
+    of the repository), ``session`` only when the write has a session (InvalidInput otherwise)."""
     if visibility == "session" and not session_id:
         raise InvalidInput(
             "visibility: 'session' needs a session: give session_id (or call from a session)",
             field="visibility",
         )
-    return None if visibility in (None, "repository") else visibility
+    return visibility
 
 
 def resolve_caller(

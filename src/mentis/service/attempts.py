@@ -57,7 +57,8 @@ class AttemptOps:
 
     def _owned_attempt(self, caller: Caller, repository: str, attempt_id: str) -> None:
         found = self.store.find_attempt(attempt_id)
-        if found is None or found[0] != repository or not caller.sees(found[0]):
+        scope = self.store.record_scopes([attempt_id]).get(attempt_id, repository)
+        if found is None or found[0] != repository or not caller.reads(found[0], scope):
             raise NotFound(
                 f"no attempt {attempt_id} in repository {repository}; search or recall to find its id"
             )

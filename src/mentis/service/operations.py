@@ -37,6 +37,7 @@ from mentis.api.attempts import (
     SearchResult,
 )
 from mentis.api.common import parse
+from mentis.api.scopes import PublishInput, PublishResult
 from mentis.api.signed import PrepareWriteInput, PrepareWriteResult, SignedWriteInput, SignedWriteResult
 from mentis.api.skills import (
     DeleteSkillInput,
@@ -155,6 +156,14 @@ OPERATIONS: tuple[Operation, ...] = (
         "Erase a thought's content, e.g. a leaked secret. The ledger keeps a tombstone.",
         writes=True,
         destructive=True,
+    ),
+    Operation(
+        "publish",
+        PublishInput,
+        PublishResult,
+        lambda m, c, r, s: m.publish(c, r, seal=s),
+        "Widen a private attempt or thought you wrote to agent or repository visibility.",
+        writes=True,
     ),
     Operation(
         "verify_integrity",

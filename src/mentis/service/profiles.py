@@ -43,6 +43,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "disable_agent",
     ),
     "signing": ("prepare_write", "signed_write"),
+    "scopes": ("publish",),
 }
 """Every operation in exactly one group (tests/test_profiles.py holds it to that)."""
 

@@ -29,6 +29,7 @@ from mentis.ledger.bodies import (
     SkillVersionBody,
     ThoughtBody,
     TombstoneBody,
+    VisibilityBody,
 )
 from mentis.ledger.canonical import canonical, sha256_hex
 from mentis.ledger.chain import ChainReport, chain_refused, isolate
@@ -53,6 +54,7 @@ ENTRY_KIND: dict[type[Body], str] = {
     CorrectionBody: "correction",
     ThoughtBody: "thought",
     TombstoneBody: "forget",
+    VisibilityBody: "visibility",
     SkillVersionBody: "skill",
     SkillStatusBody: "skill_status",
 }

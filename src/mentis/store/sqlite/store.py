@@ -284,6 +284,9 @@ class SqliteStore(RelationalStore[sqlite3.Connection]):
     def _removing(self, conn: sqlite3.Connection, kind: str, rowid: int | None) -> None:
         self._indexes.removing(conn, kind, rowid)
 
+    def _rekeyed(self, conn: sqlite3.Connection) -> None:
+        _new_epoch(conn)
+
     def _after_forget(self) -> None:
         self._file.erase_on_disk()
 
