@@ -145,6 +145,7 @@ CASES: list[Bad] = [
         id="unknown-top-level-agent_id",
     ),
     Bad("record_attempt", _record(bogus=1), ("bogus", "not a known field"), id="unknown-top-level"),
+    Bad("record_attempt", _record(visibility="team"), ("visibility",), id="unknown-visibility"),
     Bad(
         "record_attempt",
         _record(code_context={"commit": SHA, "author": "x"}),
@@ -381,6 +382,35 @@ CASES: list[Bad] = [
         code="not_found",
         id="attempt-of-another-repository",
     ),
+    # ---------------------------------------------------------------- publish
+    *[
+        Bad(
+            "publish",
+            {k: v for k, v in {"repository": REPO, "record_id": ATTEMPT}.items() if k != name},
+            (name, "required"),
+            id=f"missing-{name}",
+        )
+        for name in ("repository", "record_id")
+    ],
+    Bad(
+        "publish",
+        {"repository": REPO, "record_id": ATTEMPT, "visibility": "world"},
+        ("visibility",),
+        id="unknown-visibility",
+    ),
+    Bad(
+        "publish",
+        {"repository": REPO, "record_id": ATTEMPT, "visibility": "agent"},
+        ("visibility", "only widens"),
+        id="narrowing",
+    ),
+    Bad(
+        "publish",
+        {"repository": REPO, "record_id": "no-such-record"},
+        ("no-such-record",),
+        code="not_found",
+        id="unknown-record",
+    ),
     # ---------------------------------------------------------------- forget_thought
     *[
         Bad(
@@ -486,6 +516,13 @@ _THOUGHT = {"repository": REPO, "type": "Decision", "content": "use redis"}
 CASES += [
     Bad("append_thought", {**_THOUGHT, "type": "Opinion"}, ("type",), id="unknown-type"),
     Bad("append_thought", {**_THOUGHT, "role": "Boss"}, ("role",), id="unknown-role"),
+    Bad("append_thought", {**_THOUGHT, "visibility": "everyone"}, ("visibility",), id="unknown-visibility"),
+    Bad(
+        "append_thought",
+        {**_THOUGHT, "visibility": "session"},
+        ("visibility", "session_id"),
+        id="session-visibility-without-a-session",
+    ),
     Bad(
         "append_thought",
         {**_THOUGHT, "confidence": 1.5},

@@ -11,6 +11,7 @@ task's history and the SQL views), stats, context bundles and recent context.
 from __future__ import annotations
 
 import dataclasses
+import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -171,6 +172,19 @@ def _answers(memory: Memory, reader: Caller) -> dict[str, Any]:
         out[sql] = memory.recall(reader, parse(RecallInput, {"sql": sql})).rows
     recent = memory.recent_context(reader, parse(RecentContextInput, {"repository": REPO, "limit": 50}))
     out["recent"] = [t.content for t in recent.thoughts]
+    out["overview"] = [
+        (r.repository, r.tasks, r.attempts, r.thoughts) for r in memory.repository_overview(reader)
+    ]
+    for status in (None, "passed", "unverified"):
+        page = memory.task_page(reader, REPO, status=status)
+        out[f"task page {status}"] = (
+            page.total,
+            [(t.row.task_id, t.title, t.row.attempts, t.row.unverified) for t in page.tasks],
+            page.agents,
+        )
+    for task in range(4):
+        timeline = memory.task_timeline(reader, REPO, f"T-{task}")
+        out[f"timeline {task}"] = (timeline.title, [str(i.body.observation) for i in timeline.items])
     stats = memory.stats(reader, parse(StatsInput, {})).model_dump()
     out["stats"] = {k: stats[k] for k in ("tasks", "attempts", "attempts_by_status", "thoughts")}
     return out
@@ -305,3 +319,29 @@ def test_publish_only_widens_and_only_its_writer_or_an_admin_may(stores: tuple[M
     assert found(READER) == ["shared note"]
     assert publish(ADMIN, session_note).visibility == "repository"  # an admin may widen anyone's
     assert found(READER) == ["session note", "shared note"]
+
+
+def test_export_by_a_non_admin_leaves_out_others_private_bodies_and_an_import_keeps_every_scope(
+    stores: tuple[Memory, Memory], tmp_path: Path
+) -> None:
+    alone, crowded = stores
+    _fill(alone, crowded)
+    hidden = _thought(crowded, OTHER, 5, "hunter2 published later", visibility="agent")
+    crowded.publish(OTHER, parse(PublishInput, {"repository": REPO, "record_id": hidden}))
+    mine = io.BytesIO()
+    crowded.export(READER, mine)
+    text = mine.getvalue().decode()
+    assert "my own note" in text and "hunter2 published later" in text
+    assert "hunter2 is the password" not in text  # others' private attempts and thoughts: null bodies
+    everything = io.BytesIO()
+    crowded.export(ADMIN, everything)
+    assert "hunter2 is the password" in everything.getvalue().decode()
+    moved = Memory.open(
+        Settings(home=tmp_path / "moved", db_path=tmp_path / "moved" / "m.db", embedder="hash"),
+        HashEmbedder(),
+    )
+    try:
+        moved.import_(ADMIN, everything.getvalue().splitlines())
+        assert _answers(moved, READER) == _answers(crowded, READER)
+    finally:
+        moved.close()

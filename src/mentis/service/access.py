@@ -131,14 +131,17 @@ def resolve_caller(
     client_name: str | None = None,
     default: str = "unknown-agent",
 ) -> Caller:
-    """Who is calling (DESIGN §2), never taken from a tool argument: the caller a transport
+    """Who is calling (DESIGN §2), never taken from a tool argument (its session:
+    ``MENTIS_SESSION_ID``, or over HTTP the ``X-Mentis-Session`` header): the caller a transport
     authenticated (a token's agent and scope) when there is one; else ``MENTIS_AGENT_ID``
     (``settings.agent_id``, from the harness config); else the name the MCP client reported
     over stdio; else the transport's ``default`` name. A caller no transport authenticated is the
     local user (stdio, the CLI, HTTP with ``--no-auth`` on loopback), and so an admin."""
     if authenticated is not None:
         return authenticated
-    return Caller(agent_id=settings.agent_id or client_name or default, admin=True)
+    return Caller(
+        agent_id=settings.agent_id or client_name or default, session_id=settings.session_id, admin=True
+    )
 
 
 def may_read(caller: Caller, repository: str | None) -> None:

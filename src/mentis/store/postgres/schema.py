@@ -72,11 +72,11 @@ SCOPES_VERSION = 14
 has the recall views admit rows by it."""
 SCOPES_SQL = (
     """
-ALTER TABLE attempt_idx ADD COLUMN scope text;
-UPDATE attempt_idx SET scope = repository;
+ALTER TABLE attempt_idx ADD COLUMN IF NOT EXISTS scope text;
+UPDATE attempt_idx SET scope = repository WHERE scope IS NULL;
 ALTER TABLE attempt_idx ALTER COLUMN scope SET NOT NULL;
-ALTER TABLE thought_idx ADD COLUMN scope text;
-UPDATE thought_idx SET scope = repository;
+ALTER TABLE thought_idx ADD COLUMN IF NOT EXISTS scope text;
+UPDATE thought_idx SET scope = repository WHERE scope IS NULL;
 ALTER TABLE thought_idx ALTER COLUMN scope SET NOT NULL;
 """
     + """CREATE OR REPLACE VIEW mentis_recall.attempts WITH (security_barrier) AS
