@@ -186,7 +186,9 @@ def _answers(memory: Memory, reader: Caller) -> dict[str, Any]:
         timeline = memory.task_timeline(reader, REPO, f"T-{task}")
         out[f"timeline {task}"] = (timeline.title, [str(i.body.observation) for i in timeline.items])
     stats = memory.stats(reader, parse(StatsInput, {})).model_dump()
-    out["stats"] = {k: stats[k] for k in ("tasks", "attempts", "attempts_by_status", "thoughts")}
+    for repo in stats["by_repository"]:
+        repo.pop("newest")  # each store's own clock
+    out["stats"] = {k: v for k, v in stats.items() if k != "newest_activity"}
     return out
 
 

@@ -2,8 +2,10 @@
 
 Counts of live records come from the documented ``recall`` views (the same on every backend,
 scoped inside the views, every value read out of a hash-checked body); ledger activity (entries
-per kind, forgets, the newest entry) from the ledger's keys. The store's size on disk is given only
-to a caller that sees every repository, since it also measures what others stored.
+per kind, forgets, the newest entry) from the ledger's keys, for a non-admin leaving out the entries
+of other agents' private records (``Store.ledger_summary``). The store's size on disk is given only
+to an admin that sees every repository, since it also measures what others stored (private
+records included).
 """
 
 from __future__ import annotations
@@ -37,9 +39,12 @@ def _scalar_rows(store: Store, caller: Caller, sql: str, repository: str | None)
 def collect_stats(store: Store, caller: Caller, req: StatsInput) -> StatsResult:
     """Count what ``caller`` may read (one repository with ``req.repository``)."""
     may_read(caller, req.repository)
+    scopes = None
+    if not caller.admin:
+        scopes = [k for r in store.repositories() if caller.sees(r) for k in caller.own_scopes(r)]
     summary = [
         row
-        for row in store.ledger_summary()
+        for row in store.ledger_summary(scopes)
         if caller.sees(row[0]) and (req.repository is None or row[0] == req.repository)
     ]
     if req.repository is not None and not summary:
@@ -66,7 +71,7 @@ def collect_stats(store: Store, caller: Caller, req: StatsInput) -> StatsResult:
         req.repository,
     )
     attempts = sum(by_status.values())
-    size = store.size_bytes() if caller.repositories is None and req.repository is None else None
+    size = store.size_bytes() if caller.admin and not caller.limited and req.repository is None else None
     return StatsResult(
         repositories=len(per_repo),
         tasks=int(tasks),
@@ -94,7 +99,7 @@ def result_lines(result: BaseModel) -> list[str]:
     size = (
         f"{result.store_bytes:,} bytes ({result.bytes_per_attempt or 0:,} per attempt)"
         if result.store_bytes is not None
-        else "not shown (this caller does not see every repository)"
+        else "not shown (only to an admin that sees every repository)"
     )
     lines = [
         f"repositories  {result.repositories}",

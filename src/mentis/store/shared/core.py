@@ -218,12 +218,27 @@ class LedgerCore(AgentCore[ConnT]):
                 out[key] = int(row[0]) if row else 0
             return out
 
-    def ledger_summary(self) -> list[tuple[str, str, int, str]]:
-        """``(chain, kind, entries, newest at)`` for every chain and entry kind: keys only, no content."""
+    def ledger_summary(self, scopes: Sequence[str] | None = None) -> list[tuple[str, str, int, str]]:
+        """``(chain, kind, entries, newest at)`` for every chain and entry kind: keys only, no
+        content. With ``scopes`` (scope keys, repositories among them), only the entries of
+        attempts and thoughts of those keys, of corrections of such attempts, and of no record
+        (a forget, a skill, a publish) in a chain among them count."""
+        where, args = "", list[Any]()
+        if scopes is not None:
+            check_list(scopes, "scopes")
+            cond, args = self.D.in_("coalesce(a.scope, t.scope, ca.scope, e.chain)", list(scopes) or [""])
+            where = (
+                "LEFT JOIN attempt_idx a ON a.rowid = e.rowid LEFT JOIN thought_idx t ON t.rowid = e.rowid "
+                "LEFT JOIN correction_idx c ON c.rowid = e.rowid "
+                f"LEFT JOIN attempt_idx ca ON ca.rowid = c.attempt_rowid WHERE {cond} "
+            )
         with self._read() as conn:
             rows = conn.execute(
-                f"SELECT chain, kind, count(*), max({self.D.bytewise('at')}) FROM entries "
-                "GROUP BY chain, kind ORDER BY chain, kind"
+                self.D.q(
+                    f"SELECT e.chain, e.kind, count(*), max({self.D.bytewise('e.at')}) FROM entries e "
+                    f"{where}GROUP BY e.chain, e.kind ORDER BY e.chain, e.kind"
+                ),
+                args,
             ).fetchall()
         return [
             (str(c), str(k), int(n), str(at))
