@@ -772,6 +772,14 @@ _REC = ["record", "--repo", REPO, "--task", "t1", "--action", "did a thing", "--
 CLI_CASES: list[tuple[str, list[str], tuple[str, ...], int]] = [
     ("record-wrong-enum", [*_REC, "--check-command", "pytest", "--check-status", "ok"], ("check.status",), 2),
     ("record-check-status-without-command", [*_REC, "--check-status", "passed"], ("check.command",), 2),
+    ("record-unknown-visibility", [*_REC, "--visibility", "team"], ("visibility",), 2),
+    (
+        "publish-unknown-visibility",
+        ["publish", "--repo", REPO, "x", "--visibility", "world"],
+        ("visibility",),
+        2,
+    ),
+    ("publish-unknown-record", ["publish", "--repo", REPO, "no-such-record"], ("no-such-record",), 3),
     (
         "record-empty-repository",
         ["record", "--repo", "", "--task", "t", "--action", "a", "--observation", "o"],
