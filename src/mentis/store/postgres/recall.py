@@ -138,10 +138,7 @@ class PostgresRecall:
         with self._pool.connection("recall") as conn:
             repos = [  # scope keys: each repository, and each private partition of one
                 c
-                for (c,) in conn.execute(
-                    "SELECT chain FROM heads UNION SELECT scope FROM attempt_idx "
-                    "UNION SELECT scope FROM thought_idx"
-                )
+                for (c,) in conn.execute("SELECT chain FROM heads UNION SELECT scope FROM scope_keys")
                 if visible(c)
             ]
             conn.execute(

@@ -69,7 +69,8 @@ CHECKS_VERSION = 11
 every existing row's checksum after it (``derived_check``)."""
 SCOPES_VERSION = 14
 """The migration that adds each attempt's and thought's scope key (private scopes, issue 26) and
-has the recall views admit rows by it."""
+has the recall views admit rows by it; ``scope_keys`` lists every key a record was written or
+published under (a search and ``recall`` enumerate keys from it, never from the record tables)."""
 SCOPES_SQL = (
     """
 ALTER TABLE attempt_idx ADD COLUMN IF NOT EXISTS scope text;
@@ -78,6 +79,12 @@ ALTER TABLE attempt_idx ALTER COLUMN scope SET NOT NULL;
 ALTER TABLE thought_idx ADD COLUMN IF NOT EXISTS scope text;
 UPDATE thought_idx SET scope = repository WHERE scope IS NULL;
 ALTER TABLE thought_idx ALTER COLUMN scope SET NOT NULL;
+CREATE TABLE IF NOT EXISTS scope_keys(scope text PRIMARY KEY, repository text NOT NULL);
+CREATE INDEX IF NOT EXISTS scope_keys_repository ON scope_keys(repository);
+INSERT INTO scope_keys(scope, repository)
+    SELECT DISTINCT scope, repository FROM attempt_idx
+    UNION SELECT DISTINCT scope, repository FROM thought_idx
+    ON CONFLICT (scope) DO NOTHING;
 """
     + """CREATE OR REPLACE VIEW mentis_recall.attempts WITH (security_barrier) AS
 SELECT j->>'attempt_id' AS attempt_id,
@@ -172,6 +179,7 @@ RECALL_ROLE = "mentis_recall"
 
 DERIVED_TABLES = (
     "attempt_idx",
+    "scope_keys",
     "correction_idx",
     "task_idx",
     "forgotten",

@@ -138,6 +138,7 @@ class AttemptCore(LedgerCore[ConnT]):
             ),
             (rowid, attempt.attempt_id, repo, task, attempt.status, attempt.scope),
         )
+        self._note_scope(conn, attempt, attempt.scope)
         self._index_record(conn, "attempt_terms", rowid, attempt)
         self._index_title(conn, rowid, attempt)
         self._insert_vector(conn, "vectors", rowid, attempt.scope, vector)

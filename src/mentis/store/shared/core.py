@@ -261,14 +261,12 @@ class LedgerCore(AgentCore[ConnT]):
         return self._recall(sql, params, RecallBounds(visible, max_rows, max_bytes, timeout_s))
 
     def scopes(self, repository: str | None = None) -> list[str]:
-        """The scope keys (``mentis.ledger.bodies.scope_key``) the attempts and thoughts of
-        ``repository`` (None: every repository) have: each repository with records, and each
-        private partition of one."""
-        where, args = ("WHERE repository = ?", (repository, repository)) if repository else ("", ())
-        sql = (
-            f"SELECT DISTINCT scope FROM attempt_idx {where} "
-            f"UNION SELECT DISTINCT scope FROM thought_idx {where}"
-        )
+        """The scope keys (``mentis.ledger.bodies.scope_key``) attempts and thoughts of
+        ``repository`` (None: every repository) were written or published under, from
+        ``scope_keys`` (a key whose records were all forgotten or published since stays: it holds
+        no rows, so it changes no answer)."""
+        where, args = ("WHERE repository = ?", (repository,)) if repository else ("", ())
+        sql = f"SELECT scope FROM scope_keys {where}"  # may hold a key no live record has any more
         with self._peek() as conn:
             return sorted(str(k) for (k,) in conn.execute(self.D.q(sql), args))
 
@@ -322,6 +320,13 @@ class LedgerCore(AgentCore[ConnT]):
         conn.execute(
             self.D.q(f"INSERT INTO {table}(rowid, repository, vec, chk) VALUES(?,?,?,?)"),
             (rowid, repository, self.D.vector(array), chk),
+        )
+
+    def _note_scope(self, conn: ConnT, record: AttemptBody | ThoughtBody, scope: str) -> None:
+        """Keep ``scope``, a key ``record`` is written or published under, in ``scope_keys``."""
+        conn.execute(
+            self.D.q("INSERT INTO scope_keys(scope, repository) VALUES(?,?) ON CONFLICT(scope) DO NOTHING"),
+            (scope, record.repository),
         )
 
     def _index_record(self, conn: ConnT, table: str, rowid: int, record: AttemptBody | ThoughtBody) -> None:

@@ -105,6 +105,7 @@ class ScopeCore(AttemptCore[ConnT], ThoughtCore[ConnT]):
         published = replace(record, visibility=body.visibility)
         idx, _, terms, vectors = _TABLES[kind]
         conn.execute(self.D.q(f"UPDATE {idx} SET scope=? WHERE rowid=?"), (published.scope, rowid))
+        self._note_scope(conn, published, published.scope)
         self._unindex_terms(conn, terms, rowid)
         self._index_record(conn, terms, rowid, published)
         if isinstance(published, AttemptBody):

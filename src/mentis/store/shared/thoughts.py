@@ -85,6 +85,7 @@ class ThoughtCore(LedgerCore[ConnT]):
             f"INSERT INTO thought_edge({EDGE_COLS}) VALUES(?,?,?,?,?,?,?)",
             edges,
         )
+        self._note_scope(conn, thought, thought.scope)
         self._index_record(conn, "thought_terms", rowid, thought)
         self._index_window(conn, rowid, thought)
         self._insert_vector(conn, "thought_vectors", rowid, thought.scope, vector)

@@ -157,6 +157,10 @@ class SqliteStore(RelationalStore[sqlite3.Connection]):
             if "scope" not in columns:
                 conn.execute(f"ALTER TABLE {table} ADD COLUMN scope TEXT NOT NULL DEFAULT ''")
             conn.execute(f"UPDATE {table} SET scope = repository WHERE scope = ''")
+            conn.execute(
+                "INSERT OR IGNORE INTO scope_keys(scope, repository) "
+                f"SELECT DISTINCT scope, repository FROM {table}"
+            )
 
     def _migrate_lexicon(self, conn: sqlite3.Connection) -> None:
         """Schema 1 → 2: index every live attempt and thought in the lexical tables, drop FTS5."""
