@@ -28,6 +28,7 @@ from mentis.api.thoughts import (
     GetThoughtInput,
     RecentContextInput,
     SearchThoughtsInput,
+    TraverseInput,
 )
 from mentis.config import Settings
 from mentis.errors import InvalidInput, NotFound
@@ -347,3 +348,43 @@ def test_export_by_a_non_admin_leaves_out_others_private_bodies_and_an_import_ke
         assert _answers(moved, READER) == _answers(crowded, READER)
     finally:
         moved.close()
+
+
+def test_another_agents_private_thought_neither_hides_nor_links_a_shared_one(
+    stores: tuple[Memory, Memory],
+) -> None:
+    memory, _ = stores
+    shared = _thought(memory, WRITER, 1, "the cache warms in two minutes")
+    private = _thought(
+        memory,
+        OTHER,
+        1,
+        "the cache warms in five minutes",
+        visibility="agent",
+        relations=[{"kind": "Supersedes", "target_id": shared}],
+    )
+    ask = parse(SearchThoughtsInput, {"query": "cache warms minutes"})
+
+    def seen(caller: Caller) -> list[tuple[str, list[str]]]:
+        return [
+            (t.thought.thought_id, t.thought.invalidated_by)
+            for t in memory.search_thoughts(caller, ask).thoughts
+        ]
+
+    assert seen(READER) == [(shared, [])]  # not superseded for the reader, and the private one is absent
+    assert seen(OTHER) == [(private, [])]  # its writer reads it, and the thought it supersedes is left out
+    walk = memory.traverse_thoughts(READER, parse(TraverseInput, {"thought_id": shared}))
+    assert ([n.thought_id for n in walk.nodes], walk.edges, walk.dangling) == ([shared], [], [])
+    assert memory.get_thought(READER, parse(GetThoughtInput, {"thought_id": shared})).invalidated_by == []
+    with pytest.raises(NotFound):
+        memory.get_thought(READER, parse(GetThoughtInput, {"thought_id": private}))
+    with pytest.raises(InvalidInput) as refused:  # nor may the reader link to it
+        _thought(memory, READER, 2, "x", refs=[private])
+    assert refused.value.field == "refs"
+    assert [
+        n.thought_id
+        for n in memory.traverse_thoughts(ADMIN, parse(TraverseInput, {"thought_id": shared})).nodes
+    ] == [
+        shared,
+        private,
+    ]
