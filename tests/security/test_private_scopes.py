@@ -388,3 +388,23 @@ def test_another_agents_private_thought_neither_hides_nor_links_a_shared_one(
         shared,
         private,
     ]
+
+
+def test_a_private_rejection_gives_no_reassertion_warning_to_another_agent(
+    stores: tuple[Memory, Memory],
+) -> None:
+    memory, _ = stores
+    rejected = _thought(memory, OTHER, 1, "the queue never drops a message", visibility="agent")
+    _thought(
+        memory,
+        OTHER,
+        2,
+        "wrong: it drops them under the secret load profile",
+        visibility="agent",
+        relations=[{"kind": "Corrects", "target_id": rejected}],
+    )
+    data = {"repository": REPO, "type": "Finding", "content": "the queue never drops a message"}
+    mine = memory.append_thought(READER, parse(AppendThoughtInput, data))
+    assert (mine.warnings, mine.reasserts) == ([], [])
+    theirs = memory.append_thought(OTHER, parse(AppendThoughtInput, {**data, "visibility": "agent"}))
+    assert [r.rejected_id for r in theirs.reasserts] == [rejected]  # its writer is still warned

@@ -91,7 +91,7 @@ class AttemptOps:
         conclusion = body.conclusion
         if self.store.has_rejections(req.repository):
             vector, conclusion_vec = self.ctx.embed([body.embed_text, conclusion])
-            reasserts = self.thoughts.reassertions(req.repository, conclusion, conclusion_vec)
+            reasserts = self.thoughts.reassertions(req.repository, conclusion, conclusion_vec, body.scope)
         else:
             vector, reasserts = self.ctx.embed([body.embed_text])[0], []
         if reasserts:

@@ -118,9 +118,20 @@ class ThoughtOps:
 
     # ------------------------------------------------------------ rejected conclusions
 
-    def reassertions(self, repository: str, text: str, vector: np.ndarray) -> list[dict[str, Any]]:
-        """Earlier rejections that ``text`` seems to re-assert, as stored in the new body."""
+    def reassertions(
+        self, repository: str, text: str, vector: np.ndarray, scope: str
+    ) -> list[dict[str, Any]]:
+        """Earlier rejections that ``text`` seems to re-assert, as stored in the new body (of scope
+        key ``scope``): only those whose rejected and rejecting records every reader of the new
+        one may read (the repository's, or of the same scope), so no private reason travels."""
         rows = self.store.rejections(repository)
+        if rows:
+            keys = self.store.record_scopes(sorted({i for r in rows for i in (r.target_id, r.by_id)}))
+            rows = [
+                r
+                for r in rows
+                if all(keys.get(i, repository) in (repository, scope) for i in (r.target_id, r.by_id))
+            ]
         if not rows:
             return []
         norm = fingerprint(text)
@@ -194,7 +205,7 @@ class ThoughtOps:
         scope = scope_key(req.repository, visibility, caller.agent_id, session_id)
         superseded = self._near_duplicates(req, vector, targets, scope) if link_duplicates else []
         relations += [RelationBody(kind="Supersedes", target_id=t) for t in superseded]
-        reasserts = self.reassertions(req.repository, req.content, vector)
+        reasserts = self.reassertions(req.repository, req.content, vector, scope)
         body = ThoughtBody(
             thought_id=thought_id,
             repository=req.repository,
