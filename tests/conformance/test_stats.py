@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -63,7 +62,7 @@ def test_stats_count_attempts_by_status_outdated_forgotten_and_thoughts_by_type(
     memory: Memory, caller: Caller
 ) -> None:
     _fill(memory, caller)
-    result = memory.stats(replace(caller, admin=True), StatsInput())  # the size: an admin's only
+    result = memory.stats(caller, StatsInput())
     assert _counts(result) == {
         "repositories": 2,
         "tasks": 3,

@@ -189,7 +189,9 @@ def _answers(memory: Memory, reader: Caller) -> dict[str, Any]:
     stats = memory.stats(reader, parse(StatsInput, {})).model_dump()
     for repo in stats["by_repository"]:
         repo.pop("newest")  # each store's own clock
-    out["stats"] = {k: v for k, v in stats.items() if k != "newest_activity"}
+    # the clock, and the store's size on disk (shown to a caller that sees every repository)
+    skip = ("newest_activity", "store_bytes", "bytes_per_attempt")
+    out["stats"] = {k: v for k, v in stats.items() if k not in skip}
     return out
 
 

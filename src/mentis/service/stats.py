@@ -4,8 +4,7 @@ Counts of live records come from the documented ``recall`` views (the same on ev
 scoped inside the views, every value read out of a hash-checked body); ledger activity (entries
 per kind, forgets, the newest entry) from the ledger's keys, for a non-admin leaving out the entries
 of other agents' private records (``Store.ledger_summary``). The store's size on disk is given only
-to an admin that sees every repository, since it also measures what others stored (private
-records included).
+to a caller that sees every repository, since it also measures what others stored.
 """
 
 from __future__ import annotations
@@ -71,7 +70,7 @@ def collect_stats(store: Store, caller: Caller, req: StatsInput) -> StatsResult:
         req.repository,
     )
     attempts = sum(by_status.values())
-    size = store.size_bytes() if caller.admin and not caller.limited and req.repository is None else None
+    size = store.size_bytes() if caller.repositories is None and req.repository is None else None
     return StatsResult(
         repositories=len(per_repo),
         tasks=int(tasks),
@@ -99,7 +98,7 @@ def result_lines(result: BaseModel) -> list[str]:
     size = (
         f"{result.store_bytes:,} bytes ({result.bytes_per_attempt or 0:,} per attempt)"
         if result.store_bytes is not None
-        else "not shown (only to an admin that sees every repository)"
+        else "not shown (this caller does not see every repository)"
     )
     lines = [
         f"repositories  {result.repositories}",
