@@ -145,6 +145,7 @@ CASES: list[Bad] = [
         id="unknown-top-level-agent_id",
     ),
     Bad("record_attempt", _record(bogus=1), ("bogus", "not a known field"), id="unknown-top-level"),
+    Bad("record_attempt", _record(visibility="team"), ("visibility",), id="unknown-visibility"),
     Bad(
         "record_attempt",
         _record(code_context={"commit": SHA, "author": "x"}),
@@ -381,6 +382,35 @@ CASES: list[Bad] = [
         code="not_found",
         id="attempt-of-another-repository",
     ),
+    # ---------------------------------------------------------------- publish
+    *[
+        Bad(
+            "publish",
+            {k: v for k, v in {"repository": REPO, "record_id": ATTEMPT}.items() if k != name},
+            (name, "required"),
+            id=f"missing-{name}",
+        )
+        for name in ("repository", "record_id")
+    ],
+    Bad(
+        "publish",
+        {"repository": REPO, "record_id": ATTEMPT, "visibility": "world"},
+        ("visibility",),
+        id="unknown-visibility",
+    ),
+    Bad(
+        "publish",
+        {"repository": REPO, "record_id": ATTEMPT, "visibility": "agent"},
+        ("visibility", "only widens"),
+        id="narrowing",
+    ),
+    Bad(
+        "publish",
+        {"repository": REPO, "record_id": "no-such-record"},
+        ("no-such-record",),
+        code="not_found",
+        id="unknown-record",
+    ),
     # ---------------------------------------------------------------- forget_thought
     *[
         Bad(
@@ -486,6 +516,13 @@ _THOUGHT = {"repository": REPO, "type": "Decision", "content": "use redis"}
 CASES += [
     Bad("append_thought", {**_THOUGHT, "type": "Opinion"}, ("type",), id="unknown-type"),
     Bad("append_thought", {**_THOUGHT, "role": "Boss"}, ("role",), id="unknown-role"),
+    Bad("append_thought", {**_THOUGHT, "visibility": "everyone"}, ("visibility",), id="unknown-visibility"),
+    Bad(
+        "append_thought",
+        {**_THOUGHT, "visibility": "session"},
+        ("visibility", "session_id"),
+        id="session-visibility-without-a-session",
+    ),
     Bad(
         "append_thought",
         {**_THOUGHT, "confidence": 1.5},
@@ -799,6 +836,14 @@ _REC = ["record", "--repo", REPO, "--task", "t1", "--action", "did a thing", "--
 CLI_CASES: list[tuple[str, list[str], tuple[str, ...], int]] = [
     ("record-wrong-enum", [*_REC, "--check-command", "pytest", "--check-status", "ok"], ("check.status",), 2),
     ("record-check-status-without-command", [*_REC, "--check-status", "passed"], ("check.command",), 2),
+    ("record-unknown-visibility", [*_REC, "--visibility", "team"], ("visibility",), 2),
+    (
+        "publish-unknown-visibility",
+        ["publish", "--repo", REPO, "x", "--visibility", "world"],
+        ("visibility",),
+        2,
+    ),
+    ("publish-unknown-record", ["publish", "--repo", REPO, "no-such-record"], ("no-such-record",), 3),
     (
         "record-empty-repository",
         ["record", "--repo", "", "--task", "t", "--action", "a", "--observation", "o"],

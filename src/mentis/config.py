@@ -9,6 +9,7 @@
 - ``MENTIS_RERANKER``: ``off`` (default) or ``openai`` (LLM usefulness rerank, see
   ``mentis.providers.rerank``)
 - ``MENTIS_AGENT_ID``: the agent identity for writes over stdio and from the CLI
+- ``MENTIS_SESSION_ID``: the session of those calls (a ``session``-private write's default session)
 - ``MENTIS_SIGNING_KEY``: an Ed25519 private key (PEM) registered in the agent registry; the
   process signs its agent's writes with it (``mentis.service.local_signing``)
 - ``MENTIS_FEDERATION`` and ``MENTIS_FEDERATION_*``: the other memories a federated search reads
@@ -46,6 +47,8 @@ class Settings:
     db_path: Path
     embedder: str = "local"
     agent_id: str | None = None
+    session_id: str | None = None
+    """``MENTIS_SESSION_ID``: the session of this process's calls (session-private records)."""
     database_url: str | None = None
     reranker: str = "off"
     signing_key: Path | None = None
@@ -97,6 +100,7 @@ class Settings:
             db_path=db_path,
             embedder=os.environ.get("MENTIS_EMBEDDER", "local"),
             agent_id=os.environ.get("MENTIS_AGENT_ID") or None,
+            session_id=os.environ.get("MENTIS_SESSION_ID") or None,
             database_url=None if db else os.environ.get("MENTIS_DATABASE_URL") or None,
             reranker=os.environ.get("MENTIS_RERANKER", "").strip().lower() or "off",
             signing_key=Path(key).expanduser() if (key := os.environ.get("MENTIS_SIGNING_KEY")) else None,

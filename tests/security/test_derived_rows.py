@@ -32,7 +32,9 @@ from mentis.service.memory import Caller, Memory
 from tests.security.stores import settings  # noqa: F401
 
 REPO = "github.com/acme/shop"
-AGENT = Caller(agent_id="derived-rows")
+AGENT = Caller(agent_id="derived-rows", admin=True)
+"""An admin reads every partition, so an edited row is read wherever it was moved (a non-admin
+reads only its own scope keys: a row moved out of them is no candidate of its search at all)."""
 
 
 def _sql(settings: Settings, *statements: str) -> None:

@@ -7,9 +7,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from mentis.api.attempts import ForgetInput, RecordAttemptInput
+from mentis.api.attempts import ForgetInput, MarkOutdatedInput, RecordAttemptInput
 from mentis.api.thoughts import AppendThoughtInput
-from mentis.api.webhooks import DeliveriesInput, RedeliverInput
+from mentis.api.webhooks import CreateWebhookInput, DeliveriesInput, RedeliverInput
 from mentis.config import Settings
 from mentis.service.memory import Caller, Memory
 from mentis.service.tokens import TokenStore
@@ -220,3 +220,33 @@ def test_delivered_rows_older_than_the_keep_days_are_pruned_and_dead_ones_kept(
     assert memory.store.outbox_prune(time.time() + 1) == 1
     (kept,) = memory.webhook_deliveries(ADMIN, DeliveriesInput()).deliveries
     assert kept.state == "dead"
+
+
+def test_another_agents_private_record_and_its_correction_are_never_delivered(
+    memory: Memory, tokens: TokenStore, make_receiver: Callable[..., Receiver], deliverer: Deliverer
+) -> None:
+    events = ["attempt.recorded", "conclusion.outdated"]
+    other, own = make_receiver(), make_receiver()
+    subscribe(memory, tokens, other, events=events)  # a token of another agent
+    _, writer_token = tokens.create(scope="read", repositories=("*",), agent=WRITER.agent_id)
+    made = memory.create_webhook(
+        ADMIN, CreateWebhookInput(url=own.url, events=events, token_id=writer_token.id)
+    )
+    own.secret = made.secret
+    req = RecordAttemptInput(
+        repository=REPO, task_id="t1", action="tried a key", observation="it worked", visibility="agent"
+    )
+    private = memory.record_attempt(WRITER, req).attempt_id
+    memory.mark_conclusion_outdated(
+        WRITER, MarkOutdatedInput(repository=REPO, attempt_id=private, reason="the key was rotated")
+    )
+    shared = _attempt(memory)
+    drain(deliverer)
+    assert [b["data"]["record_id"] for b in other.bodies()] == [shared]
+    assert sorted(b["type"] for b in own.bodies()) == [
+        "attempt.recorded",
+        "attempt.recorded",
+        "conclusion.outdated",
+    ]
+    skipped = memory.webhook_deliveries(ADMIN, DeliveriesInput(state="skipped")).deliveries
+    assert len(skipped) == 2 and all("private to another agent" in (d.last_error or "") for d in skipped)

@@ -24,6 +24,7 @@ from mentis.api.common import (
     Tag,
     Text,
     Title,
+    Visibility,
     plain,
     query,
 )
@@ -73,6 +74,7 @@ class RecordAttemptInput(Strict):
     check: Check | None = None
     tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] = Field(default_factory=list)
     session_id: Identifier | None = None
+    visibility: Visibility | None = None
 
 
 class SearchInput(Strict):

@@ -99,6 +99,9 @@ Tag = Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS), AfterValidat
 GitSha = Annotated[str, Field(min_length=4, max_length=64), AfterValidator(_git_sha)]
 Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS), AfterValidator(query)]
 Timestamp = Annotated[str, Field(min_length=1, max_length=64), AfterValidator(_timestamp)]
+Visibility = Literal["repository", "agent", "session"]
+"""Who may read a written record: every reader of its repository (the default), only the
+writing agent (and admins), or only that agent in the same session (docs/scopes.md)."""
 Uuid = Annotated[str, Field(pattern=r"^[0-9a-fA-F-]{32,36}$"), AfterValidator(lambda v: str(uuid.UUID(v)))]
 
 

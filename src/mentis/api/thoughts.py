@@ -24,6 +24,7 @@ from mentis.api.common import (
     Text,
     Timestamp,
     Uuid,
+    Visibility,
     plain,
     query,
 )
@@ -86,6 +87,7 @@ class AppendThoughtInput(Strict):
     relations: Annotated[list[Relation], Field(max_length=MAX_RELATIONS)] = Field(default_factory=list)
     task_id: Identifier | None = None
     session_id: Identifier | None = None
+    visibility: Visibility | None = None
     thought_id: Uuid | None = Field(
         None, description="optional client-chosen UUID (makes retries idempotent)"
     )

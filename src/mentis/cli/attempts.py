@@ -75,6 +75,9 @@ def record_attempt(
     check_status: Annotated[str | None, typer.Option(help="passed or failed.")] = None,
     exit_code: Annotated[int | None, typer.Option(help="The check's exit code.")] = None,
     commit: Annotated[str | None, typer.Option(help="Commit the attempt ran on.")] = None,
+    visibility: Annotated[
+        str | None, typer.Option(help="repository (default), agent or session: who may read it.")
+    ] = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -88,6 +91,7 @@ def record_attempt(
         "inference": inference,
         "files": files or [],
         "tags": tags or [],
+        "visibility": visibility,
     }
     if check_command is not None or check_status is not None or exit_code is not None:
         data["check"] = {"command": check_command, "status": check_status, "exit_code": exit_code}

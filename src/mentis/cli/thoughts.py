@@ -45,6 +45,9 @@ def append_thought(
     ref: Annotated[list[str] | None, typer.Option(help="Id of a thought or attempt (repeatable).")] = None,
     relation: Annotated[list[str] | None, typer.Option(help="KIND:THOUGHT_ID (repeatable).")] = None,
     task_id: Annotated[str | None, typer.Option("--task", "-t", help="Task the thought belongs to.")] = None,
+    visibility: Annotated[
+        str | None, typer.Option(help="repository (default), agent or session: who may read it.")
+    ] = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -63,6 +66,7 @@ def append_thought(
         "refs": ref,
         "relations": relations,
         "task_id": task_id,
+        "visibility": visibility,
     }
     run_op("append_thought", db, as_json, _clean(data))
 
@@ -198,6 +202,21 @@ def import_memory_md(
                 f"{source}: not valid UTF-8 ({exc.reason} at byte {exc.start})", "markdown"
             ) from None
     run_op("import_memory_md", db, as_json, {"repository": repository, "markdown": text})
+
+
+@commands.command("publish")
+def publish(
+    repository: RepoOpt,
+    record_id: Annotated[str, typer.Argument(help="The private attempt or thought.")],
+    visibility: Annotated[str, typer.Option(help="agent or repository (default): who may read it now.")] = (
+        "repository"
+    ),
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Widen who may read a private attempt or thought; never narrows (the publish tool)."""
+    data = {"repository": repository, "record_id": record_id, "visibility": visibility}
+    run_op("publish", db, as_json, data)
 
 
 @commands.command("forget-thought")

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import anyio
 import anyio.to_thread
@@ -41,6 +41,8 @@ from mentis.service.tokens import CALLER_SCOPE_KEY, TokenStore
 
 TOKEN_ID_KEY = "mentis.token_id"
 AGENT_HEADER = "X-Mentis-Agent"
+SESSION_HEADER = "X-Mentis-Session"
+"""The session a request belongs to (session-private records: docs/scopes.md), on any transport."""
 """The agent a local user's client calls for, over a unix socket (:class:`LocalUser`)."""
 PUBLIC_PATHS = frozenset({"/health"})
 LOOKUP_THREADS = 4
@@ -171,8 +173,8 @@ class Authenticate:
             await self.app(scope, receive, send)
             return
         if self.tokens is None:
-            scope[CALLER_SCOPE_KEY] = self.anonymous
-            await self.app(scope, receive, send)
+            assert self.anonymous is not None  # __init__ requires one or the other
+            await _with_session(self.app, self.anonymous, scope, receive, send)
             return
         scheme, _, token = Headers(scope=scope).get("authorization", "").partition(" ")
         token = token.strip()
@@ -188,9 +190,8 @@ class Authenticate:
         if problem is not None or info is None:
             await self._refuse(scope, receive, send, problem or "", invalid=True)
             return
-        scope[CALLER_SCOPE_KEY] = info.caller()
         scope[TOKEN_ID_KEY] = info.id
-        await self.app(scope, receive, send)
+        await _with_session(self.app, info.caller(), scope, receive, send)
 
     @staticmethod
     async def _refuse(
@@ -225,8 +226,23 @@ class LocalUser:
                     scope, receive, send
                 )
                 return
-        scope[CALLER_SCOPE_KEY] = resolve_caller(self.settings, client_name=name, default=self.default)
-        await self.app(scope, receive, send)
+        caller = resolve_caller(self.settings, client_name=name, default=self.default)
+        await _with_session(self.app, caller, scope, receive, send)
+
+
+async def _with_session(app: ASGIApp, caller: Caller, scope: Scope, receive: Receive, send: Send) -> None:
+    """Attach ``caller``, in the session its request names in ``X-Mentis-Session`` (if any: 422
+    naming the header when it is not an identifier), and go on."""
+    session = Headers(scope=scope).get(SESSION_HEADER)
+    if session is not None:
+        try:
+            check_agent_id(session, SESSION_HEADER)
+        except RegistryError as exc:
+            await error_response(422, InvalidInput.code, str(exc), field=SESSION_HEADER)(scope, receive, send)
+            return
+        caller = replace(caller, session_id=session)
+    scope[CALLER_SCOPE_KEY] = caller
+    await app(scope, receive, send)
 
 
 @dataclass

@@ -57,6 +57,41 @@ EMBED_FIELDS = ("task_title", "action", "observation", "inference")
 """The attempt fields its vector is computed from, in order (the model truncates at 256 tokens)."""
 
 
+VISIBILITIES = ("repository", "agent", "session")
+"""Who may read a record (DESIGN §2, issue 26): every reader of its repository (the default,
+absent from the body), only its writing agent (and admins), or only that agent in the same session."""
+SCOPE_SEP = "\x1f"
+"""Separates the parts of a private record's scope key (identifiers hold no control characters)."""
+
+
+def scope_key(repository: str, visibility: str | None, agent_id: str, session_id: str | None) -> str:
+    """The partition a record's derived rows are kept and searched in: its repository for a
+    record every reader of it sees, else the repository with the agent (and the session) that
+    may read it. A reader's search takes candidates and every statistic from the keys it may read."""
+    if visibility in (None, "repository"):
+        return repository
+    if visibility == "agent":
+        return SCOPE_SEP.join((repository, "agent", agent_id))
+    return SCOPE_SEP.join((repository, "session", agent_id, session_id or ""))
+
+
+def visibility_of(repository: str, scope: str) -> str:
+    """The visibility a scope key of ``repository`` stands for (the inverse of :func:`scope_key`)."""
+    if scope == repository:
+        return "repository"
+    return scope.split(SCOPE_SEP)[1]
+
+
+def widens(visibility: str, than: str) -> bool:
+    """Whether ``visibility`` lets more readers in than ``than`` (repository ⊃ agent ⊃ session)."""
+    return VISIBILITIES.index(visibility) < VISIBILITIES.index(than)
+
+
+def _check_visibility(value: str | None) -> None:
+    if value is not None and value not in VISIBILITIES:
+        raise IntegrityError(f"a ledger body has an unknown visibility {value!r}")
+
+
 def status_sql(check_status: str) -> str:
     """The status rule in a recall view's SQL: ``check_status`` is the dialect's expression for
     the body's ``check.status``."""
@@ -180,15 +215,23 @@ class AttemptBody(Body):
     check: CheckBody | None = None
     reasserts: list[dict[str, Any]] | None = None
     """Earlier rejected conclusions it seemed to re-assert when written (without their reasons)."""
+    visibility: str | None = None
+    """``agent`` or ``session`` for a private attempt (absent: every reader of the repository)."""
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Self:
         check, ctx = obj.get("check"), obj.get("code_context")
+        _check_visibility(obj.get("visibility"))
         return cls._make(
             obj,
             check=None if check is None else CheckBody.from_json(check),
             code_context=None if ctx is None else CodeContextBody.from_json(ctx),
         )
+
+    @property
+    def scope(self) -> str:
+        """Its scope key as written (:func:`scope_key`)."""
+        return scope_key(self.repository, self.visibility, self.agent_id, self.session_id)
 
     @property
     def status(self) -> AttemptStatus:
@@ -268,11 +311,19 @@ class ThoughtBody(Body):
     task_id: str | None = None
     session_id: str | None = None
     reasserts: list[dict[str, Any]] | None = None
+    visibility: str | None = None
+    """``agent`` or ``session`` for a private thought (absent: every reader of the repository)."""
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Self:
         relations = [RelationBody.from_json(r) for r in obj.get("relations", ())]
+        _check_visibility(obj.get("visibility"))
         return cls._make(obj, relations=relations)
+
+    @property
+    def scope(self) -> str:
+        """Its scope key as written (:func:`scope_key`)."""
+        return scope_key(self.repository, self.visibility, self.agent_id, self.session_id)
 
     @property
     def conclusion(self) -> str:
@@ -293,6 +344,25 @@ class ThoughtBody(Body):
     def labels(self) -> list[tuple[str, str]]:
         """(kind, label) rows the thought filters and graph use: each tag and concept."""
         return [("tag", t) for t in self.tags] + [("concept", c) for c in self.concepts]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VisibilityBody(Body):
+    """A ``visibility`` entry's body: a private attempt or thought of this chain made readable to
+    a wider scope (``publish``) by its writer or an admin. A scope is only ever widened: an entry
+    that would narrow one changes nothing (and the service refuses to write it)."""
+
+    record_id: str
+    repository: str
+    visibility: str
+    at: str
+    agent_id: str
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Self:
+        if obj.get("visibility") not in VISIBILITIES:
+            raise IntegrityError(f"a visibility entry names an unknown visibility {obj.get('visibility')!r}")
+        return cls._make(obj)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

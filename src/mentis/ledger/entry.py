@@ -19,7 +19,17 @@ from mentis.ledger.canonical import sha256_hex
 
 VERSION = 1
 KINDS = frozenset(
-    {"agent", "attempt", "checkpoint", "correction", "forget", "thought", "skill", "skill_status"}
+    {
+        "agent",
+        "attempt",
+        "checkpoint",
+        "correction",
+        "forget",
+        "thought",
+        "skill",
+        "skill_status",
+        "visibility",
+    }
 )
 """Entry kinds this version writes and reads. Unknown kinds fail verification."""
 

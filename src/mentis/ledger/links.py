@@ -6,7 +6,8 @@ An agent registry event stands only in :data:`AGENTS_CHAIN` and targets nothing,
 checkpoint only in :data:`CHECKPOINTS_CHAIN` and targets nothing; no other chain
 name starts with :data:`RESERVED_PREFIX`. Every other body names its own chain (``repository``);
 an attempt, thought or skill version body names its own entry's id (:data:`RECORD_ID`). A
-correction targets an attempt, a forget tombstone one attempt, thought or skill version, a
+correction targets an attempt, a visibility entry (``publish``) an attempt or thought, a forget
+tombstone one attempt, thought or skill version, a
 thought's refs any record and its relations thoughts, a skill diff the version before it and a
 skill status the version it names: each target must be a record of the same chain, appended
 before.
@@ -88,6 +89,8 @@ def body_links(chain: str, kind: str, id_: str, body: bytes) -> list[Link] | str
     links: list[tuple[object, str]] = []
     if kind == "correction":
         links.append((doc.get("attempt_id"), "attempt"))
+    elif kind == "visibility":
+        links.append((doc.get("record_id"), "record"))
     elif kind == "forget":
         named = [key for key in ("attempt_id", "thought_id", "skill_id") if key in doc]
         if len(named) != 1:

@@ -39,6 +39,7 @@ from pydantic import BaseModel
 from mentis.api.agents import AddAgentKeyInput, DisableAgentInput, RegisterAgentInput, RevokeAgentKeyInput
 from mentis.api.attempts import ForgetInput, MarkOutdatedInput, RecordAttemptInput
 from mentis.api.common import parse
+from mentis.api.scopes import PublishInput
 from mentis.api.skill_text import content_hash, parse_skill
 from mentis.api.skills import DeleteSkillInput, RevokeSkillInput, SkillStatusInput, UploadSkillInput
 from mentis.api.thoughts import AppendThoughtInput, ForgetThoughtInput
@@ -246,6 +247,10 @@ def _thought(req: AppendThoughtInput, e: signing.Unsigned) -> Shape:
     return Shape(exact, server, record_id="thought_id", call_id=req.thought_id)
 
 
+def _publish(req: PublishInput, e: signing.Unsigned) -> Shape:
+    return Shape(_call(req, at=e.at, agent_id=e.agent))
+
+
 def _tombstone(
     req: ForgetInput | ForgetThoughtInput | DeleteSkillInput, e: signing.Unsigned
 ) -> dict[str, Any]:
@@ -363,6 +368,7 @@ def _registry(_: Any) -> str:
 WRITES: dict[str, Write] = {
     "record_attempt": Write(RecordAttemptInput, "attempt", _attempt),
     "mark_conclusion_outdated": Write(MarkOutdatedInput, "correction", _correction),
+    "publish": Write(PublishInput, "visibility", _publish),
     "forget_attempt": Write(ForgetInput, "forget", _forget_attempt),
     "append_thought": Write(AppendThoughtInput, "thought", _thought),
     "forget_thought": Write(ForgetThoughtInput, "forget", _forget_thought),

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 
 from mentis.config import Settings
-from mentis.errors import Forbidden, IntegrityError
+from mentis.errors import Forbidden, IntegrityError, InvalidInput
+from mentis.ledger.bodies import SCOPE_SEP, scope_key
 from mentis.ledger.chain import chain_refused
 from mentis.ledger.signing import RESERVED_PREFIX
 
@@ -73,6 +74,55 @@ class Caller:
             return None
         return [r for r in known() if self.sees(r)]
 
+    def own_scopes(self, repository: str) -> list[str]:
+        """The scope keys of ``repository`` this caller reads as a non-admin: the repository's
+        records, its own agent-private ones and, with a session, its own session-private ones."""
+        keys = [repository, scope_key(repository, "agent", self.agent_id, None)]
+        if self.session_id:
+            keys.append(scope_key(repository, "session", self.agent_id, self.session_id))
+        return keys
+
+    def reads(self, repository: str, scope: str) -> bool:
+        """Whether the caller may read a record of ``repository`` with scope key ``scope``
+        (:func:`mentis.ledger.bodies.scope_key`): it sees the repository, and the record is the
+        repository's, or the caller's own private one, or the caller is an admin."""
+        if not self.sees(repository):
+            return False
+        return self.admin or scope == repository or scope in self.own_scopes(repository)
+
+    def reads_key(self, scope: str) -> bool:
+        """:meth:`reads` for a record known by its scope key alone (``recall``'s views)."""
+        return self.reads(scope.split(SCOPE_SEP, 1)[0], scope)
+
+    def record_scope(
+        self,
+        repository: str | None,
+        known: Callable[[], Iterable[str]],
+        scopes: Callable[[str | None], Iterable[str]],
+    ) -> list[str] | None:
+        """The scope keys a search of attempts or thoughts draws candidates and every statistic
+        from (:meth:`search_scope` with private records): an admin's are every key of the
+        repositories it sees (``scopes(repository)`` lists the store's; None: all of every
+        repository), anyone else's only those it reads (:meth:`own_scopes`). Nothing outside
+        them shapes a score or a rank, so another agent's private records change no answer."""
+        if self.admin:
+            if repository is None and not self.limited:
+                return None
+            return [k for k in scopes(repository) if self.sees(k.split(SCOPE_SEP, 1)[0])]
+        repos = [repository] if repository is not None else [r for r in known() if self.sees(r)]
+        return [k for r in repos for k in self.own_scopes(r)]
+
+
+def written_visibility(visibility: str | None, session_id: str | None) -> str | None:
+    """The ``visibility`` a write's body holds: the call's (absent when it gave none: every reader
+    of the repository), ``session`` only when the write has a session (InvalidInput otherwise)."""
+    if visibility == "session" and not session_id:
+        raise InvalidInput(
+            "visibility: 'session' needs a session: give session_id (or call from a session)",
+            field="visibility",
+        )
+    return visibility
+
 
 def resolve_caller(
     settings: Settings,
@@ -81,14 +131,17 @@ def resolve_caller(
     client_name: str | None = None,
     default: str = "unknown-agent",
 ) -> Caller:
-    """Who is calling (DESIGN §2), never taken from a tool argument: the caller a transport
+    """Who is calling (DESIGN §2), never taken from a tool argument (its session:
+    ``MENTIS_SESSION_ID``, or over HTTP the ``X-Mentis-Session`` header): the caller a transport
     authenticated (a token's agent and scope) when there is one; else ``MENTIS_AGENT_ID``
     (``settings.agent_id``, from the harness config); else the name the MCP client reported
     over stdio; else the transport's ``default`` name. A caller no transport authenticated is the
     local user (stdio, the CLI, HTTP with ``--no-auth`` on loopback), and so an admin."""
     if authenticated is not None:
         return authenticated
-    return Caller(agent_id=settings.agent_id or client_name or default, admin=True)
+    return Caller(
+        agent_id=settings.agent_id or client_name or default, session_id=settings.session_id, admin=True
+    )
 
 
 def may_read(caller: Caller, repository: str | None) -> None:
@@ -136,4 +189,12 @@ def left_out_note(caller: Caller) -> str:
     )
 
 
-__all__ = ["Caller", "left_out_note", "may_admin", "may_read", "may_write", "resolve_caller"]
+__all__ = [
+    "Caller",
+    "left_out_note",
+    "may_admin",
+    "may_read",
+    "may_write",
+    "resolve_caller",
+    "written_visibility",
+]

@@ -35,7 +35,7 @@ from mentis.errors import Conflict, InvalidInput, NotFound, RerankFailed
 from mentis.ledger.bodies import AttemptBody, CheckBody, CodeContextBody, CorrectionBody
 from mentis.providers.rerank import RerankItem, apply_rerank
 from mentis.retrieval import pipeline, titles
-from mentis.service.access import Caller, left_out_note, may_read, may_write
+from mentis.service.access import Caller, left_out_note, may_read, may_write, written_visibility
 from mentis.service.context import ServiceContext, secret_warnings
 from mentis.service.retrospectives import fresh_retrospectives
 from mentis.service.thoughts import ThoughtOps, rejection_out, stored_reasserts
@@ -58,7 +58,8 @@ class AttemptOps:
 
     def _owned_attempt(self, caller: Caller, repository: str, attempt_id: str) -> None:
         found = self.store.find_attempt(attempt_id)
-        if found is None or found[0] != repository or not caller.sees(found[0]):
+        scope = self.store.record_scopes([attempt_id]).get(attempt_id, repository)
+        if found is None or found[0] != repository or not caller.reads(found[0], scope):
             raise NotFound(
                 f"no attempt {attempt_id} in repository {repository}; search or recall to find its id"
             )
@@ -83,6 +84,7 @@ class AttemptOps:
             tags=list(req.tags),
             task_title=req.task_title,
             session_id=req.session_id or caller.session_id,
+            visibility=written_visibility(req.visibility, req.session_id or caller.session_id),
             inference=req.inference,
             code_context=ctx,
             check=None if req.check is None else CheckBody(**req.check.model_dump()),
@@ -90,7 +92,7 @@ class AttemptOps:
         conclusion = body.conclusion
         if self.store.has_rejections(req.repository):
             vector, conclusion_vec = self.ctx.embed([body.embed_text, conclusion])
-            reasserts = self.thoughts.reassertions(req.repository, conclusion, conclusion_vec)
+            reasserts = self.thoughts.reassertions(req.repository, conclusion, conclusion_vec, body.scope)
         else:
             vector, reasserts = self.ctx.embed([body.embed_text])[0], []
         if reasserts:
@@ -114,7 +116,7 @@ class AttemptOps:
 
     def search(self, caller: Caller, req: SearchInput) -> SearchResult:
         may_read(caller, req.repository)
-        scope = caller.search_scope(req.repository, self.store.repositories)
+        scope = caller.record_scope(req.repository, self.store.repositories, self.store.scopes)
         known = titles.KeyCache(self.store.attempt_keys)  # asked once per row, for titles and grouping
         ranked, has_terms = pipeline.candidates(
             req.query,
@@ -132,7 +134,7 @@ class AttemptOps:
             keys = {r: k for r, k in keys.items() if caller.sees(k[0])}
         hits = retrieval.group_tasks(ranked, {r: (k[0], k[1]) for r, k in keys.items()}, req.limit)
         previews = self.store.load_attempts([h.attempts[0].rowid for h in hits])
-        info = self.store.task_info([(h.repository, h.task_id) for h in hits])
+        info = self.store.task_info([(h.repository, h.task_id) for h in hits], scope)
         base = (
             "fused (bm25 + vector, reciprocal rank) + graph"
             if has_terms
@@ -215,7 +217,7 @@ class AttemptOps:
         result = self.store.run_sql(
             req.sql,
             req.params,
-            visible=caller.sees,
+            visible=caller.reads_key,
             max_rows=RECALL_MAX_ROWS,
             max_bytes=RECALL_MAX_BYTES,
             timeout_s=RECALL_TIMEOUT_S,
@@ -247,7 +249,8 @@ class AttemptOps:
 
     def _history(self, caller: Caller, repository: str, task_id: str) -> RecallResult:
         may_read(caller, repository)
-        attempts = self.store.task_history(repository, task_id)
+        scopes = None if caller.admin else caller.own_scopes(repository)
+        attempts = self.store.task_history(repository, task_id, scopes)
         if not attempts:
             raise NotFound(
                 f"no task {task_id!r} in repository {repository!r} (or all its attempts were forgotten)"

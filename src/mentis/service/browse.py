@@ -79,6 +79,11 @@ def _checked_id(value: str, what: str) -> str:
     return value
 
 
+def _scopes(caller: Caller, repository: str) -> list[str] | None:
+    """The scope keys of ``repository`` a page shows the caller (None: every one, for an admin)."""
+    return None if caller.admin else caller.own_scopes(repository)
+
+
 class BrowseOps:
     """The browsing reads of Memory, over the shared :class:`ServiceContext`."""
 
@@ -94,7 +99,11 @@ class BrowseOps:
 
     def repository_overview(self, caller: Caller) -> list[RepositoryRow]:
         """The repositories the caller may read, newest activity first."""
-        return [r for r in self.store.repository_rows() if caller.sees(r.repository)]
+        rows = [r for r in self.store.repository_rows() if caller.sees(r.repository)]
+        if caller.admin or not rows:
+            return rows
+        scopes = [k for r in rows for k in caller.own_scopes(r.repository)]
+        return [r for r in self.store.repository_rows(scopes) if caller.sees(r.repository)]
 
     def task_page(
         self,
@@ -117,15 +126,17 @@ class BrowseOps:
             raise InvalidInput(f"page must be a whole number from 1 to {MAX_PAGE:,}", "page")
         if not 1 <= per_page <= MAX_PAGE_SIZE:
             raise InvalidInput(f"per_page must be from 1 to {MAX_PAGE_SIZE}", "per_page")
-        total, rows, times = self.store.task_rows(repository, status, agent, (page - 1) * per_page, per_page)
-        info = self.store.task_info([(repository, r.task_id) for r in rows])
+        scopes = _scopes(caller, repository)
+        offset = (page - 1) * per_page
+        total, rows, times = self.store.task_rows(repository, status, agent, offset, per_page, scopes)
+        info = self.store.task_info([(repository, r.task_id) for r in rows], scopes)
         tasks = [
             TaskSummary(
                 row=r, title=info.get((repository, r.task_id), (None, 0))[0], last_at=times[r.last_rowid]
             )
             for r in rows
         ]
-        agents = self.store.attempt_agents(repository)
+        agents = self.store.attempt_agents(repository, scopes)
         return TaskPage(repository, total, page, per_page, tasks, agents)
 
     def task_timeline(
@@ -138,7 +149,7 @@ class BrowseOps:
         _checked_id(task_id, "task_id")
         if current_commit is not None:
             _checked_id(current_commit, "commit")
-        attempts = self.store.task_history(repository, task_id)
+        attempts = self.store.task_history(repository, task_id, _scopes(caller, repository))
         tombs = [
             Tombstone(e, t.attempt_id, t.reason, t.agent_id, t.at, t.erased)
             for e, t in self.store.tombstones(repository)

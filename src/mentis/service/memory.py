@@ -59,6 +59,7 @@ from mentis.api.review import (
     ShowProposalInput,
     SourceEpisode,
 )
+from mentis.api.scopes import PublishInput, PublishResult
 from mentis.api.skills import (
     DeleteSkillInput,
     DeleteSkillResult,
@@ -128,6 +129,7 @@ from mentis.service.integrity import IntegrityOps
 from mentis.service.local_signing import LocalSigner
 from mentis.service.retrospectives import append_retrospective
 from mentis.service.review import ReviewOps
+from mentis.service.scopes import publish
 from mentis.service.skills import SkillOps, SkillReview
 from mentis.service.staleness import stale_attempts
 from mentis.service.stats import collect_stats
@@ -294,6 +296,11 @@ class Memory:
     def stale_attempts(self, caller: Caller, req: StaleInput) -> StaleResult:
         """Passed attempts whose recorded files differ from ``req.current_file_hashes``."""
         return stale_attempts(self.store, self.caller_now(caller), req)
+
+    def publish(self, caller: Caller, req: PublishInput, *, seal: Seal | None = None) -> PublishResult:
+        """Make a private attempt or thought readable to a wider scope (its writer or an admin)."""
+        with self.sealing(caller, seal) as sealed:
+            return publish(self.ctx, self.caller_now(caller), req, sealed)
 
     def stats(self, caller: Caller, req: StatsInput) -> StatsResult:
         """What the memory holds, counted over the caller's repositories."""

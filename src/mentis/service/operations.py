@@ -48,6 +48,7 @@ from mentis.api.review import (
     RejectProposalResult,
     ShowProposalInput,
 )
+from mentis.api.scopes import PublishInput, PublishResult
 from mentis.api.signed import PrepareWriteInput, PrepareWriteResult, SignedWriteInput, SignedWriteResult
 from mentis.api.skills import (
     DeleteSkillInput,
@@ -188,6 +189,14 @@ OPERATIONS: tuple[Operation, ...] = (
         "Erase a thought's content, e.g. a leaked secret. The ledger keeps a tombstone.",
         writes=True,
         destructive=True,
+    ),
+    Operation(
+        "publish",
+        PublishInput,
+        PublishResult,
+        lambda m, c, r, s: m.publish(c, r, seal=s),
+        "Widen a private attempt or thought you wrote to agent or repository visibility.",
+        writes=True,
     ),
     Operation(
         "verify_integrity",

@@ -53,6 +53,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "webhook_deliveries",
         "redeliver_webhook",
     ),
+    "scopes": ("publish",),
 }
 """Every operation in exactly one group (tests/test_profiles.py holds it to that)."""
 

@@ -34,7 +34,8 @@ def append_retrospective(
     """Check the task and every covered id before anything is written, then append the thought."""
     may_write(caller, req.repository)
     store = thoughts.store
-    history = store.task_history(req.repository, req.task_id)
+    readable = None if caller.admin else caller.own_scopes(req.repository)  # never another's private one
+    history = store.task_history(req.repository, req.task_id, readable)
     if not history:
         raise InvalidInput(
             f"task_id: no task {req.task_id!r} in {req.repository} (or all its attempts were forgotten); "
@@ -99,12 +100,17 @@ def fresh_retrospectives(
     for (repository, task_id), rowids in store.task_thoughts(tasks, ROLE).items():
         loaded = store.load_thoughts(rowids[:8])
         bodies = [loaded[r].body for r in rowids[:8] if r in loaded]
+        scopes = store.record_scopes([b.thought_id for b in bodies])  # as they stand: published or not
+        bodies = [b for b in bodies if caller.reads(repository, scopes.get(b.thought_id, b.scope))]
         invalid = store.invalidations([b.thought_id for b in bodies], now_iso())
         standing = [b for b in bodies if b.thought_id not in invalid]
         if not standing:
             continue
         newest = max(standing, key=lambda b: b.created_at)
-        last = max((a.body.created_at for a in store.task_history(repository, task_id)), default="")
+        readable = (
+            None if caller.admin else caller.own_scopes(repository)
+        )  # another's private attempt counts not
+        last = max((a.body.created_at for a in store.task_history(repository, task_id, readable)), default="")
         if newest.created_at > last:
             out[(repository, task_id)] = RetrospectiveOut(
                 thought_id=newest.thought_id,

@@ -34,7 +34,7 @@ class SessionNeighbours:
         near = sorted({n for r in rowids for n in (r - 1, r, r + 1)})
         # which of them are live thoughts the caller may read, asked every time (a forget or
         # another caller's scope changes it); only their sessions are remembered
-        alive = self.store.filter_thoughts(near, ThoughtQuery(repositories=scope), len(near))
+        alive = self.store.filter_thoughts(near, ThoughtQuery(scopes=scope), len(near))
         with self._lock:
             unknown = [r for r in alive if r not in self._known]
         if unknown:

@@ -26,7 +26,7 @@ def stale_attempts(store: Store, caller: Caller, req: StaleInput) -> StaleResult
     found = store.run_sql(
         "select distinct task_id from attempts where repository = :repository and status = 'passed'",
         {"repository": req.repository},
-        visible=caller.sees,
+        visible=caller.reads_key,
         max_rows=MAX_TASKS,
         max_bytes=64 * 1024 * 1024,
         timeout_s=30.0,

@@ -2,7 +2,8 @@
 
 Counts of live records come from the documented ``recall`` views (the same on every backend,
 scoped inside the views, every value read out of a hash-checked body); ledger activity (entries
-per kind, forgets, the newest entry) from the ledger's keys. The store's size on disk is given only
+per kind, forgets, the newest entry) from the ledger's keys, for a non-admin leaving out the entries
+of other agents' private records (``Store.ledger_summary``). The store's size on disk is given only
 to a caller that sees every repository, since it also measures what others stored.
 """
 
@@ -26,7 +27,7 @@ def _scalar_rows(store: Store, caller: Caller, sql: str, repository: str | None)
     result = store.run_sql(
         sql.format(where=where),
         {"repo": repository} if repository is not None else None,
-        visible=caller.sees,
+        visible=caller.reads_key,
         max_rows=100,
         max_bytes=512_000,
         timeout_s=30.0,
@@ -37,9 +38,12 @@ def _scalar_rows(store: Store, caller: Caller, sql: str, repository: str | None)
 def collect_stats(store: Store, caller: Caller, req: StatsInput) -> StatsResult:
     """Count what ``caller`` may read (one repository with ``req.repository``)."""
     may_read(caller, req.repository)
+    scopes = None
+    if not caller.admin:
+        scopes = [k for r in store.repositories() if caller.sees(r) for k in caller.own_scopes(r)]
     summary = [
         row
-        for row in store.ledger_summary()
+        for row in store.ledger_summary(scopes)
         if caller.sees(row[0]) and (req.repository is None or row[0] == req.repository)
     ]
     if req.repository is not None and not summary:

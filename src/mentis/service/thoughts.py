@@ -50,11 +50,11 @@ from mentis.api.thoughts import (
     TraverseResult,
 )
 from mentis.errors import Conflict, InvalidInput, NotFound
-from mentis.ledger.bodies import THOUGHT_TYPES, AttemptBody, RelationBody, ThoughtBody
+from mentis.ledger.bodies import THOUGHT_TYPES, AttemptBody, RelationBody, ThoughtBody, scope_key
 from mentis.ledger.fingerprint import fingerprint
 from mentis.ledger.signing import now_iso
 from mentis.retrieval import pipeline
-from mentis.service.access import Caller, left_out_note, may_read, may_write
+from mentis.service.access import Caller, left_out_note, may_read, may_write, written_visibility
 from mentis.service.context import ServiceContext, secret_warnings
 from mentis.service.session_windows import SessionNeighbours
 from mentis.store.protocol import ThoughtQuery
@@ -118,9 +118,20 @@ class ThoughtOps:
 
     # ------------------------------------------------------------ rejected conclusions
 
-    def reassertions(self, repository: str, text: str, vector: np.ndarray) -> list[dict[str, Any]]:
-        """Earlier rejections that ``text`` seems to re-assert, as stored in the new body."""
+    def reassertions(
+        self, repository: str, text: str, vector: np.ndarray, scope: str
+    ) -> list[dict[str, Any]]:
+        """Earlier rejections that ``text`` seems to re-assert, as stored in the new body (of scope
+        key ``scope``): only those whose rejected and rejecting records every reader of the new
+        one may read (the repository's, or of the same scope), so no private reason travels."""
         rows = self.store.rejections(repository)
+        if rows:
+            keys = self.store.record_scopes(sorted({i for r in rows for i in (r.target_id, r.by_id)}))
+            rows = [
+                r
+                for r in rows
+                if all(keys.get(i, repository) in (repository, scope) for i in (r.target_id, r.by_id))
+            ]
         if not rows:
             return []
         norm = fingerprint(text)
@@ -174,10 +185,12 @@ class ThoughtOps:
         known = self.store.find_records([thought_id, *targets])
         if thought_id in known:
             raise Conflict(f"thought {thought_id} already exists; omit thought_id to get a new one")
+        scopes = self.store.record_scopes(targets)
         for field, ids in (("refs", req.refs), ("relations", [r.target_id for r in req.relations])):
             for target in ids:
                 repo_kind = known.get(target)
-                if repo_kind is None or repo_kind[0] != req.repository:
+                hidden = target in scopes and not caller.reads(req.repository, scopes[target])
+                if repo_kind is None or repo_kind[0] != req.repository or hidden:
                     raise InvalidInput(
                         f"{field}: no thought or attempt {target} in {req.repository}", field=field
                     )
@@ -187,9 +200,12 @@ class ThoughtOps:
                     )
         vector = self.ctx.embed([req.content])[0]
         relations = [RelationBody(**r.model_dump()) for r in req.relations]
-        superseded = self._near_duplicates(req, vector, targets) if link_duplicates else []
+        session_id = req.session_id or caller.session_id
+        visibility = written_visibility(req.visibility, session_id)
+        scope = scope_key(req.repository, visibility, caller.agent_id, session_id)
+        superseded = self._near_duplicates(req, vector, targets, scope) if link_duplicates else []
         relations += [RelationBody(kind="Supersedes", target_id=t) for t in superseded]
-        reasserts = self.reassertions(req.repository, req.content, vector)
+        reasserts = self.reassertions(req.repository, req.content, vector, scope)
         body = ThoughtBody(
             thought_id=thought_id,
             repository=req.repository,
@@ -205,7 +221,8 @@ class ThoughtOps:
             created_at=seal.time(),
             confidence=None if req.confidence is None else str(req.confidence),
             task_id=req.task_id,
-            session_id=req.session_id or caller.session_id,
+            session_id=session_id,
+            visibility=visibility,
             reasserts=stored_reasserts(reasserts) or None,
         )
         entry = self.store.append_thought(body, vector, seal)
@@ -219,12 +236,18 @@ class ThoughtOps:
             reasserts=[rejection_out(r) for r in reasserts],
         )
 
-    def _near_duplicates(self, req: AppendThoughtInput, vector: np.ndarray, targets: list[str]) -> list[str]:
+    def _near_duplicates(
+        self, req: AppendThoughtInput, vector: np.ndarray, targets: list[str], scope: str
+    ) -> list[str]:
+        """A thought of the same type and the same scope key that the new one nearly repeats (one
+        of another scope is never superseded: a private thought does not hide a shared one)."""
         ids, matrix = self.store.recent_thought_vectors(req.repository, NEAR_DUPLICATE_WINDOW)
         if not ids:
             return []
         sims = matrix @ vector.astype(np.float32)
         close = [i for i, s in zip(ids, sims, strict=True) if s >= NEAR_DUPLICATE and i not in targets]
+        scopes = self.store.record_scopes(close)
+        close = [i for i in close if scopes.get(i) == scope]
         if not close:
             return []
         invalid = self.store.invalidations(close, now_iso())
@@ -235,6 +258,9 @@ class ThoughtOps:
 
     def forget_thought(self, caller: Caller, req: ForgetThoughtInput, seal: Seal) -> ForgetThoughtResult:
         may_write(caller, req.repository)
+        scope = self.store.record_scopes([req.thought_id]).get(req.thought_id)
+        if scope is not None and not caller.reads(req.repository, scope):
+            raise NotFound(f"no thought {req.thought_id} in repository {req.repository}")
         entry = self.store.forget_thought(req.repository, req.thought_id, req.reason, caller.agent_id, seal)
         return ForgetThoughtResult(forgotten=True, thought_id=req.thought_id, ledger=LedgerRef.of(entry))
 
@@ -245,7 +271,7 @@ class ThoughtOps:
         as_of = req.as_of or now_iso()
         scored: dict[int, retrieval.Scored] = {}
         if req.query is not None:
-            scope = caller.search_scope(req.repository, self.store.repositories)
+            scope = caller.record_scope(req.repository, self.store.repositories, self.store.scopes)
             fused, has_terms = pipeline.candidates(
                 req.query,
                 scope,
@@ -269,7 +295,9 @@ class ThoughtOps:
             ranking = "newest first (no query)"
         query = self._thought_filters(caller, req, as_of)
         rowids = self.store.filter_thoughts(candidates, query, FILTER_POOL)
-        results = self._materialise(rowids, as_of, req.include_invalidated, req.filters.text, req.limit)
+        results = self._materialise(
+            caller, rowids, as_of, req.include_invalidated, req.filters.text, req.limit
+        )
         thoughts = [
             ScoredThought(
                 thought=t,
@@ -290,6 +318,7 @@ class ThoughtOps:
         return ThoughtQuery(
             as_of=as_of,
             repositories=repositories,
+            scopes=self._reader_scopes(caller, repositories),
             types=f.types or (),
             roles=f.roles or (),
             agents=f.agents or (),
@@ -302,8 +331,38 @@ class ThoughtOps:
             task_id=f.task_id,
         )
 
+    def _invalidations(self, caller: Caller, ids: Sequence[str], as_of: str) -> dict[str, list[str]]:
+        """The store's invalidations of ``ids``, counting only the thoughts ``caller`` reads: another
+        agent's private thought neither hides a thought nor shows as its invalidator."""
+        found = self.store.invalidations(ids, as_of)
+        if caller.admin or not found:
+            return found
+        scopes = self.store.record_scopes(sorted({b for by in found.values() for b in by}))
+        out = {}
+        for target, by in found.items():
+            kept = [b for b in by if b in scopes and caller.reads_key(scopes[b])]
+            if kept:
+                out[target] = kept
+        return out
+
+    def _may_see(self, caller: Caller, body: ThoughtBody) -> bool:
+        """Whether ``get_thought`` shows ``body``: its repository is covered and its scope (as
+        published since) is one the caller reads (a refused repository's raises its refusal after)."""
+        scope = self.store.record_scopes([body.thought_id]).get(body.thought_id, body.scope)
+        own = scope == body.repository or caller.admin or scope in caller.own_scopes(body.repository)
+        return caller.covers(body.repository) and own
+
+    def _reader_scopes(self, caller: Caller, repositories: Sequence[str] | None) -> list[str] | None:
+        """The scope keys a non-admin caller reads in ``repositories`` (None: every one it
+        sees); None for an admin, who reads every record."""
+        if caller.admin:
+            return None
+        repos = self.store.repositories() if repositories is None else repositories
+        return [k for r in repos if caller.sees(r) for k in caller.own_scopes(r)]
+
     def _materialise(
         self,
+        caller: Caller,
         rowids: Sequence[int],
         as_of: str,
         include_invalidated: bool,
@@ -317,7 +376,7 @@ class ThoughtOps:
             chunk = list(rowids[start : start + 100])
             loaded = self.store.load_thoughts(chunk)
             ids = [loaded[r].body.thought_id for r in chunk if r in loaded]
-            invalid = self.store.invalidations(ids, as_of)
+            invalid = self._invalidations(caller, ids, as_of)
             for r in chunk:
                 if r not in loaded:
                     continue
@@ -349,23 +408,24 @@ class ThoughtOps:
         else:
             rowid = self.store.thought_rowid_at(req.repository, req.seq, req.hash)
         loaded = self.store.load_thoughts([rowid]) if rowid is not None else {}
-        if rowid is None or rowid not in loaded or not caller.covers(loaded[rowid].body.repository):
+        if rowid is None or rowid not in loaded or not self._may_see(caller, loaded[rowid].body):
             raise NotFound("no such thought; search_thoughts finds ids")
         entry, body = loaded[rowid]
         may_read(caller, body.repository)  # a refused (damaged) repository's thought: its refusal
-        invalid = self.store.invalidations([body.thought_id], now_iso())
+        invalid = self._invalidations(caller, [body.thought_id], now_iso())
         return thought_out(entry, body, invalid.get(body.thought_id, []), self.live_reasserts(body))
 
     def _thoughts_by_id(self, caller: Caller, ids: Sequence[str], as_of: str) -> dict[str, ThoughtOut]:
         rowids = self.store.thought_rowids(list(ids))
         loaded = self.store.load_thoughts(list(rowids.values()))
-        invalid = self.store.invalidations(list(rowids), as_of)
+        invalid = self._invalidations(caller, list(rowids), as_of)
+        scopes = self.store.record_scopes(list(rowids))
         return {
             body.thought_id: thought_out(
                 entry, body, invalid.get(body.thought_id, []), self.live_reasserts(body)
             )
             for entry, body in loaded.values()
-            if caller.sees(body.repository)
+            if caller.reads(body.repository, scopes.get(body.thought_id, body.scope))
         }
 
     def traverse_thoughts(self, caller: Caller, req: TraverseInput) -> TraverseResult:
@@ -441,7 +501,7 @@ class ThoughtOps:
     def export_memory_md(self, caller: Caller, req: MemoryMdExportInput) -> MemoryMdExportResult:
         may_read(caller, req.repository)
         rowids = self.store.filter_thoughts(None, ThoughtQuery(repositories=(req.repository,)), 1_000_000)
-        live = self._materialise(list(reversed(rowids)), now_iso(), False, None, len(rowids) or 1)
+        live = self._materialise(caller, list(reversed(rowids)), now_iso(), False, None, len(rowids) or 1)
         by_type: dict[str, list[ThoughtOut]] = {}
         for _, t in live:
             by_type.setdefault(t.type, []).append(t)

@@ -16,6 +16,7 @@ import numpy as np
 import orjson
 
 from mentis.errors import IntegrityError, InvalidInput
+from mentis.ledger.bodies import AttemptBody, ThoughtBody, VisibilityBody, scope_key, visibility_of, widens
 from mentis.ledger.canonical import canonical
 from mentis.ledger.chain import entry_rows, verify_rows
 from mentis.ledger.entry import Entry
@@ -25,6 +26,35 @@ from mentis.service.access import Caller, may_admin, may_read, may_write
 from mentis.service.context import ServiceContext
 
 EXPORT_FORMAT = "mentis-ledger"
+
+
+def _without_hidden(
+    caller: Caller, items: list[tuple[Entry, bytes | None]]
+) -> list[tuple[Entry, bytes | None]]:
+    """``items`` with the bodies a non-admin ``caller`` may not read written as null, as a
+    forgotten record's are: another agent's private attempts and thoughts (as published by the
+    end of the ledger), and the corrections and visibility entries that name them."""
+    scopes: dict[str, tuple[str, str | None, str]] = {}  # record id → (agent, session, scope key now)
+    for e, raw in items:
+        if raw is None or e.kind not in ("attempt", "thought", "visibility"):
+            continue
+        if e.kind == "visibility":
+            vis = VisibilityBody.parse(raw)
+            found = scopes.get(vis.record_id)
+            if found is not None and widens(vis.visibility, visibility_of(e.chain, found[2])):
+                agent, session, _ = found
+                scopes[vis.record_id] = (agent, session, scope_key(e.chain, vis.visibility, agent, session))
+        else:
+            record = (AttemptBody if e.kind == "attempt" else ThoughtBody).parse(raw)
+            scopes[e.id] = (record.agent_id, record.session_id, record.scope)
+    hidden = {i for i, (_, _, scope) in scopes.items() if not caller.reads_key(scope)}
+    out: list[tuple[Entry, bytes | None]] = []
+    for e, raw in items:
+        target = e.id
+        if raw is not None and e.kind in ("correction", "visibility"):
+            target = orjson.loads(raw).get("attempt_id" if e.kind == "correction" else "record_id")
+        out.append((e, None if target in hidden else raw))
+    return out
 
 
 class TransferOps:
@@ -84,6 +114,8 @@ class TransferOps:
                 ),
                 field="repository",
             )
+        if not caller.admin:
+            items = _without_hidden(caller, items)
         heads: dict[str, list[Any]] = {}
         for e, _ in items:
             heads[e.chain] = [e.seq, e.hash]

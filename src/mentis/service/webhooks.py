@@ -4,11 +4,13 @@ that sends them (docs/webhooks.md).
 A subscription names a URL, the events it takes, optional filters, whether it wants the record or
 only ids, and the token whose read scope bounds it: before every delivery the worker looks the
 token up (revoked, expired or deleted: nothing is sent) and applies :func:`may_read` to the
-record's repository, so a webhook never delivers what that token may not read. The outbox row is
-written in the transaction that appends the record (``mentis.store.shared.webhooks``); the worker
-claims due rows with a lease, signs each as Standard Webhooks 1.0.0 says, POSTs it (no redirect
-followed) and retries with exponential backoff and jitter up to ``MENTIS_WEBHOOK_MAX_ATTEMPTS``;
-then the row is dead, with its last error, until ``redeliver_webhook``.
+record's repository and the token's private scopes to the record (another agent's private record,
+or a correction of one, is skipped), so a webhook never delivers what that token may not read.
+The outbox row is written in the transaction that appends the record
+(``mentis.store.shared.webhooks``); the worker claims due rows with a lease, signs each as Standard
+Webhooks 1.0.0 says, POSTs it (no redirect followed) and retries with exponential backoff and
+jitter up to ``MENTIS_WEBHOOK_MAX_ATTEMPTS``; then the row is dead, with its last error, until
+``redeliver_webhook``.
 """
 
 from __future__ import annotations
@@ -203,6 +205,9 @@ class Deliverer:
             return orjson.dumps({"type": row.event, "timestamp": row.at, "data": failed}), ""
         entry, raw = self.store.outbox_entry(row.entry_rowid)
         record = None if raw is None else orjson.loads(raw)
+        private = self._private_to_others(token.caller(), row, record)
+        if private is not None:
+            return None, private
         status, thought_type = _record_fields(row.event, record)
         if hook.status is not None and status is not None and status != hook.status:
             return None, f"status {status} is not {hook.status}"
@@ -222,6 +227,19 @@ class Deliverer:
         if hook.mode == "full":
             data["record"] = record  # None once forgotten: the content is erased
         return orjson.dumps({"type": row.event, "timestamp": entry.at, "data": data}), ""
+
+    def _private_to_others(
+        self, caller: Caller, row: DeliveryRow, record: dict[str, Any] | None
+    ) -> str | None:
+        """Why ``caller`` may not receive this event (a private record, or a correction of one,
+        outside its scope: docs/scopes.md), or None. The scope is the record's as it stands now."""
+        ids = {row.record_id}
+        if record is not None:
+            ids |= {str(record[k]) for k in ("attempt_id", "thought_id") if isinstance(record.get(k), str)}
+        for record_id, scope in self.store.record_scopes(sorted(ids)).items():
+            if not caller.reads(row.chain, scope):
+                return f"record {record_id} is private to another agent or session"
+        return None
 
     def _deliver(self, row: DeliveryRow) -> None:
         hooks = self.store.webhook_rows(row.webhook_id)

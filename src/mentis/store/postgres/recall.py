@@ -136,7 +136,11 @@ class PostgresRecall:
         columns: list[str] = []
         budget = ResultBudget(jsonable, max_rows=max_rows, max_bytes=max_bytes)
         with self._pool.connection("recall") as conn:
-            repos = [c for (c,) in conn.execute("SELECT chain FROM heads") if visible(c)]
+            repos = [  # scope keys: each repository, and each private partition of one
+                c
+                for (c,) in conn.execute("SELECT chain FROM heads UNION SELECT scope FROM scope_keys")
+                if visible(c)
+            ]
             conn.execute(
                 "INSERT INTO recall_scope(pid, repositories) VALUES(pg_backend_pid(), %s) "
                 "ON CONFLICT(pid) DO UPDATE SET repositories = excluded.repositories",

@@ -24,7 +24,8 @@ tables earlier migrations create carry it from the start) and computes it for th
 there. Schema 12 adds ``proposals``, the review queue of proposed memories (outside the ledger).
 Schema 13 adds ``webhooks`` and ``webhook_outbox`` (:mod:`~mentis.store.shared.webhooks`):
 subscriptions and the deliveries each append writes in its own transaction; configuration, outside
-the ledger, which the recall role cannot read.
+the ledger, which the recall role cannot read. Schema 14 adds each attempt's and thought's scope
+key (private scopes) and ``scope_keys``, and has the recall views admit rows by scope key.
 
 ``recall`` SQL reads the schema ``mentis_recall``: five views (the documented ones) that parse
 every value out of a body checked against its entry's ``body_hash`` and keep only rows whose
@@ -50,7 +51,7 @@ SIG_STREAMS_SQL = (
 )
 """Derived from the ledger (:mod:`mentis.store.shared.agents`): each signing stream's last statement."""
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 SIGNING_VERSION = 5
 """The migration that adds ``sig_streams`` (signed writes; version 4 is the skill registry's)."""
 LEXICON_VERSION = 2
@@ -76,11 +77,119 @@ PROPOSALS_VERSION = 12
 """The migration that adds ``proposals``, the review queue (:mod:`mentis.store.shared.proposals`)."""
 WEBHOOKS_VERSION = 13
 """The migration that adds the webhook subscriptions and their outbox (outside the ledger)."""
+SCOPES_VERSION = 14
+"""The migration that adds each attempt's and thought's scope key (private scopes, issue 26) and
+has the recall views admit rows by it; ``scope_keys`` lists every key a record was written or
+published under (a search and ``recall`` enumerate keys from it, never from the record tables)."""
+SCOPES_SQL = (
+    """
+ALTER TABLE attempt_idx ADD COLUMN IF NOT EXISTS scope text;
+UPDATE attempt_idx SET scope = repository WHERE scope IS NULL;
+ALTER TABLE attempt_idx ALTER COLUMN scope SET NOT NULL;
+ALTER TABLE thought_idx ADD COLUMN IF NOT EXISTS scope text;
+UPDATE thought_idx SET scope = repository WHERE scope IS NULL;
+ALTER TABLE thought_idx ALTER COLUMN scope SET NOT NULL;
+CREATE TABLE IF NOT EXISTS scope_keys(scope text PRIMARY KEY, repository text NOT NULL);
+CREATE INDEX IF NOT EXISTS scope_keys_repository ON scope_keys(repository);
+INSERT INTO scope_keys(scope, repository)
+    SELECT DISTINCT scope, repository FROM attempt_idx
+    UNION SELECT DISTINCT scope, repository FROM thought_idx
+    ON CONFLICT (scope) DO NOTHING;
+"""
+    + """CREATE OR REPLACE VIEW mentis_recall.attempts WITH (security_barrier) AS
+SELECT j->>'attempt_id' AS attempt_id,
+       j->>'repository' AS repository,
+       j->>'task_id' AS task_id,
+       j->>'task_title' AS task_title,
+       j->>'agent_id' AS agent_id,
+       j->>'session_id' AS session_id,
+       j->>'created_at' AS created_at,
+       {attempt_status} AS status,
+       j->>'action' AS action,
+       j->>'observation' AS observation,
+       j->>'inference' AS inference,
+       (j->'files')::text AS files,
+       (j->'tags')::text AS tags,
+       j->'code_context'->>'commit' AS "commit",
+       j->'code_context'->>'branch' AS branch,
+       ((j->'code_context'->>'dirty')::boolean)::int AS dirty,
+       j->'check'->>'command' AS check_command,
+       (j->'check'->>'exit_code')::bigint AS check_exit_code,
+       j->'check'->>'output' AS check_output,
+       EXISTS(SELECT 1 FROM correction_idx c WHERE c.attempt_rowid = a.rowid)::int AS outdated
+FROM attempt_idx a JOIN bodies b ON b.rowid = a.rowid JOIN entries e ON e.rowid = a.rowid,
+     LATERAL mentis_checked_body(b.body, e.body_hash) j
+WHERE mentis_visible(a.scope);
+
+CREATE OR REPLACE VIEW mentis_recall.corrections WITH (security_barrier) AS
+SELECT j->>'attempt_id' AS attempt_id,
+       j->>'repository' AS repository,
+       j->>'reason' AS reason,
+       j->>'latest_commit' AS latest_commit,
+       j->>'at' AS at,
+       j->>'agent_id' AS agent_id
+FROM correction_idx c JOIN bodies b ON b.rowid = c.rowid JOIN entries e ON e.rowid = c.rowid
+     JOIN attempt_idx a ON a.rowid = c.attempt_rowid,
+     LATERAL mentis_checked_body(b.body, e.body_hash) j
+WHERE mentis_visible(a.scope);
+
+CREATE OR REPLACE VIEW mentis_recall.tasks WITH (security_barrier) AS
+SELECT t.repository AS repository, t.task_id AS task_id,
+       (SELECT aj->>'task_title' FROM attempt_idx a JOIN bodies ab ON ab.rowid = a.rowid
+          JOIN entries ae ON ae.rowid = a.rowid, LATERAL mentis_checked_body(ab.body, ae.body_hash) aj
+         WHERE a.repository = t.repository AND a.task_id = t.task_id AND mentis_visible(a.scope)
+           AND aj->>'task_title' IS NOT NULL ORDER BY a.rowid DESC LIMIT 1) AS title,
+       (SELECT min(aj->>'created_at') FROM attempt_idx a JOIN bodies ab ON ab.rowid = a.rowid
+          JOIN entries ae ON ae.rowid = a.rowid, LATERAL mentis_checked_body(ab.body, ae.body_hash) aj
+         WHERE a.repository = t.repository AND a.task_id = t.task_id AND mentis_visible(a.scope))
+         AS created_at,
+       (SELECT count(*) FROM attempt_idx a
+         WHERE a.repository = t.repository AND a.task_id = t.task_id AND mentis_visible(a.scope))
+         AS attempt_count
+FROM task_idx t
+WHERE EXISTS(SELECT 1 FROM attempt_idx a
+              WHERE a.repository = t.repository AND a.task_id = t.task_id AND mentis_visible(a.scope));
+
+CREATE OR REPLACE VIEW mentis_recall.thoughts WITH (security_barrier) AS
+SELECT j->>'thought_id' AS thought_id,
+       j->>'repository' AS repository,
+       j->>'type' AS type,
+       j->>'role' AS role,
+       j->>'content' AS content,
+       (j->>'importance')::double precision AS importance,
+       (j->>'confidence')::double precision AS confidence,
+       j->>'created_at' AS created_at,
+       j->>'agent_id' AS agent_id,
+       j->>'task_id' AS task_id,
+       (j->'tags')::text AS tags,
+       (j->'concepts')::text AS concepts
+FROM thought_idx t JOIN bodies b ON b.rowid = t.rowid JOIN entries e ON e.rowid = t.rowid,
+     LATERAL mentis_checked_body(b.body, e.body_hash) j
+WHERE mentis_visible(t.scope);
+
+CREATE OR REPLACE VIEW mentis_recall.relations WITH (security_barrier) AS
+SELECT j->>'thought_id' AS from_id,
+       r->>'kind' AS kind,
+       r->>'target_id' AS to_id,
+       r->>'valid_at' AS valid_at,
+       r->>'invalid_at' AS invalid_at
+FROM thought_idx t JOIN bodies b ON b.rowid = t.rowid JOIN entries e ON e.rowid = t.rowid,
+     LATERAL mentis_checked_body(b.body, e.body_hash) j,
+     LATERAL json_array_elements(coalesce(j->'relations', '[]'::json)) r
+WHERE mentis_visible(t.scope);
+
+"""
+    + "GRANT SELECT ON ALL TABLES IN SCHEMA mentis_recall TO mentis_recall;\n"
+).replace("{attempt_status}", status_sql("j->'check'->>'status'"))
+"""Every record written before it is its repository's, so its key is the repository. The views
+are replaced (same columns): each admits a row by its scope key (``mentis_visible``), and a task
+shows, counts and titles only the attempts the caller reads."""
 RECALL_SCHEMA = "mentis_recall"
 RECALL_ROLE = "mentis_recall"
 
 DERIVED_TABLES = (
     "attempt_idx",
+    "scope_keys",
     "correction_idx",
     "task_idx",
     "forgotten",
@@ -410,5 +519,6 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (CHECKS_VERSION, CHECKS_SQL),
     (PROPOSALS_VERSION, PROPOSALS_SCHEMA),
     (WEBHOOKS_VERSION, POSTGRES_WEBHOOK_SCHEMA),
+    (SCOPES_VERSION, SCOPES_SQL),
 )
 """(version, SQL with ``{dim}`` and ``{schema}`` placeholders), applied in order on open."""

@@ -270,6 +270,10 @@ class PostgresStore(RelationalStore[Conn]):
         """Nothing to log: the server holds the vector index, and ``_unindex_terms`` logs the
         lexical rows it removes."""
 
+    def _rekeyed(self, conn: Conn) -> None:
+        """The server holds the vectors; the lexical epoch tells every process to reload."""
+        new_lex_epoch(conn)
+
     def _after_forget(self) -> None:
         """Nothing to erase outside the transaction (the server's storage is its own)."""
 

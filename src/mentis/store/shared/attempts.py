@@ -10,6 +10,7 @@ against the body they index.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -131,12 +132,16 @@ class AttemptCore(LedgerCore[ConnT]):
         q = self.D.q
         repo, task = attempt.repository, attempt.task_id
         conn.execute(
-            q("INSERT INTO attempt_idx(rowid, attempt_id, repository, task_id, status) VALUES(?,?,?,?,?)"),
-            (rowid, attempt.attempt_id, repo, task, attempt.status),
+            q(
+                "INSERT INTO attempt_idx(rowid, attempt_id, repository, task_id, status, scope) "
+                "VALUES(?,?,?,?,?,?)"
+            ),
+            (rowid, attempt.attempt_id, repo, task, attempt.status, attempt.scope),
         )
+        self._note_scope(conn, attempt, attempt.scope)
         self._index_record(conn, "attempt_terms", rowid, attempt)
         self._index_title(conn, rowid, attempt)
-        self._insert_vector(conn, "vectors", rowid, repo, vector)
+        self._insert_vector(conn, "vectors", rowid, attempt.scope, vector)
         labels = [(rowid, kind, label) for kind, label in attempt.labels]
         self.D.many(conn, "INSERT INTO attempt_label(rowid, kind, label) VALUES(?,?,?)", labels)
         conn.execute(
@@ -151,7 +156,7 @@ class AttemptCore(LedgerCore[ConnT]):
     def _index_title(self, conn: ConnT, rowid: int, attempt: AttemptBody) -> None:
         """An attempt's ``task_title`` alone, as its row in ``title_terms`` (none without a title)."""
         if attempt.task_title:
-            self._index_terms(conn, "title_terms", rowid, attempt.repository, (attempt.task_title,), (1.0,))
+            self._index_terms(conn, "title_terms", rowid, attempt.scope, (attempt.task_title,), (1.0,))
 
     def _index_titles(self, conn: ConnT) -> int:
         """Index the title of every live attempt that has no ``title_terms`` row yet (the
@@ -279,13 +284,18 @@ class AttemptCore(LedgerCore[ConnT]):
         Labels held by more than ``LABEL_FANOUT`` of those attempts (a README everyone touches)
         link nothing.
         """
+        scope_sql, scope_args = "", list[Any]()
+        if repositories is not None:
+            check_list(repositories, "repositories")
+            cond, scope_args = self.D.in_("b.scope", list(repositories) or [""])
+            scope_sql = f"AND {cond} "
         task_sql = (
             "SELECT b.rowid AS other, 1.0 AS w FROM attempt_idx a JOIN attempt_idx b "
             "ON b.repository = a.repository AND b.task_id = a.task_id AND b.rowid != a.rowid "
-            "WHERE a.rowid = {seed} ORDER BY b.rowid LIMIT ?"
+            f"WHERE a.rowid = {{seed}} {scope_sql}ORDER BY b.rowid LIMIT ?"
         )
         with self._read() as conn:
-            tasks = for_seeds(self.D, conn, task_sql, "x.other", seeds, [per_seed])
+            tasks = for_seeds(self.D, conn, task_sql, "x.other", seeds, [*scope_args, per_seed])
             labels = label_links(
                 self.D,
                 conn,
@@ -374,14 +384,20 @@ class AttemptCore(LedgerCore[ConnT]):
                     return str(row[0]), forgotten
         return None
 
-    def task_info(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[str | None, int]]:
-        """(title, attempt_count) per (repository, task_id)."""
+    def task_info(
+        self, keys: Sequence[tuple[str, str]], scopes: Sequence[str] | None = None
+    ) -> dict[tuple[str, str], tuple[str | None, int]]:
+        """(title, attempt_count) per (repository, task_id), counting only the attempts of
+        ``scopes`` (scope keys; None: all) and titled by the newest titled one of them."""
         out: dict[tuple[str, str], tuple[str | None, int]] = {}
         if not keys:
             return out
         with self._read() as conn:
             title_rows: dict[int, tuple[str, str]] = {}
-            for repo, task, title_rowid, count in self._task_rows(conn, keys):
+            rows = (
+                self._task_rows(conn, keys) if scopes is None else self._scoped_task_rows(conn, keys, scopes)
+            )
+            for repo, task, title_rowid, count in rows:
                 out[(repo, task)] = (None, int(count))
                 if title_rowid is not None:
                     title_rows[int(title_rowid)] = (repo, task)
@@ -392,13 +408,42 @@ class AttemptCore(LedgerCore[ConnT]):
                 out[key] = (body.task_title, out[key][1])
         return out
 
-    def task_history(self, repository: str, task_id: str) -> list[StoredAttempt]:
+    def _scoped_task_rows(
+        self, conn: ConnT, keys: Sequence[tuple[str, str]], scopes: Sequence[str]
+    ) -> list[tuple[str, str, int | None, int]]:
+        """:meth:`_task_rows` over the attempts of ``scopes`` only (a task none of them holds is
+        left out)."""
+        check_list(scopes, "scopes")
+        cond, args = self.D.in_("a.scope", list(scopes) or [""])
+        sql = self.D.q(
+            "SELECT (SELECT max(a.rowid) FROM attempt_idx a JOIN title_terms tt ON tt.rowid = a.rowid "
+            f"WHERE a.repository=? AND a.task_id=? AND {cond}), (SELECT count(*) FROM attempt_idx a "
+            f"WHERE a.repository=? AND a.task_id=? AND {cond})"
+        )
+        out = []
+        for repo, task in keys:
+            title_rowid, count = conn.execute(sql, (repo, task, *args, repo, task, *args)).fetchone()
+            if count:
+                out.append((repo, task, None if title_rowid is None else int(title_rowid), int(count)))
+        return out
+
+    def task_history(
+        self, repository: str, task_id: str, scopes: Sequence[str] | None = None
+    ) -> list[StoredAttempt]:
+        """A task's live attempts, oldest first (only those of ``scopes``, scope keys, when given)."""
+        cond, args = "", list[Any]()
+        if scopes is not None:
+            check_list(scopes, "scopes")
+            cond, args = self.D.in_("scope", list(scopes) or [""])
+            cond = f" AND {cond}"
         with self._read() as conn:
             rowids = [
                 int(r)
                 for (r,) in conn.execute(
-                    self.D.q("SELECT rowid FROM attempt_idx WHERE repository=? AND task_id=? ORDER BY rowid"),
-                    (repository, task_id),
+                    self.D.q(
+                        f"SELECT rowid FROM attempt_idx WHERE repository=? AND task_id=?{cond} ORDER BY rowid"
+                    ),
+                    (repository, task_id, *args),
                 )
             ]
             found = self._attempts(conn, rowids)

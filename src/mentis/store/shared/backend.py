@@ -140,6 +140,11 @@ class Backend(ABC, Generic[ConnT]):
         forgotten during a replay; the indexes must reload instead."""
 
     @abstractmethod
+    def _rekeyed(self, conn: ConnT) -> None:
+        """Lexical and vector rows kept their rowids but moved to another scope key (``publish``,
+        in this write transaction): every process's in-process indexes must reload them."""
+
+    @abstractmethod
     def _after_forget(self) -> None:
         """After a forget committed (outside its transaction): erase what the backend keeps of
         the forgotten content outside the live tables (SQLite: the write-ahead log)."""

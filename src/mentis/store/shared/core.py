@@ -29,6 +29,7 @@ from mentis.ledger.bodies import (
     SkillVersionBody,
     ThoughtBody,
     TombstoneBody,
+    VisibilityBody,
 )
 from mentis.ledger.canonical import canonical, sha256_hex
 from mentis.ledger.chain import ChainReport, chain_refused, isolate
@@ -54,6 +55,7 @@ ENTRY_KIND: dict[type[Body], str] = {
     CorrectionBody: "correction",
     ThoughtBody: "thought",
     TombstoneBody: "forget",
+    VisibilityBody: "visibility",
     SkillVersionBody: "skill",
     SkillStatusBody: "skill_status",
 }
@@ -221,12 +223,27 @@ class LedgerCore(WebhookCore[ConnT]):
                 out[key] = int(row[0]) if row else 0
             return out
 
-    def ledger_summary(self) -> list[tuple[str, str, int, str]]:
-        """``(chain, kind, entries, newest at)`` for every chain and entry kind: keys only, no content."""
+    def ledger_summary(self, scopes: Sequence[str] | None = None) -> list[tuple[str, str, int, str]]:
+        """``(chain, kind, entries, newest at)`` for every chain and entry kind: keys only, no
+        content. With ``scopes`` (scope keys, repositories among them), only the entries of
+        attempts and thoughts of those keys, of corrections of such attempts, and of no record
+        (a forget, a skill, a publish) in a chain among them count."""
+        where, args = "", list[Any]()
+        if scopes is not None:
+            check_list(scopes, "scopes")
+            cond, args = self.D.in_("coalesce(a.scope, t.scope, ca.scope, e.chain)", list(scopes) or [""])
+            where = (
+                "LEFT JOIN attempt_idx a ON a.rowid = e.rowid LEFT JOIN thought_idx t ON t.rowid = e.rowid "
+                "LEFT JOIN correction_idx c ON c.rowid = e.rowid "
+                f"LEFT JOIN attempt_idx ca ON ca.rowid = c.attempt_rowid WHERE {cond} "
+            )
         with self._read() as conn:
             rows = conn.execute(
-                f"SELECT chain, kind, count(*), max({self.D.bytewise('at')}) FROM entries "
-                "GROUP BY chain, kind ORDER BY chain, kind"
+                self.D.q(
+                    f"SELECT e.chain, e.kind, count(*), max({self.D.bytewise('e.at')}) FROM entries e "
+                    f"{where}GROUP BY e.chain, e.kind ORDER BY e.chain, e.kind"
+                ),
+                args,
             ).fetchall()
         return [
             (str(c), str(k), int(n), str(at))
@@ -247,6 +264,16 @@ class LedgerCore(WebhookCore[ConnT]):
         """Run one read-only ``recall`` statement over the documented views, as the caller sees
         them (``visible``), within the row, byte and time limits."""
         return self._recall(sql, params, RecallBounds(visible, max_rows, max_bytes, timeout_s))
+
+    def scopes(self, repository: str | None = None) -> list[str]:
+        """The scope keys (``mentis.ledger.bodies.scope_key``) attempts and thoughts of
+        ``repository`` (None: every repository) were written or published under, from
+        ``scope_keys`` (a key whose records were all forgotten or published since stays: it holds
+        no rows, so it changes no answer)."""
+        where, args = ("WHERE repository = ?", (repository,)) if repository else ("", ())
+        sql = f"SELECT scope FROM scope_keys {where}"  # may hold a key no live record has any more
+        with self._peek() as conn:
+            return sorted(str(k) for (k,) in conn.execute(self.D.q(sql), args))
 
     def repositories(self) -> list[str]:
         with self._peek() as conn:
@@ -331,9 +358,16 @@ class LedgerCore(WebhookCore[ConnT]):
             (rowid, repository, self.D.vector(array), chk),
         )
 
+    def _note_scope(self, conn: ConnT, record: AttemptBody | ThoughtBody, scope: str) -> None:
+        """Keep ``scope``, a key ``record`` is written or published under, in ``scope_keys``."""
+        conn.execute(
+            self.D.q("INSERT INTO scope_keys(scope, repository) VALUES(?,?) ON CONFLICT(scope) DO NOTHING"),
+            (scope, record.repository),
+        )
+
     def _index_record(self, conn: ConnT, table: str, rowid: int, record: AttemptBody | ThoughtBody) -> None:
         """One attempt's (``attempt_terms``) or thought's (``thought_terms``) lexical row."""
-        self._index_terms(conn, table, rowid, record.repository, *record.index_fields)
+        self._index_terms(conn, table, rowid, record.scope, *record.index_fields)
 
     def _add_rejection(
         self,

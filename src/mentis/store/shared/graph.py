@@ -72,7 +72,7 @@ def label_links(
     scope: list[Any] = []
     if repositories is not None:
         check_list(repositories, "repositories")
-        cond, scope = d.in_("b.repository", repositories)
+        cond, scope = d.in_("b.scope", repositories)
         join, where = f"JOIN {idx} b ON b.rowid = l2.rowid ", f"AND {cond} "
         count_join = f"JOIN {idx} y ON y.rowid = x.rowid "
         count_where = f"AND {cond.replace('b.', 'y.', 1)} "

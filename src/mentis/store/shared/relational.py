@@ -28,25 +28,23 @@ from mentis.ledger.bodies import (
     SkillVersionBody,
     ThoughtBody,
     TombstoneBody,
+    VisibilityBody,
 )
 from mentis.ledger.entry import Entry
 from mentis.store.protocol import Embed
-from mentis.store.shared.attempts import AttemptCore
 from mentis.store.shared.backend import ConnT
 from mentis.store.shared.browse import BrowseReads
 from mentis.store.shared.core import ENTRY_COLS, entry_of
 from mentis.store.shared.entry_ids import check_import_ids, fill_entry_ids
 from mentis.store.shared.proposals import ProposalCore
+from mentis.store.shared.scopes import ScopeCore
 from mentis.store.shared.skills import SkillCore
-from mentis.store.shared.thoughts import ThoughtCore
 
 REPLAY_BATCH = 128
 """Attempts and thoughts embedded together while a ledger is replayed."""
 
 
-class RelationalStore(
-    AttemptCore[ConnT], ThoughtCore[ConnT], SkillCore[ConnT], BrowseReads[ConnT], ProposalCore[ConnT]
-):
+class RelationalStore(ScopeCore[ConnT], SkillCore[ConnT], BrowseReads[ConnT], ProposalCore[ConnT]):
     """Every table derived from the ledger, and their reads (``self`` is the backend's store)."""
 
     def import_ledger(self, items: Sequence[tuple[Entry, bytes | None]], embed: Embed) -> int:
@@ -135,6 +133,8 @@ class RelationalStore(
                 skill(rowid, SkillVersionBody.parse(raw))
             elif entry.kind == "skill_status":
                 self._derive_skill_status(conn, rowid, SkillStatusBody.parse(raw))
+            elif entry.kind == "visibility":
+                self._replay_visibility(conn, VisibilityBody.parse(raw), embed)
         flush()
 
     def _replay_correction(self, conn: ConnT, rowid: int, correction: CorrectionBody, embed: Embed) -> None:
@@ -150,6 +150,13 @@ class RelationalStore(
         if arow is not None:
             vector = embed([AttemptBody.parse(arow[1]).conclusion])[0]
             self._derive_correction(conn, rowid, int(arow[0]), correction, vector)
+
+    def _replay_visibility(self, conn: ConnT, body: VisibilityBody, embed: Embed) -> None:
+        """A visibility entry's effect: its record's rows move to the wider scope, with the
+        record's vector embedded again (a record forgotten since derives nothing)."""
+        found = self._scoped_record(conn, body.repository, body.record_id)
+        if found is not None:
+            self._derive_visibility(conn, body, embed([found[2].embed_text])[0])
 
     def _replay_forget(self, conn: ConnT, tomb_rowid: int, tomb: TombstoneBody) -> None:
         """A tombstone's effect on the derived tables: erase the skill, thought or attempt it names."""

@@ -61,7 +61,7 @@ class ThoughtCore(LedgerCore[ConnT]):
         conn.execute(
             q(
                 "INSERT INTO thought_idx(rowid, thought_id, repository, type, role, agent_id, task_id, "
-                "created_at, importance, confidence) VALUES(?,?,?,?,?,?,?,?,?,?)"
+                "created_at, importance, confidence, scope) VALUES(?,?,?,?,?,?,?,?,?,?,?)"
             ),
             (
                 rowid,
@@ -74,6 +74,7 @@ class ThoughtCore(LedgerCore[ConnT]):
                 at,
                 float(thought.importance),
                 None if thought.confidence is None else float(thought.confidence),
+                thought.scope,
             ),
         )
         labels = [(rowid, kind, label) for kind, label in thought.labels]
@@ -84,9 +85,10 @@ class ThoughtCore(LedgerCore[ConnT]):
             f"INSERT INTO thought_edge({EDGE_COLS}) VALUES(?,?,?,?,?,?,?)",
             edges,
         )
+        self._note_scope(conn, thought, thought.scope)
         self._index_record(conn, "thought_terms", rowid, thought)
         self._index_window(conn, rowid, thought)
-        self._insert_vector(conn, "thought_vectors", rowid, repo, vector)
+        self._insert_vector(conn, "thought_vectors", rowid, thought.scope, vector)
         for r in thought.relations:
             if r.kind in REJECTING_KINDS:
                 self._reject_thought(conn, rowid, tid, repo, at, r.target_id)
@@ -99,17 +101,17 @@ class ThoughtCore(LedgerCore[ConnT]):
             return
         row = conn.execute(
             self.D.q(
-                "SELECT t.repository, b.body, e.body_hash FROM thought_idx t JOIN bodies b ON "
+                "SELECT t.scope, b.body, e.body_hash FROM thought_idx t JOIN bodies b ON "
                 "b.rowid = t.rowid JOIN entries e ON e.rowid = t.rowid WHERE t.rowid=?"
             ),
             (rowid - 1,),
         ).fetchone()
-        if row is None or row[0] != thought.repository:
+        if row is None or row[0] != thought.scope:  # another repository's, or another scope's
             return
         before = ThoughtBody.parse(checked_body(rowid - 1, bytes(row[1]), row[2]))
         if before.session_id == thought.session_id:
             fields = (before.content, thought.content)
-            self._index_terms(conn, "window_terms", rowid, thought.repository, fields, (1.0, 1.0))
+            self._index_terms(conn, "window_terms", rowid, thought.scope, fields, (1.0, 1.0))
 
     def _index_windows(self, conn: ConnT) -> int:
         """Index the window of every live thought that has none yet (the migration that adds
@@ -250,7 +252,7 @@ class ThoughtCore(LedgerCore[ConnT]):
         repo_sql, repo_args = "", list[Any]()
         if repositories is not None:
             check_list(repositories, "repositories")
-            cond, repo_args = self.D.in_("b.repository", repositories)
+            cond, repo_args = self.D.in_("b.scope", repositories)
             repo_sql = f"AND {cond}"
         linked = (
             "SELECT b.rowid AS other, 1.0 AS w FROM thought_idx a "
@@ -315,6 +317,8 @@ class ThoughtCore(LedgerCore[ConnT]):
             where("t.created_at <= ?", query.as_of)
         if query.repositories is not None:
             any_of("t.repository", list(query.repositories) or [""])
+        if query.scopes is not None:
+            any_of("t.scope", list(query.scopes) or [""])
         any_of("t.type", query.types)
         any_of("t.role", query.roles)
         any_of("t.agent_id", query.agents)

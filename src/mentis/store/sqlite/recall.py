@@ -2,7 +2,8 @@
 
 :class:`SqliteRecall` is the part of :class:`mentis.store.sqlite.store.SqliteStore` that runs them.
 Queries run on a separate read-only connection (``mode=ro``) whose TEMP views read every value out
-of hash-covered bodies and call ``mentis_visible(repository)`` — the caller's scope — on every row.
+of hash-covered bodies and call ``mentis_visible(scope)`` — the caller's scope, on each row's scope key
+(``mentis.ledger.bodies.scope_key``: its repository, or a private partition of it) — on every row.
 Views end in ``LIMIT -1`` so SQLite never flattens them into the outer query: the authorizer then
 sees every base-table read as coming from inside a view, and anything else is refused.
 """
@@ -67,7 +68,7 @@ SELECT json_extract(b.body, '$.attempt_id') AS attempt_id,
        json_extract(b.body, '$.check.output') AS check_output,
        EXISTS(SELECT 1 FROM main.correction_idx c WHERE c.attempt_rowid = a.rowid) AS outdated
 FROM main.attempt_idx a JOIN checked_bodies b ON b.rowid = a.rowid
-WHERE mentis_visible(a.repository) LIMIT -1;
+WHERE mentis_visible(a.scope) LIMIT -1;
 
 CREATE TEMP VIEW corrections AS
 SELECT json_extract(b.body, '$.attempt_id') AS attempt_id,
@@ -78,18 +79,26 @@ SELECT json_extract(b.body, '$.attempt_id') AS attempt_id,
        json_extract(b.body, '$.agent_id') AS agent_id
 FROM main.correction_idx c JOIN checked_bodies b ON b.rowid = c.rowid
 JOIN main.attempt_idx a ON a.rowid = c.attempt_rowid
-WHERE mentis_visible(a.repository) LIMIT -1;
+WHERE mentis_visible(a.scope) LIMIT -1;
 
 CREATE TEMP VIEW tasks AS
 SELECT t.repository AS repository, t.task_id AS task_id,
-       json_extract(tb.body, '$.task_title') AS title,
+       (SELECT json_extract(b.body, '$.task_title') FROM main.attempt_idx a
+          JOIN checked_bodies b ON b.rowid = a.rowid
+         WHERE a.repository = t.repository AND a.task_id = t.task_id AND mentis_visible(a.scope)
+           AND json_extract(b.body, '$.task_title') IS NOT NULL
+         ORDER BY a.rowid DESC LIMIT 1) AS title,
        (SELECT min(json_extract(b.body, '$.created_at')) FROM main.attempt_idx a
           JOIN checked_bodies b ON b.rowid = a.rowid
-         WHERE a.repository = t.repository AND a.task_id = t.task_id) AS created_at,
+         WHERE a.repository = t.repository AND a.task_id = t.task_id AND mentis_visible(a.scope))
+         AS created_at,
        (SELECT count(*) FROM main.attempt_idx a
-         WHERE a.repository = t.repository AND a.task_id = t.task_id) AS attempt_count
-FROM main.task_idx t LEFT JOIN checked_bodies tb ON tb.rowid = t.title_rowid
-WHERE mentis_visible(t.repository) LIMIT -1;
+         WHERE a.repository = t.repository AND a.task_id = t.task_id AND mentis_visible(a.scope))
+         AS attempt_count
+FROM main.task_idx t
+WHERE EXISTS(SELECT 1 FROM main.attempt_idx a
+              WHERE a.repository = t.repository AND a.task_id = t.task_id AND mentis_visible(a.scope))
+LIMIT -1;
 """.replace("{attempt_status}", status_sql("json_extract(b.body, '$.check.status')"))
 _INNER_VIEWS = frozenset({"checked_bodies"})
 """Views the documented ones read through; not queryable themselves."""

@@ -26,10 +26,12 @@ CREATE TABLE IF NOT EXISTS entry_ids(
 _DERIVED_SCHEMA = """
 CREATE TABLE IF NOT EXISTS attempt_idx(
     rowid INTEGER PRIMARY KEY, attempt_id TEXT NOT NULL UNIQUE, repository TEXT NOT NULL,
-    task_id TEXT NOT NULL, status TEXT NOT NULL);
+    task_id TEXT NOT NULL, status TEXT NOT NULL, scope TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS attempt_task ON attempt_idx(repository, task_id);
 CREATE INDEX IF NOT EXISTS attempt_status ON attempt_idx(repository, status, task_id);
 CREATE INDEX IF NOT EXISTS entries_agent ON entries(chain, kind, agent);
+CREATE TABLE IF NOT EXISTS scope_keys(scope TEXT PRIMARY KEY, repository TEXT NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS scope_keys_repository ON scope_keys(repository);
 CREATE TABLE IF NOT EXISTS correction_idx(rowid INTEGER PRIMARY KEY, attempt_rowid INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS correction_attempt ON correction_idx(attempt_rowid);
 CREATE TABLE IF NOT EXISTS task_idx(
@@ -76,6 +78,7 @@ CREATE INDEX IF NOT EXISTS skill_revoked_instructions_hash
 rows, ``skill_terms``, sit with the other lexical tables."""
 _DERIVED_TABLES = (
     "attempt_idx",
+    "scope_keys",
     "correction_idx",
     "task_idx",
     "forgotten",

@@ -77,7 +77,7 @@ from mentis.store.sqlite.verify import one_pass, parallel_verify
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 SCHEMA = (
     _LEDGER_SCHEMA
     + _DERIVED_SCHEMA
@@ -137,6 +137,8 @@ class SqliteStore(RelationalStore[sqlite3.Connection]):
                 self._migrate_instructions(conn)
             if found is not None and int(found[0]) < 7:
                 self._fill_checks(conn)
+            if found is not None and int(found[0]) < 10:
+                self._migrate_scopes(conn)
             conn.execute(
                 "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', ?)",
                 (str(SCHEMA_VERSION),),
@@ -157,6 +159,20 @@ class SqliteStore(RelationalStore[sqlite3.Connection]):
             except BaseException:
                 self.close()
                 raise
+
+    @staticmethod
+    def _migrate_scopes(conn: sqlite3.Connection) -> None:
+        """Schema 9 → 10: each attempt's and thought's scope key (private scopes, issue 26). Every
+        record written before it is its repository's, so its key is the repository."""
+        for table in ("attempt_idx", "thought_idx"):
+            columns = {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")}
+            if "scope" not in columns:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN scope TEXT NOT NULL DEFAULT ''")
+            conn.execute(f"UPDATE {table} SET scope = repository WHERE scope = ''")
+            conn.execute(
+                "INSERT OR IGNORE INTO scope_keys(scope, repository) "
+                f"SELECT DISTINCT scope, repository FROM {table}"
+            )
 
     def _migrate_lexicon(self, conn: sqlite3.Connection) -> None:
         """Schema 1 → 2: index every live attempt and thought in the lexical tables, drop FTS5."""
@@ -283,6 +299,9 @@ class SqliteStore(RelationalStore[sqlite3.Connection]):
 
     def _removing(self, conn: sqlite3.Connection, kind: str, rowid: int | None) -> None:
         self._indexes.removing(conn, kind, rowid)
+
+    def _rekeyed(self, conn: sqlite3.Connection) -> None:
+        _new_epoch(conn)
 
     def _after_forget(self) -> None:
         self._file.erase_on_disk()

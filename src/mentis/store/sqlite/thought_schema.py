@@ -7,7 +7,7 @@ THOUGHT_SCHEMA = """
 CREATE TABLE IF NOT EXISTS thought_idx(
     rowid INTEGER PRIMARY KEY, thought_id TEXT NOT NULL UNIQUE, repository TEXT NOT NULL,
     type TEXT NOT NULL, role TEXT NOT NULL, agent_id TEXT NOT NULL, task_id TEXT,
-    created_at TEXT NOT NULL, importance REAL NOT NULL, confidence REAL);
+    created_at TEXT NOT NULL, importance REAL NOT NULL, confidence REAL, scope TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS thought_repo_time ON thought_idx(repository, created_at);
 CREATE TABLE IF NOT EXISTS thought_label(rowid INTEGER NOT NULL, kind TEXT NOT NULL, label TEXT NOT NULL);
 DROP INDEX IF EXISTS thought_label_idx;
@@ -52,7 +52,7 @@ SELECT json_extract(b.body, '$.thought_id') AS thought_id,
        json(json_extract(b.body, '$.tags')) AS tags,
        json(json_extract(b.body, '$.concepts')) AS concepts
 FROM main.thought_idx t JOIN checked_bodies b ON b.rowid = t.rowid
-WHERE mentis_visible(t.repository) LIMIT -1;
+WHERE mentis_visible(t.scope) LIMIT -1;
 
 CREATE TEMP VIEW relations AS
 SELECT json_extract(b.body, '$.thought_id') AS from_id,
@@ -61,5 +61,5 @@ SELECT json_extract(b.body, '$.thought_id') AS from_id,
        json_extract(r.value, '$.valid_at') AS valid_at,
        json_extract(r.value, '$.invalid_at') AS invalid_at
 FROM main.thought_idx t JOIN checked_bodies b ON b.rowid = t.rowid, json_each(b.body, '$.relations') r
-WHERE mentis_visible(t.repository) LIMIT -1;
+WHERE mentis_visible(t.scope) LIMIT -1;
 """
