@@ -198,6 +198,8 @@ def test_a_dead_delivery_is_listed_with_its_error_and_redelivered(
     dead = dead_letter(memory, tokens, failing)
     csrf = _admin(client, tokens)
     url = f"/dashboard/webhook?{urlencode({'id': dead.webhook_id})}"
+    listed = html.unescape(client.get("/dashboard/webhooks").text)
+    assert f'href="{url}&state=dead">1 dead letter</a>' in listed
     page = html.unescape(client.get(url).text)
     assert dead.delivery_id in page and "last error: HTTP 500" in page and ">dead<" in page
     assert "last answer HTTP 500" in page and "attempt.recorded" in page
@@ -222,3 +224,4 @@ def test_a_dead_delivery_is_listed_with_its_error_and_redelivered(
     (done,) = memory.webhook_deliveries(OPS, DeliveriesInput()).deliveries
     assert (done.state, done.last_status) == ("delivered", 204) and len(failing.requests) == 2
     assert "delivered 20" in client.get(url).text
+    assert "dead letter" not in client.get("/dashboard/webhooks").text

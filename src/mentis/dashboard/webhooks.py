@@ -37,6 +37,8 @@ ATTEMPT_STATUSES = ("passed", "failed", "unverified")
 EVENT_FIELD = "event:"
 """Each event's checkbox is its own field (``event:attempt.recorded=on``): a form is one value a name."""
 LIMIT = 50
+MAX_DEAD = 200
+"""The dead letters the list page counts (the most ``webhook_deliveries`` returns at once)."""
 
 
 def _text(form: Form, name: str) -> str:
@@ -80,12 +82,18 @@ class WebhookPages:
     ) -> Response:
         hooks = self.state.memory.list_webhooks(ctx.caller, ListWebhooksInput()).webhooks
         tokens = list_tokens(ctx.caller, self.state.tokens) if self.state.tokens is not None else []
+        req = parse(DeliveriesInput, {"state": "dead", "limit": MAX_DEAD})
+        dead: dict[str, int] = {}
+        for d in self.state.memory.webhook_deliveries(ctx.caller, req).deliveries:
+            dead[d.webhook_id] = dead.get(d.webhook_id, 0) + 1
         return render(
             self.state,
             ctx,
             "webhooks.html",
             nav="webhooks",
             hooks=hooks,
+            dead=dead,
+            max_dead=MAX_DEAD,
             tokens=[t for t in tokens if t.status() == "active"],
             events=EVENTS,
             statuses=ATTEMPT_STATUSES,
