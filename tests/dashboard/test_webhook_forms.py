@@ -6,7 +6,7 @@ real loopback receiver answering 500) is listed with its error and redelivered."
 from __future__ import annotations
 
 import html
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from urllib.parse import urlencode
 
 import pytest
@@ -225,3 +225,15 @@ def test_a_dead_delivery_is_listed_with_its_error_and_redelivered(
     assert (done.state, done.last_status) == ("delivered", 204) and len(failing.requests) == 2
     assert "delivered 20" in client.get(url).text
     assert "dead letter" not in client.get("/dashboard/webhooks").text
+
+
+def test_without_auth_the_token_is_typed_and_the_webhook_is_created(
+    client_for: Callable[..., TestClient], tokens: TokenStore, memory: Memory
+) -> None:
+    client = client_for(auth=False)
+    page = client.get("/dashboard/webhooks").text
+    assert '<input id="token_id" name="token_id"' in page  # no token list to choose from
+    _, token = tokens.create(scope="read", repositories=("*",))
+    shown = html.unescape(_create(client, csrf_of(page), token.id))
+    assert "it will not be shown again" in shown and "whsec_" in shown
+    assert _hooks(memory) == [LOOPBACK]
