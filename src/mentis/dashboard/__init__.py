@@ -20,6 +20,7 @@ from mentis.dashboard.pages import Pages
 from mentis.dashboard.registry import RegistryPages
 from mentis.dashboard.review import ReviewPages
 from mentis.dashboard.session import DEFAULT_TTL_S, Signer
+from mentis.dashboard.webhooks import WebhookPages
 from mentis.service.memory import Caller, Memory
 from mentis.service.tokens import TokenStore
 
@@ -41,6 +42,7 @@ def build_dashboard(
     actions = Actions(state, pages)
     registry = RegistryPages(state)
     review = ReviewPages(state)
+    webhooks = WebhookPages(state)
 
     def get(path: str, handler: Handler, public: bool = False) -> Route:
         return Route(path, page(state, handler, public=public), methods=["GET"])
@@ -89,6 +91,11 @@ def build_dashboard(
         get("/proposal", review.proposal),
         post("/review/accept", review.accept),
         post("/review/reject", review.reject),
+        get("/webhooks", webhooks.webhooks),
+        get("/webhook", webhooks.webhook),
+        post("/webhooks/create", webhooks.create),
+        post("/webhooks/delete", webhooks.delete),
+        post("/webhooks/redeliver", webhooks.redeliver),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     return Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: not_found})
