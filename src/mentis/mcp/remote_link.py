@@ -15,7 +15,6 @@ hand it :class:`_Call` jobs and wait for their answer.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import ssl
@@ -42,6 +41,7 @@ from mcp_types import (
 
 from mentis.errors import ConfigError, MentisError, RemoteUnavailable, ResponseTooLarge
 from mentis.mcp.remote_http import MAX_RESPONSE_MB, TOO_LARGE, CappedTransport, MiB, env_proxy
+from mentis.providers.http import loopback_host
 from mentis.version import __version__
 
 log = logging.getLogger(__name__)
@@ -75,21 +75,12 @@ def check_url(url: str) -> str:
         raise ConfigError(
             "--remote must not carry credentials; the token comes from --token-file or MENTIS_TOKEN"
         )
-    if parts.scheme == "http" and not _loopback(parts.hostname):
+    if parts.scheme == "http" and not loopback_host(parts.hostname):
         raise ConfigError(
             f"--remote {url}: plain http would send the token in clear text; use https "
             "(the server's --tls-cert/--tls-key, and --ca-file here for a private CA)"
         )
     return url
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def read_token(token_file: Path | None, environ: dict[str, str] | None = None) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import email.utils
 import functools
+import ipaddress
 import json
 import logging
 import math
@@ -199,6 +200,17 @@ def is_loopback(base_url: str) -> bool:
     return (urlsplit(base_url).hostname or "") in _LOOPBACK
 
 
+def loopback_host(host: str) -> bool:
+    """Whether ``host`` (a URL's hostname) is ``localhost`` or a loopback address (127.0.0.0/8,
+    ::1): where a token may travel over plain http."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def env_float(env: Mapping[str, str], name: str, default: float) -> float:
     raw = env.get(name)
     if raw is None or not raw.strip():
@@ -244,4 +256,5 @@ __all__ = [
     "env_float",
     "env_int",
     "is_loopback",
+    "loopback_host",
 ]

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
-import ipaddress
 import secrets
 import time
 from dataclasses import dataclass
@@ -22,6 +19,8 @@ from urllib.parse import urlsplit
 import httpx
 
 from mentis.errors import ConfigError, InvalidInput, RemoteUnavailable
+from mentis.providers.http import loopback_host
+from mentis.service.webhook_rules import sign
 
 TIMEOUT_S = 10.0
 SECRET_PREFIX = "whsec_"
@@ -40,20 +39,11 @@ def check_url(url: str) -> str:
     host = parts.hostname or ""
     if parts.scheme == "https" and host:
         return url
-    if parts.scheme == "http" and _loopback(host):
+    if parts.scheme == "http" and loopback_host(host):
         return url
     raise InvalidInput(
         f"--post {url!r}: a witness URL must be https:// (http:// only to a loopback address)", field="post"
     )
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def secret_key(secret: str | None) -> bytes:
@@ -78,23 +68,17 @@ def secret_key(secret: str | None) -> bytes:
     return key
 
 
-def signature(key: bytes, message_id: str, timestamp: int, body: bytes) -> str:
-    """The ``webhook-signature`` value: ``v1,`` and base64 HMAC-SHA256 of ``id.timestamp.body``."""
-    signed = f"{message_id}.{timestamp}.".encode() + body
-    return "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
-
-
 def post(url: str, body: bytes, secret: str | None) -> Delivery:
     """POST ``body`` to ``url`` with the Standard Webhooks headers signed with ``secret``."""
     check_url(url)
-    key = secret_key(secret)
+    secret_key(secret)  # refuses a missing or malformed secret before anything is sent
     message_id = "msg_" + secrets.token_hex(16)
     timestamp = int(time.time())
     headers = {
         "content-type": "application/json",
         "webhook-id": message_id,
         "webhook-timestamp": str(timestamp),
-        "webhook-signature": signature(key, message_id, timestamp, body),
+        "webhook-signature": sign((secret or "").strip(), message_id, timestamp, body),
     }
     try:
         with httpx.Client(timeout=TIMEOUT_S, follow_redirects=False) as client:
@@ -110,4 +94,4 @@ def post(url: str, body: bytes, secret: str | None) -> Delivery:
     return Delivery(url, message_id, reply.status_code)
 
 
-__all__ = ["Delivery", "check_url", "post", "secret_key", "signature"]
+__all__ = ["Delivery", "check_url", "post", "secret_key"]

@@ -22,7 +22,6 @@ passes the secret scrubber first, as all text leaving the machine does.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import re
 import threading
@@ -49,7 +48,7 @@ from mentis.api.federation import (
 )
 from mentis.config import FEDERATION_VARIABLE
 from mentis.errors import ConfigError, InvalidInput, MentisError, RemoteUnavailable
-from mentis.providers.http import OpenAIClient
+from mentis.providers.http import OpenAIClient, loopback_host
 from mentis.providers.scrub import scrub_text
 from mentis.service.access import Caller, may_read
 
@@ -94,15 +93,6 @@ def _seconds(env: Mapping[str, str], variable: str, default: float) -> float:
     if not 0 < value <= 600:
         raise ConfigError(f"{variable}={raw!r} must be a number of seconds in (0, 600], e.g. 10")
     return value
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _token(env: Mapping[str, str], name: str) -> str:
@@ -154,7 +144,7 @@ def parse_memories(env: Mapping[str, str]) -> list[MemoryConfig]:
                 f"{var}: the URL of the memory {name!r} must not carry credentials; its token goes in "
                 f"{_variable(name, 'TOKEN')}"
             )
-        if parts.scheme == "http" and not _loopback(parts.hostname):
+        if parts.scheme == "http" and not loopback_host(parts.hostname):
             raise ConfigError(
                 f"{var}: the memory {name!r} at http://{parts.hostname}: plain http would send its "
                 "token in clear text; use https (http only to a loopback address)"
