@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Browser
 from starlette.testclient import TestClient
 
 from mentis.config import Settings
@@ -14,6 +15,7 @@ from mentis.http import HttpConfig, build_app
 from mentis.providers.embed import HashEmbedder
 from mentis.service.memory import Memory
 from mentis.service.tokens import TokenStore
+from tests.dashboard.browser import Guarded, launch
 from tests.dashboard.seed import Seeded, seed
 
 SECRET = b"s" * 32
@@ -86,3 +88,18 @@ def login(client: TestClient, token: str) -> None:
 
 def make_token(tokens: TokenStore, scope: str = "admin", repos: tuple[str, ...] = ()) -> str:
     return tokens.create(scope=scope, repositories=repos, agent=f"{scope}-person")[0]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One chromium per test module (the browser tests')."""
+    yield from launch()
+
+
+@pytest.fixture
+def guard(browser: Browser) -> Iterator[Guarded]:
+    """A fresh guarded context per test; the test fails if the page asked for anything off the host."""
+    guarded = Guarded(browser)
+    yield guarded
+    guarded.close()
+    assert guarded.outside == [], "the dashboard asked for something off 127.0.0.1"

@@ -18,7 +18,7 @@ from mentis.api.common import parse
 from mentis.dashboard.session import COOKIE, Signer
 from mentis.providers.embed import Embedder
 from mentis.service.memory import Caller
-from tests.dashboard.browser import Guarded, launch, shoot
+from tests.dashboard.browser import Guarded, shoot
 from tests.dashboard.conftest import SECRET
 from tests.dashboard.seed import BILLING, LOGIN_TASK, SECRET_REPO, SHOP, Seeded, seed
 from tests.http_support import LiveServer
@@ -65,19 +65,6 @@ def live(
     seeded = seed(server.memory)
     with server:
         yield server, seeded
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    yield from launch()
-
-
-@pytest.fixture
-def guard(browser: Browser) -> Iterator[Guarded]:
-    guarded = Guarded(browser)
-    yield guarded
-    guarded.close()
-    assert guarded.outside == [], "the dashboard asked for something off 127.0.0.1"
 
 
 def _sign_in(page: Page, live: LiveServer, token: str) -> None:

@@ -20,7 +20,7 @@ from mentis.api.agents import ShowAgentInput
 from mentis.api.common import parse
 from mentis.api.skills import SkillVersionsInput
 from mentis.ledger import signing
-from tests.dashboard.browser import Guarded, launch, shoot
+from tests.dashboard.browser import Guarded, shoot, sign_in, tab_to
 from tests.dashboard.seed import SHOP, seed
 from tests.dashboard.seed_registry import (
     ADMIN,
@@ -56,35 +56,6 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer,
         yield server, seeded
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    yield from launch()
-
-
-@pytest.fixture
-def guard(browser: Browser) -> Iterator[Guarded]:
-    guarded = Guarded(browser)
-    yield guarded
-    guarded.close()
-    assert guarded.outside == [], "the dashboard asked for something off 127.0.0.1"
-
-
-def _sign_in(page: Page, live: LiveServer, token: str) -> None:
-    page.goto(f"{live.url}/dashboard/login")
-    page.get_by_label("Token").fill(token)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page).to_have_url(f"{live.url}/dashboard/")
-
-
-def _tab_to(page: Page, selector: str, limit: int = 80) -> None:
-    """Press Tab until the focused element matches ``selector``."""
-    for _ in range(limit):
-        page.keyboard.press("Tab")
-        if page.evaluate("s => document.activeElement.matches(s)", selector):
-            return
-    raise AssertionError(f"Tab never reached {selector}")
-
-
 def _public() -> str:
     return signing.public_text(Ed25519PrivateKey.generate().public_key())
 
@@ -114,7 +85,7 @@ def test_admin_registers_an_agent_adds_a_real_key_revokes_it_and_disables_the_ag
 ) -> None:
     server, _ = live
     page = guard.page()
-    _sign_in(page, server, server.token("admin", agent="owner"))
+    sign_in(page, server.url, server.token("admin", agent="owner"))
     page.get_by_role("link", name="Agents").click()
     expect(page.locator("ul.agents")).to_contain_text("Skill author")
     expect(page.locator("ul.agents")).to_contain_text("must sign")
@@ -157,7 +128,7 @@ def test_a_skills_versions_show_their_diffs_signers_and_whether_each_signature_v
 ) -> None:
     server, seeded = live
     page = guard.page()
-    _sign_in(page, server, server.token("read", (SHOP, TOOLS)))
+    sign_in(page, server.url, server.token("read", (SHOP, TOOLS)))
     page.get_by_role("link", name="Skills").click()
     for name in ("run-tests", "deploy"):
         expect(page.locator("ul.skills")).to_contain_text(name)
@@ -196,7 +167,7 @@ def test_a_write_token_deprecates_then_revokes_a_skill_through_the_forms(
 ) -> None:
     server, _ = live
     page = guard.page()
-    _sign_in(page, server, server.token("write", (SHOP,), agent="release-owner"))
+    sign_in(page, server.url, server.token("write", (SHOP,), agent="release-owner"))
     page.goto(f"{server.url}{_skill(SHOP, 'cut-release')}")
     expect(page.locator("#skill-status")).to_have_text("active")
     page.get_by_label("Why deprecate it?").fill("ship-it replaces it")
@@ -224,7 +195,7 @@ def test_a_token_without_the_scope_gets_the_services_refusal_and_nothing_changes
 ) -> None:
     server, seeded = live
     page = guard.page()
-    _sign_in(page, server, server.token("write", ("*",), agent="not-an-admin"))
+    sign_in(page, server.url, server.token("write", ("*",), agent="not-an-admin"))
     for url in ("/dashboard/agents", AUTHOR_PAGE):
         page.goto(f"{server.url}{url}")
         expect(page.locator("form[action*='/agents/']")).to_have_count(0)
@@ -242,7 +213,7 @@ def test_a_token_without_the_scope_gets_the_services_refusal_and_nothing_changes
     author = server.memory.show_agent(ADMIN, parse(ShowAgentInput, {"agent_id": AUTHOR}))
     assert [k.revoked_at for k in author.keys] == [None]
     guard.context.clear_cookies()
-    _sign_in(page, server, server.token("read", (SHOP,)))
+    sign_in(page, server.url, server.token("read", (SHOP,)))
     page.goto(f"{server.url}{RUN_TESTS}")
     expect(page.locator("form[action*='/skills/']")).to_have_count(0)
     _submit_forged_form(
@@ -258,7 +229,7 @@ def test_bad_input_in_a_form_names_the_field_and_writes_nothing(
 ) -> None:
     server, _ = live
     page = guard.page()
-    _sign_in(page, server, server.token("admin"))
+    sign_in(page, server.url, server.token("admin"))
     before = server.ledger()
     page.goto(f"{server.url}{AUTHOR_PAGE}")
     page.get_by_label("Add a public key").fill("not-a-key")
@@ -283,35 +254,35 @@ def test_each_page_has_an_action_that_works_by_keyboard_alone(
 ) -> None:
     server, _ = live
     page = guard.page()
-    _sign_in(page, server, server.token("admin", agent="keyboard-admin"))
+    sign_in(page, server.url, server.token("admin", agent="keyboard-admin"))
     # agents: register an agent
     page.goto(f"{server.url}/dashboard/agents")
-    _tab_to(page, "#agent_id")
+    tab_to(page, "#agent_id")
     page.keyboard.type("kb-bot")
     page.keyboard.press("Enter")
     expect(page).to_have_url(f"{server.url}/dashboard/agent?id=kb-bot")
     # agent: add a key, then revoke it (the form folds under a summary opened with Enter)
-    _tab_to(page, "#public_key")
+    tab_to(page, "#public_key")
     page.keyboard.type(_public())
     page.keyboard.press("Enter")
     expect(page.locator("ul.keys .badge")).to_have_text(["active"])
     page.locator("main").focus()
-    _tab_to(page, "ul.keys summary")
+    tab_to(page, "ul.keys summary")
     page.keyboard.press("Enter")
-    _tab_to(page, "ul.keys input[name=reason]")
+    tab_to(page, "ul.keys input[name=reason]")
     page.keyboard.type("rotated by keyboard")
     page.keyboard.press("Enter")
     expect(page.locator("ul.keys .reason")).to_contain_text("rotated by keyboard")
     # skills: filter by status, then open a skill
     page.goto(f"{server.url}/dashboard/skills")
-    _tab_to(page, "#status")
+    tab_to(page, "#status")
     page.keyboard.press("ArrowDown")  # "active": the filter applies at once
     expect(page).to_have_url(re.compile(r"status=active"))
-    _tab_to(page, "a[href*='skill_id=run-tests']")
+    tab_to(page, "a[href*='skill_id=run-tests']")
     page.keyboard.press("Enter")
     expect(page).to_have_url(f"{server.url}{RUN_TESTS}")
     # skill: deprecate it
-    _tab_to(page, "#deprecate-reason")
+    tab_to(page, "#deprecate-reason")
     page.keyboard.type("superseded by the CI recipe")
     page.keyboard.press("Enter")
     expect(page.locator("#skill-status")).to_have_text("deprecated")
@@ -322,7 +293,7 @@ def test_text_contrast_on_the_registry_pages_is_at_least_4_5_to_1(
 ) -> None:
     server, _ = live
     page = guard.page()
-    _sign_in(page, server, server.token("admin"))
+    sign_in(page, server.url, server.token("admin"))
     for url in ("/dashboard/agents", AUTHOR_PAGE, "/dashboard/skills", RUN_TESTS, DEPLOY):
         page.goto(f"{server.url}{url}")
         page.locator("details").evaluate_all("els => els.forEach(d => d.open = true)")
@@ -336,7 +307,7 @@ def test_every_registry_page_fits_a_375_px_wide_screen(
     guard = Guarded(browser, width=375, height=812)
     try:
         page = guard.page()
-        _sign_in(page, server, server.token("admin"))
+        sign_in(page, server.url, server.token("admin"))
         pages = {
             "agents": "/dashboard/agents",
             "agent": AUTHOR_PAGE,

@@ -18,7 +18,7 @@ from playwright.sync_api import Browser, Page, expect
 from mentis.api.attempts import RecallInput
 from mentis.api.review import ListProposalsInput, ShowProposalInput
 from mentis.service.memory import Caller
-from tests.dashboard.browser import Guarded, launch, shoot
+from tests.dashboard.browser import Guarded, shoot, sign_in, tab_to
 from tests.dashboard.seed import BILLING, SHOP, seed
 from tests.dashboard.seed_review import (
     IN_BILLING,
@@ -46,36 +46,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer,
         yield server, ids
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    yield from launch()
-
-
-@pytest.fixture
-def guard(browser: Browser) -> Iterator[Guarded]:
-    guarded = Guarded(browser)
-    yield guarded
-    guarded.close()
-    assert guarded.outside == [], "the dashboard asked for something off 127.0.0.1"
-
-
 def _url(proposal_id: str) -> str:
     return f"/dashboard/proposal?{urlencode({'id': proposal_id})}"
-
-
-def _sign_in(page: Page, live: LiveServer, token: str) -> None:
-    page.goto(f"{live.url}/dashboard/login")
-    page.get_by_label("Token").fill(token)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page).to_have_url(f"{live.url}/dashboard/")
-
-
-def _tab_to(page: Page, selector: str, limit: int = 80) -> None:
-    for _ in range(limit):
-        page.keyboard.press("Tab")
-        if page.evaluate("s => document.activeElement.matches(s)", selector):
-            return
-    raise AssertionError(f"Tab never reached {selector}")
 
 
 def _status(server: LiveServer, proposal_id: str) -> str:
@@ -92,7 +64,7 @@ def test_the_queue_lists_proposals_with_their_source_and_filters_them(
 ) -> None:
     server, ids = live
     page = guard.page()
-    _sign_in(page, server, server.token("read", ("*",)))
+    sign_in(page, server.url, server.token("read", ("*",)))
     pending = server.memory.list_proposals(ME, ListProposalsInput())
     expect(page.locator("#pending-count")).to_have_text(str(pending.total))
     page.get_by_role("link", name="Review").click()
@@ -129,7 +101,7 @@ def test_accepting_with_an_edit_writes_the_edited_attempt_and_links_to_it(
 ) -> None:
     server, ids = live
     page = guard.page()
-    _sign_in(page, server, server.token("write", (SHOP,), agent="reviewer-ann"))
+    sign_in(page, server.url, server.token("write", (SHOP,), agent="reviewer-ann"))
     page.goto(f"{server.url}{_url(ids[2])}")
     expect(page.get_by_label("Observation")).to_have_value(observation(2))
     expect(page.get_by_label("Task id")).to_have_value("main-5f0c2a9e")
@@ -158,7 +130,7 @@ def test_rejecting_with_a_reason_is_remembered_when_proposed_again(
 ) -> None:
     server, ids = live
     page = guard.page()
-    _sign_in(page, server, server.token("write", (SHOP,), agent="reviewer-bo"))
+    sign_in(page, server.url, server.token("write", (SHOP,), agent="reviewer-bo"))
     page.goto(f"{server.url}{_url(ids[3])}")
     page.get_by_label("Why reject it?").fill("a flaky run, not a finding")
     page.get_by_role("button", name="Reject").click()
@@ -178,7 +150,7 @@ def test_bad_input_names_the_field_and_writes_nothing(
 ) -> None:
     server, ids = live
     page = guard.page()
-    _sign_in(page, server, server.token("write", (SHOP,)))
+    sign_in(page, server.url, server.token("write", (SHOP,)))
     before = server.ledger()
     page.goto(f"{server.url}{_url(ids[4])}")
     page.get_by_label("Why reject it?").fill("   ")  # blank once trimmed
@@ -222,7 +194,7 @@ def test_a_read_token_and_a_form_without_csrf_are_refused_and_nothing_changes(
 ) -> None:
     server, ids = live
     page = guard.page()
-    _sign_in(page, server, server.token("read", (SHOP,), agent="just-looking"))
+    sign_in(page, server.url, server.token("read", (SHOP,), agent="just-looking"))
     before = server.ledger()
     page.goto(f"{server.url}{_url(ids[5])}")
     expect(page.locator("form[action*='/review/']")).to_have_count(0)
@@ -234,7 +206,7 @@ def test_a_read_token_and_a_form_without_csrf_are_refused_and_nothing_changes(
     _submit_form(page, f"{server.url}/dashboard/review/reject", {"proposal_id": ids[5], "reason": "no"})
     expect(page.locator("main")).to_contain_text("this caller may only read")
     guard.context.clear_cookies()
-    _sign_in(page, server, server.token("write", (SHOP,)))
+    sign_in(page, server.url, server.token("write", (SHOP,)))
     page.goto(f"{server.url}{_url(ids[5])}")
     _submit_form(page, f"{server.url}/dashboard/review/reject", {"proposal_id": ids[5], "reason": "x"}, False)
     expect(page.get_by_role("heading", name="Not allowed")).to_be_visible()
@@ -247,7 +219,7 @@ def test_a_proposal_decided_in_another_tab_is_a_conflict_shown_clearly(
 ) -> None:
     server, ids = live
     page = guard.page()
-    _sign_in(page, server, server.token("write", (SHOP,), agent="slow-reviewer"))
+    sign_in(page, server.url, server.token("write", (SHOP,), agent="slow-reviewer"))
     page.goto(f"{server.url}{_url(ids[6])}")  # the forms are on screen ...
     other = guard.page()  # ... while the same person rejects it in another tab
     other.goto(f"{server.url}{_url(ids[6])}")
@@ -270,16 +242,16 @@ def test_a_proposal_is_accepted_by_keyboard_alone(
 ) -> None:
     server, ids = live
     page = guard.page()
-    _sign_in(page, server, server.token("write", (SHOP,), agent="keyboard-reviewer"))
-    _tab_to(page, "a[href$='/dashboard/review']")
+    sign_in(page, server.url, server.token("write", (SHOP,), agent="keyboard-reviewer"))
+    tab_to(page, "a[href$='/dashboard/review']")
     page.keyboard.press("Enter")
     expect(page).to_have_url(f"{server.url}/dashboard/review")
-    _tab_to(page, f"a[href$='{_url(ids[7]).split('?')[1]}']")
+    tab_to(page, f"a[href$='{_url(ids[7]).split('?')[1]}']")
     page.keyboard.press("Enter")
     expect(page).to_have_url(f"{server.url}{_url(ids[7])}")
-    _tab_to(page, "#edit-task_title")
+    tab_to(page, "#edit-task_title")
     page.keyboard.type("Invoice rounding")
-    _tab_to(page, "button.primary")
+    tab_to(page, "button.primary")
     page.keyboard.press("Enter")
     expect(page.locator("#proposal-status")).to_have_text("accepted")
     record_id = server.memory.show_proposal(ME, ShowProposalInput(proposal_id=ids[7])).record_id
@@ -294,7 +266,7 @@ def test_text_contrast_on_the_review_pages_is_at_least_4_5_to_1(
 ) -> None:
     server, ids = live
     page = guard.page()
-    _sign_in(page, server, server.token("write", ("*",)))
+    sign_in(page, server.url, server.token("write", ("*",)))
     for url in (
         "/dashboard/review",
         "/dashboard/review?status=all",
@@ -313,7 +285,7 @@ def test_every_review_page_fits_a_375_px_wide_screen(
     guard = Guarded(browser, width=375, height=812)
     try:
         page = guard.page()
-        _sign_in(page, server, server.token("write", ("*",)))
+        sign_in(page, server.url, server.token("write", ("*",)))
         pages = {
             "review": "/dashboard/review?status=all",
             "proposal": _url(ids[IN_BILLING]),

@@ -12,10 +12,10 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, expect
 
 from mentis.api.webhooks import DeliveriesInput, ListWebhooksInput
-from tests.dashboard.browser import Guarded, launch, shoot
+from tests.dashboard.browser import Guarded, shoot, sign_in, tab_to
 from tests.dashboard.seed import seed
 from tests.dashboard.seed_webhooks import OPS, dead_letter, deliver, subscribe
 from tests.dashboard.test_browser import CONTRAST_JS
@@ -34,39 +34,11 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         yield server
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    yield from launch()
-
-
-@pytest.fixture
-def guard(browser: Browser) -> Iterator[Guarded]:
-    guarded = Guarded(browser)
-    yield guarded
-    guarded.close()
-    assert guarded.outside == [], "the dashboard asked for something off 127.0.0.1"
-
-
 @pytest.fixture
 def failing() -> Iterator[Receiver]:
     r = Receiver(fail=1_000)  # always 500
     yield r
     r.close()
-
-
-def _sign_in(page: Page, live: LiveServer, token: str) -> None:
-    page.goto(f"{live.url}/dashboard/login")
-    page.get_by_label("Token").fill(token)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page).to_have_url(f"{live.url}/dashboard/")
-
-
-def _tab_to(page: Page, selector: str, limit: int = 120) -> None:
-    for _ in range(limit):
-        page.keyboard.press("Tab")
-        if page.evaluate("s => document.activeElement.matches(s)", selector):
-            return
-    raise AssertionError(f"Tab never reached {selector}")
 
 
 def _hook_url(webhook_id: str) -> str:
@@ -79,7 +51,7 @@ def _urls(server: LiveServer) -> list[str]:
 
 def test_creating_shows_the_secret_once_and_lists_the_subscription(live: LiveServer, guard: Guarded) -> None:
     page = guard.page()
-    _sign_in(page, live, live.token("admin", agent="ops-ann"))
+    sign_in(page, live.url, live.token("admin", agent="ops-ann"))
     _, reader = live.tokens.create(scope="read", repositories=("github.com/acme/*",), agent="hook-reader")
     page.get_by_role("link", name="Webhooks").click()
     expect(page).to_have_url(f"{live.url}/dashboard/webhooks")
@@ -119,7 +91,7 @@ def test_creating_shows_the_secret_once_and_lists_the_subscription(live: LiveSer
 
 def test_bad_input_is_named_and_nothing_is_created(live: LiveServer, guard: Guarded) -> None:
     page = guard.page()
-    _sign_in(page, live, live.token("admin"))
+    sign_in(page, live.url, live.token("admin"))
     _, reader = live.tokens.create(scope="read", repositories=("*",))
     before = _urls(live)
     for url, tick, field in (
@@ -144,7 +116,7 @@ def test_a_dead_letter_is_shown_with_its_error_and_redelivered(
 ) -> None:
     dead = dead_letter(live.memory, live.tokens, failing)
     page = guard.page()
-    _sign_in(page, live, live.token("admin"))
+    sign_in(page, live.url, live.token("admin"))
     page.goto(f"{live.url}/dashboard/webhooks")
     page.locator(f"#h-{dead.webhook_id} a.task-link").click()
     expect(page).to_have_url(f"{live.url}{_hook_url(dead.webhook_id)}")
@@ -178,7 +150,7 @@ def test_a_dead_letter_is_shown_with_its_error_and_redelivered(
 def test_delete_needs_the_tick(live: LiveServer, guard: Guarded) -> None:
     webhook_id = subscribe(live.memory, live.tokens, "http://127.0.0.1:9/to-delete")
     page = guard.page()
-    _sign_in(page, live, live.token("admin"))
+    sign_in(page, live.url, live.token("admin"))
     page.goto(f"{live.url}{_hook_url(webhook_id)}")
     page.get_by_role("button", name="Delete webhook").click()  # the tick is required: nothing sent
     expect(page).to_have_url(f"{live.url}{_hook_url(webhook_id)}")
@@ -192,7 +164,7 @@ def test_delete_needs_the_tick(live: LiveServer, guard: Guarded) -> None:
 
 def test_a_write_token_has_no_link_and_is_refused_by_the_service(live: LiveServer, guard: Guarded) -> None:
     page = guard.page()
-    _sign_in(page, live, live.token("write", ("*",)))
+    sign_in(page, live.url, live.token("write", ("*",)))
     expect(page.get_by_role("link", name="Webhooks")).to_have_count(0)
     page.goto(f"{live.url}/dashboard/webhooks")
     expect(page.get_by_role("heading", name="Not allowed")).to_be_visible()
@@ -203,22 +175,22 @@ def test_a_write_token_has_no_link_and_is_refused_by_the_service(live: LiveServe
 
 def test_a_webhook_is_created_by_keyboard_alone(live: LiveServer, guard: Guarded) -> None:
     page = guard.page()
-    _sign_in(page, live, live.token("admin"))
+    sign_in(page, live.url, live.token("admin"))
     _, reader = live.tokens.create(scope="read", repositories=("*",), agent="keyboard-reader")
-    _tab_to(page, "a[href$='/dashboard/webhooks']")
+    tab_to(page, "a[href$='/dashboard/webhooks']", 120)
     page.keyboard.press("Enter")
     expect(page).to_have_url(f"{live.url}/dashboard/webhooks")
-    _tab_to(page, "#url")
+    tab_to(page, "#url", 120)
     page.keyboard.type("http://127.0.0.1:9/keyboard")
-    _tab_to(page, "input[name='event:thought.appended']")
+    tab_to(page, "input[name='event:thought.appended']", 120)
     page.keyboard.press("Space")
-    _tab_to(page, "#token_id")
+    tab_to(page, "#token_id", 120)
     for _ in range(40):  # down the list to the reader's token
         if page.evaluate("() => document.activeElement.value") == reader.id:
             break
         page.keyboard.press("ArrowDown")
     assert page.evaluate("() => document.activeElement.value") == reader.id
-    _tab_to(page, "button.primary")
+    tab_to(page, "button.primary", 120)
     page.keyboard.press("Enter")
     expect(page.locator("#created")).to_contain_text("it will not be shown again")
     hook = next(
@@ -232,7 +204,7 @@ def test_text_contrast_on_the_webhook_pages_is_at_least_4_5_to_1(
 ) -> None:
     dead = dead_letter(live.memory, live.tokens, failing)
     page = guard.page()
-    _sign_in(page, live, live.token("admin"))
+    sign_in(page, live.url, live.token("admin"))
     for url in ("/dashboard/webhooks", _hook_url(dead.webhook_id)):
         page.goto(f"{live.url}{url}")
         assert page.evaluate(CONTRAST_JS) == [], url
@@ -245,7 +217,7 @@ def test_every_webhook_page_fits_a_375_px_wide_screen(
     guard = Guarded(browser, width=375, height=812)
     try:
         page = guard.page()
-        _sign_in(page, live, live.token("admin"))
+        sign_in(page, live.url, live.token("admin"))
         _, reader = live.tokens.create(scope="read", repositories=("*",))
         page.goto(f"{live.url}/dashboard/webhooks")
         page.get_by_label("URL").fill("http://127.0.0.1:9/narrow-screen-with-a-rather-long-path/for/wrapping")
