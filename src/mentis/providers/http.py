@@ -39,7 +39,6 @@ MAX_REPLY_BYTES = 64 * 1024 * 1024
 """Largest reply read (a batch of 64 vectors of 1024 floats is about 1.5 MB of JSON)."""
 MAX_DETAIL = 300
 """Characters of a provider's error message kept in a reason."""
-_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 class OpenAIClient:
@@ -197,7 +196,8 @@ def check_base_url(base_url: str) -> str:
 
 
 def is_loopback(base_url: str) -> bool:
-    return (urlsplit(base_url).hostname or "") in _LOOPBACK
+    """Whether ``base_url`` points at this machine (:func:`loopback_host`)."""
+    return loopback_host(urlsplit(base_url).hostname or "")
 
 
 def loopback_host(host: str) -> bool:
