@@ -61,11 +61,11 @@ class GitContext:
         }
 
 
-def git(args: list[str], cwd: Path, *, stdin: str | None = None) -> str:
-    """Run git, return its stdout; a missing git or a failed command raises a clear error."""
+def _run(args: list[str], cwd: Path, *, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run git and return what it did; a missing git or a timeout raises a clear error."""
     env = dict(os.environ, GIT_OPTIONAL_LOCKS="0", LC_ALL="C")
     try:
-        done = subprocess.run(
+        return subprocess.run(
             ["git", *args],
             cwd=cwd,
             input=stdin,
@@ -81,9 +81,18 @@ def git(args: list[str], cwd: Path, *, stdin: str | None = None) -> str:
         raise ConfigError(f"git is not installed or not on PATH ({exc}); install git") from None
     except subprocess.TimeoutExpired:
         raise ConfigError(f"git {' '.join(args[:2])} took more than {GIT_TIMEOUT_S:.0f} s in {cwd}") from None
+
+
+def _failed(args: list[str], cwd: Path, done: subprocess.CompletedProcess[str]) -> InvalidInput:
+    message = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
+    return InvalidInput(f"git {' '.join(args[:2])} failed in {cwd}: {message}")
+
+
+def git(args: list[str], cwd: Path, *, stdin: str | None = None) -> str:
+    """Run git, return its stdout; a missing git or a failed command raises a clear error."""
+    done = _run(args, cwd, stdin=stdin)
     if done.returncode != 0:
-        message = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
-        raise InvalidInput(f"git {' '.join(args[:2])} failed in {cwd}: {message}")
+        raise _failed(args, cwd, done)
     return done.stdout
 
 
@@ -223,6 +232,39 @@ def blobs_at(top: Path, commit: str, paths: list[str]) -> dict[str, str]:
     return blobs
 
 
+FALLBACK_DEFAULT_BRANCHES = ("main", "master", "trunk")
+"""Tried in this order when neither ``origin/HEAD`` nor ``init.defaultBranch`` names a branch
+that exists."""
+
+
+def default_branch(top: Path) -> str | None:
+    """The repository's default branch: what ``origin/HEAD`` points at (set by ``git clone`` and
+    ``git remote set-head``), else ``init.defaultBranch`` when that branch exists, else the first of
+    main, master, trunk that exists; None when none does."""
+    done = _run(["symbolic-ref", "--quiet", "--short", "refs/remotes/origin/HEAD"], top)
+    if done.returncode == 0 and done.stdout.strip():
+        return done.stdout.strip().removeprefix("origin/")
+    configured = _run(["config", "--get", "init.defaultBranch"], top).stdout.strip()
+    for name in (configured, *FALLBACK_DEFAULT_BRANCHES) if configured else FALLBACK_DEFAULT_BRANCHES:
+        if _run(["show-ref", "--verify", "--quiet", f"refs/heads/{name}"], top).returncode == 0:
+            return name
+    return None
+
+
+def is_ancestor(top: Path, commit: str, of: str) -> bool:
+    """Whether ``commit`` (a branch, a ref, an id) is an ancestor of ``of`` or the same commit:
+    ``git merge-base --is-ancestor``, which answers 0 for yes and 1 for no. A name git cannot
+    resolve is a clear error, not a no."""
+    for name in (commit, of):
+        if not name or name.startswith("-"):
+            raise InvalidInput(f"{name!r} is not a commit or branch name")
+    args = ["merge-base", "--is-ancestor", commit, of]
+    done = _run(args, top)
+    if done.returncode in (0, 1):
+        return done.returncode == 0
+    raise _failed(args, top, done)
+
+
 _SCP = re.compile(r"^(?:[\w.-]+@)?([\w.-]+):(?!//)(.+)$")
 
 
@@ -253,9 +295,11 @@ __all__ = [
     "blobs_at",
     "changed_between",
     "context",
+    "default_branch",
     "git",
     "hash_files",
     "head",
+    "is_ancestor",
     "normalise_remote",
     "repository_identity",
     "toplevel",

@@ -39,6 +39,12 @@ Who may widen what the hooks record:
     [record]
     output_tail_chars = 4000                  # tail of the check's output kept (after scrubbing)
 
+    [branches]                                # docs/branches.md
+    follow_git = false                        # true: a check recorded on a git branch other than the
+                                              # default goes to the memory branch of that name (created
+                                              # on first use), and the hooks search through it;
+                                              # or MENTIS_HOOK_FOLLOW_GIT=1 / 0
+
     [checkpoint]                              # signed checkpoints at a cadence (hooks/checkpoint.py)
     every = "day"                             # or "commit"
     key = "~/.local/share/mentis/keys/ops-0123abcd.pem"   # the operator key (mentis agent keygen)
@@ -192,6 +198,9 @@ class HookConfig:
     """``day`` or ``commit``: the hooks start ``mentis checkpoint --git`` when one is due."""
     checkpoint_key: Path | None = None
     checkpoint_commit: bool = False
+    follow_git: bool = False
+    """``[branches] follow_git``: records made on a git branch other than the default go to the
+    memory branch of that name (:func:`mentis.integrations.hooks.state.memory_branch`)."""
 
     @cached_property
     def _matchers(self) -> tuple[Any, Any]:
@@ -299,6 +308,7 @@ def load(home: Path, checkout: Path | None) -> HookConfig:
             {"MENTIS_HOOK_IDLE_S": _float(idle)}, "MENTIS_HOOK_IDLE_S", 0, "", lo=1, hi=MAX_IDLE_S
         )
     every, key, commit = _checkpoint(user.get("checkpoint", {}), f"{where} [checkpoint]")
+    follow_git = _follow_git(user.get("branches", {}), f"{where} [branches]")
     return HookConfig(
         checks=tuple(checks),
         url=str(url).rstrip("/") if url else None,
@@ -314,7 +324,26 @@ def load(home: Path, checkout: Path | None) -> HookConfig:
         checkpoint_every=every,
         checkpoint_key=key,
         checkpoint_commit=commit,
+        follow_git=follow_git,
     )
+
+
+def _follow_git(table: object, where: str) -> bool:
+    """``[branches] follow_git`` (false when absent), then ``MENTIS_HOOK_FOLLOW_GIT`` (1 or 0)."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table")
+    unknown = set(table) - {"follow_git"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown setting(s) {sorted(unknown)}; it takes follow_git")
+    follow = table.get("follow_git", False)
+    if not isinstance(follow, bool):
+        raise ConfigError(f"{where} follow_git must be true or false")
+    env = os.environ.get("MENTIS_HOOK_FOLLOW_GIT")
+    if env is not None:
+        if env not in ("0", "1"):
+            raise ConfigError(f"MENTIS_HOOK_FOLLOW_GIT must be 1 or 0, found {env!r}")
+        follow = env == "1"
+    return follow
 
 
 def _checkpoint(table: object, where: str) -> tuple[str | None, Path | None, bool]:

@@ -96,6 +96,18 @@ def task_for(state: CheckoutState, ctx: git.GitContext) -> tuple[str | None, str
     return ctx.branch, None
 
 
+def memory_branch(follow_git: bool, top: Path, branch: str | None) -> str | None:
+    """The memory branch this checkout's hooks write to and search through: None (the
+    repository's main line) unless ``[branches] follow_git`` is on and HEAD is on a git branch
+    other than the repository's default (:func:`mentis.integrations.git.default_branch`). A
+    checkout with no default branch known (a new repository whose only branch is HEAD's) writes
+    to the main line."""
+    if not follow_git or branch is None:
+        return None
+    default = git.default_branch(top)
+    return None if default is None or branch == default else branch
+
+
 def changed_since_last(state: CheckoutState, ctx: git.GitContext) -> tuple[list[str], dict[str, str]]:
     """Paths whose content differs from what the last recorded attempt ran on (every path that
     differs from HEAD when nothing was recorded yet), and the blob id of each that still exists."""
