@@ -41,6 +41,7 @@ def test_context_gives_head_branch_dirty_and_the_blob_ids_git_hash_object_prints
     assert data == {
         "toplevel": str(repo),
         "repository": "github.com/acme/shop",
+        "memory_branch": None,  # [branches] follow_git is off by default
         "commit": git(repo, "rev-parse", "HEAD"),
         "branch": "fix/cart-rounding",
         "dirty": True,

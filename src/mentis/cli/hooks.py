@@ -14,6 +14,7 @@ from mentis.api.common import Identifier, Title, parse
 from mentis.cli.common import DbOpt, JsonOpt, RepoOpt, emit, errors, run, settings
 from mentis.errors import InvalidInput
 from mentis.integrations import git
+from mentis.integrations.hooks import config as hook_config
 from mentis.integrations.hooks import payload, state
 
 commands = typer.Typer()
@@ -39,6 +40,16 @@ def hook(
     raise typer.Exit(main([harness, event]))
 
 
+def _memory_branch(top: Path, branch: str | None) -> str | None:
+    """The memory branch the hooks use in this checkout (``[branches] follow_git``), None for the
+    repository's main line."""
+    return state.memory_branch(hook_config.load(settings(None).home, top).follow_git, top, branch)
+
+
+def _on(memory_branch: str | None) -> str:
+    return f"memory branch {memory_branch}" if memory_branch else "the memory's main line"
+
+
 def _checked(adapter: TypeAdapter[str], value: str, name: str) -> str:
     try:
         return adapter.validate_python(value)
@@ -55,25 +66,47 @@ def task_start(
     cwd: CwdOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Set the task that hooks record this checkout's checks under (else they use the branch name)."""
+    """Set the task that hooks record this checkout's checks under (else they use the branch name),
+    and say where they record it: the memory's main line, or with `[branches] follow_git` the
+    memory branch of the checkout's git branch."""
     with errors():
         task_id = _checked(TypeAdapter(Identifier), task_id, "task_id")
         title = _checked(TypeAdapter(Title), title, "title") if title is not None else None
         top = git.toplevel(cwd or Path.cwd())
+        branch = git.head(top)[1]
+        memory_branch = _memory_branch(top, branch)
         st = state.set_task(settings(None).home, top, task_id, title)
+        data: dict[str, Any] = {**st.to_json(), "branch": branch, "memory_branch": memory_branch}
     emit(
-        st.to_json(), as_json, lambda d: Console().print(f"task {task_id} started in {top}", highlight=False)
+        data,
+        as_json,
+        lambda d: Console().print(
+            f"task {task_id} started in {top}, on {_on(memory_branch)}", highlight=False
+        ),
     )
 
 
 @task_app.command("show")
 def task_show(cwd: CwdOpt = None, as_json: JsonOpt = False) -> None:
-    """Show the checkout's task (and the branch the hooks fall back to)."""
+    """Show the checkout's task (and the branch the hooks fall back to) and the memory branch the
+    hooks record on."""
     with errors():
         top = git.toplevel(cwd or Path.cwd())
         st = state.load(settings(None).home, top)
-        data: dict[str, Any] = {**st.to_json(), "branch": git.head(top)[1]}
-    emit(data, as_json, lambda d: Console().print(f"task: {d['task_id'] or '-'} (branch {d['branch']})"))
+        branch = git.head(top)[1]
+        data: dict[str, Any] = {
+            **st.to_json(),
+            "branch": branch,
+            "memory_branch": _memory_branch(top, branch),
+        }
+    emit(
+        data,
+        as_json,
+        lambda d: Console().print(
+            f"task: {d['task_id'] or '-'} (branch {d['branch']}), recorded on {_on(d['memory_branch'])}",
+            highlight=False,
+        ),
+    )
 
 
 @task_app.command("stop")
@@ -94,12 +127,14 @@ def context(
     as_json: JsonOpt = False,
 ) -> None:
     """HEAD commit, branch, dirty flag and git blob ids (as `git hash-object`) of files: what
-    record_attempt takes as code_context and search as current_commit / current_file_hashes."""
+    record_attempt takes as code_context and search as current_commit / current_file_hashes; and
+    the memory branch the hooks record on here (`memory_branch`, null for the main line)."""
     with errors():
         ctx = git.context(cwd or Path.cwd(), paths or None)
         data = {
             **ctx.to_json(),
             "repository": git.repository_identity(ctx.toplevel),
+            "memory_branch": _memory_branch(ctx.toplevel, ctx.branch),
             "code_context": ctx.code_context(),
         }
     emit(data, as_json, _print_context)
@@ -108,6 +143,7 @@ def context(
 def _print_context(data: dict[str, Any]) -> None:
     out = Console()
     out.print(f"repository {data['repository']}  branch {data['branch'] or '(detached)'}", highlight=False)
+    out.print(f"recorded on {_on(data['memory_branch'])}", highlight=False)
     out.print(f"commit {data['commit'] or '(none yet)'}  dirty {str(data['dirty']).lower()}", highlight=False)
     for path, blob in data["file_hashes"].items():
         out.print(f"{blob}  {path}", highlight=False)

@@ -20,7 +20,7 @@ from mentis.integrations.hooks import background
 from mentis.integrations.hooks.background import Client
 from mentis.integrations.hooks.config import check_local_allowed
 
-__all__ = ["Backend", "HookCallFailed", "open_backend"]
+__all__ = ["Backend", "HookCallFailed", "existing_branch", "open_backend", "record_attempt"]
 
 CALL_TIMEOUT_S = 10.0
 
@@ -72,6 +72,25 @@ class Backend:
 
     def close(self) -> None:
         self.client.close()
+
+
+def record_attempt(backend: Backend, body: dict[str, Any]) -> dict[str, Any]:
+    """Record the hook's attempt; one that names a memory ``branch`` (``[branches] follow_git``)
+    first makes sure that branch exists: ``branch_from`` with ``exist_ok``, which forks it from the
+    main line's head now on its first use and leaves an existing one as it is."""
+    branch = body.get("branch")
+    if branch is not None:
+        backend.call("branch_from", {"repository": body["repository"], "branch": branch, "exist_ok": True})
+    return backend.call("record_attempt", body)
+
+
+def existing_branch(backend: Backend, repository: str, branch: str | None) -> str | None:
+    """``branch`` when the memory has it, else None (the main line): a search from a checkout on a
+    branch nothing was recorded on yet reads the main line, and creates nothing."""
+    if branch is None:
+        return None
+    known = backend.call("list_branches", {"repository": repository}).get("branches", [])
+    return branch if any(isinstance(b, dict) and b.get("branch") == branch for b in known) else None
 
 
 def _reason(exc: BaseException) -> str:

@@ -66,7 +66,7 @@ def wait_for_pending(home: Path) -> None:
 def main() -> None:
     from mentis.config import Settings
     from mentis.integrations.hooks import config as hook_config
-    from mentis.integrations.hooks.backend import open_backend
+    from mentis.integrations.hooks.backend import open_backend, record_attempt
     from mentis.integrations.hooks.error_log import log_error
 
     harness = sys.argv[1] if len(sys.argv) > 1 else ""
@@ -77,7 +77,7 @@ def main() -> None:
         backend = open_backend(None, None, settings, harness, idle_s)
         backend.client.set_timeout(RECORD_TIMEOUT_S)  # no one waits for this process: outwait a lock
         try:
-            backend.call("record_attempt", body)
+            record_attempt(backend, body)
         finally:
             backend.close()
     except Exception as exc:

@@ -109,16 +109,18 @@ def record(hook: payload.HookInput, cfg: hook_config.HookConfig, settings: Setti
         body["task_title"] = title
     if hook.session_id:
         body["session_id"] = hook.session_id[:256]
+    if (branch := state.memory_branch(cfg.follow_git, top, ctx.branch)) is not None:
+        body["branch"] = branch  # the memory branch of this git branch, created on first use
     if cfg.url is None and os.environ.get("MENTIS_HOOK_DETACH", "1") != "0":
         hook_config.check_local_allowed()
         recorder.detach(home, hook.harness, body)  # a child reaches the background server
         attempt_id = None
     else:
-        from mentis.integrations.hooks.backend import open_backend  # here: see related()
+        from mentis.integrations.hooks.backend import open_backend, record_attempt  # here: see related()
 
         backend = open_backend(cfg.url, cfg.token_file, settings, hook.harness, cfg.idle_s)
         try:
-            attempt_id = str(backend.call("record_attempt", body).get("attempt_id"))
+            attempt_id = str(record_attempt(backend, body).get("attempt_id"))
         finally:
             backend.close()
     st.last_commit, st.last_hashes, st.recorded = ctx.commit, dict(ctx.file_hashes), True
@@ -129,7 +131,10 @@ def record(hook: payload.HookInput, cfg: hook_config.HookConfig, settings: Setti
 def related(
     hook: payload.HookInput, cfg: hook_config.HookConfig, settings: Settings, top: Path
 ) -> str | None:
-    """The related attempts as additional context, or None when nothing reaches the threshold."""
+    """The related attempts as additional context, or None when nothing reaches the threshold.
+    Following git (``[branches] follow_git``), the search reads through the checkout's memory
+    branch when the memory has it."""
+    git_branch = git.head(top)[1] if cfg.follow_git else None  # a prompt's hook reads git only then
     if hook.event == "user-prompt-submit":
         query = hook.prompt or ""
     else:
@@ -137,7 +142,7 @@ def related(
         if st.task_id:
             query = f"{st.task_id}: {st.title}" if st.title else st.task_id
         else:
-            branch = git.head(top)[1]
+            branch = git_branch if cfg.follow_git else git.head(top)[1]
             query = "" if branch is None or branch in state.DEFAULT_BRANCHES else branch
     query = clean(query).strip()[:MAX_QUERY_CHARS]
     if not query:  # nothing says what this session is about yet
@@ -154,10 +159,13 @@ def related(
         request["current_file_hashes"] = {p: h for p, h in tree.items() if storable_path(p)}
     # imported here, not at the top: http.client and its email parser take about a tenth of a
     # post-tool-use hook's start-up, and a check recorded in the background never calls
-    from mentis.integrations.hooks.backend import open_backend
+    from mentis.integrations.hooks.backend import existing_branch, open_backend
 
+    wanted = state.memory_branch(cfg.follow_git, top, git_branch)
     backend = open_backend(cfg.url, cfg.token_file, settings, hook.harness, cfg.idle_s)
     try:
+        if (branch := existing_branch(backend, repository, wanted)) is not None:
+            request["branch"] = branch
         tasks = surface.relevant(backend.call("search", request)["tasks"], cfg.min_similarity)
         paths = sorted({f for t in tasks for f in (t.get("attempt") or {}).get("files", [])})[:MAX_FILES]
         current = {p: tree[p] for p in paths if p in tree and storable_path(p)}
