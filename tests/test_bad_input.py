@@ -715,6 +715,26 @@ CASES += [
         id="unknown-memory",
     ),
     Bad("federated_search", {"query": "q", "limit": 51}, ("limit", "50"), id="limit-51"),
+    Bad("branch_from", {"repository": REPO, "branch": "a..b"}, ("branch", "git branch name"), id="bad-ref"),
+    Bad("branch_from", {"repository": REPO, "branch": "x:y"}, ("branch", "':'"), id="colon"),
+    Bad("branch_from", {"repository": REPO, "branch": "x", "fork_seq": 99}, ("fork_seq", "99"), id="no-seq"),
+    Bad(
+        "branch_from",
+        {"repository": REPO, "branch": "x", "fork_seq": 0, "fork_hash": "0" * 64},
+        ("fork_hash",),
+        id="wrong-hash",
+    ),
+    Bad("list_branches", {"repository": ""}, ("repository",), id="empty-repository"),
+    Bad("merge_branch", {"repository": REPO, "branch": "-x"}, ("branch", "'-'"), id="bad-ref"),
+    Bad(
+        "merge_branch",
+        {"repository": REPO, "branch": "nope"},
+        ("branch", "nope"),
+        code="not_found",
+        id="none",
+    ),
+    Bad("record_attempt", _record(branch="nope"), ("branch", "nope"), code="not_found", id="no-branch"),
+    Bad("search", {"query": "q", "branch": "HEAD"}, ("branch",), id="bad-branch"),
 ]
 TOOLS = {op.name for op in OPERATIONS}
 assert {case.tool for case in CASES} == TOOLS

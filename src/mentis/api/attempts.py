@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
+from mentis.api.branches import BranchName
 from mentis.api.common import (
     MAX_FILES,
     MAX_SEARCH_LIMIT,
@@ -44,18 +45,17 @@ FileHashes = Annotated[dict[FilePath, GitSha], Field(max_length=MAX_FILES)]
 # ---------------------------------------------------------------- inputs
 
 
+# Where the attempt ran: the commit, the git branch, whether the tree was dirty, file blob hashes.
+# (No docstring: it would be the schema's description, which the field names already say.)
 class CodeContext(Strict):
-    """Where the attempt ran: the commit, branch, whether the tree was dirty, file blob hashes."""
-
     commit: GitSha | None = None
     branch: Identifier | None = None
     dirty: bool | None = None
     file_hashes: FileHashes | None = None
 
 
+# The check an attempt ran: a command and whether it passed (no docstring, as CodeContext).
 class Check(Strict):
-    """The check an attempt ran: a command and whether it passed."""
-
     command: Command
     status: Literal["passed", "failed"]
     exit_code: ExitCode | None = None
@@ -64,6 +64,7 @@ class Check(Strict):
 
 class RecordAttemptInput(Strict):
     repository: Identifier
+    branch: BranchName | None = None
     task_id: Identifier
     task_title: Title | None = None
     code_context: CodeContext | None = None
@@ -80,6 +81,7 @@ class RecordAttemptInput(Strict):
 class SearchInput(Strict):
     query: Query
     repository: Identifier | None = None
+    branch: BranchName | None = None
     limit: Annotated[int, Field(ge=1, le=MAX_SEARCH_LIMIT)] = 10
     current_commit: GitSha | None = None
     current_file_hashes: FileHashes | None = None

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
+from mentis.api.branches import BranchName
 from mentis.api.common import (
     MAX_QUERY_CHARS,
     MAX_SEARCH_LIMIT,
@@ -76,6 +77,7 @@ class Relation(Strict):
 
 class AppendThoughtInput(Strict):
     repository: Identifier
+    branch: BranchName | None = None
     type: ThoughtType
     content: NonEmptyText
     role: ThoughtRole = "Memory"
@@ -88,9 +90,7 @@ class AppendThoughtInput(Strict):
     task_id: Identifier | None = None
     session_id: Identifier | None = None
     visibility: Visibility | None = None
-    thought_id: Uuid | None = Field(
-        None, description="optional client-chosen UUID (makes retries idempotent)"
-    )
+    thought_id: Uuid | None = Field(None, description="chosen by the client: makes retries idempotent")
 
     @model_validator(mode="after")
     def _no_self_reference(self) -> AppendThoughtInput:

@@ -13,6 +13,7 @@ import typer
 from mentis.cli import (
     agents,
     attempts,
+    branches,
     checkpoints,
     doctor,
     hooks,
@@ -49,6 +50,7 @@ for group in (
     agents,
     review,
     webhooks,
+    branches,
 ):
     app.add_typer(group.commands)
 

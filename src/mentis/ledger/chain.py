@@ -18,12 +18,23 @@ from typing import Any
 import orjson
 
 from mentis.errors import IntegrityError
+from mentis.ledger.branches import BranchGraph, Fork, Merge
 from mentis.ledger.entry import KINDS, VERSION, Entry, entry_document, entry_hash
-from mentis.ledger.links import RECORD_ID, RESERVED_PREFIX, Records, body_links, link_error, record_kind
+from mentis.ledger.links import (
+    BRANCH_POINTS,
+    RECORD_ID,
+    RESERVED_PREFIX,
+    Records,
+    body_links,
+    link_error,
+    record_kind,
+)
 from mentis.ledger.signatures import SignatureCheck
 
 Row = tuple[Any, ...]
 """(v, chain, seq, kind, id, at, agent, prev, body_hash, key_id, sig, hash, body | None)."""
+HashAt = Callable[[Iterable[tuple[str, int]]], dict[tuple[str, int], str]]
+"""The hash of the entry at each (chain, seq) that exists (``LedgerCore.entry_hashes``)."""
 
 
 @dataclass
@@ -98,6 +109,7 @@ def verify_rows(
     *,
     signatures: bool = False,
     skip: frozenset[str] = frozenset(),
+    hash_at: HashAt | None = None,
 ) -> list[ChainReport]:
     """Verify ledger rows; raise IntegrityError at the first mismatch.
 
@@ -117,8 +129,17 @@ def verify_rows(
     check of theirs, their records not noted. Only their entries whose hash holds still go to the
     signature check, so the signing streams they share with other chains stay whole; and then
     every signature is verified, as with ``signatures``.
+
+    Branches (:mod:`mentis.ledger.branches`): a ``fork`` stands only at seq 0 of its chain, a
+    ``branch`` entry names a chain that forked from its own, and every fork point and merged head
+    must be an entry of the chain it names with the hash it names (looked up after the pass with
+    ``hash_at``, the store's index of entries; without it, from the hashes of the rows). A body of
+    a branch may link to records of the chains it reads (:meth:`BranchGraph.reach`).
     """
     reports: dict[str, ChainReport] = {}
+    graph = BranchGraph()
+    points: list[tuple[str, int, str, int, str]] = []  # (chain, seq, names chain, its seq, its hash)
+    seen: dict[tuple[str, int], str] | None = {} if hash_at is None else None
     records: Records = {}
     stray: dict[str, int] = {}
     sha256 = hashlib.sha256
@@ -178,9 +199,12 @@ def verify_rows(
             links = body_links(chain, kind, id_, body)
             if isinstance(links, str):
                 raise _fail(chain, seq, links)
+            reach = graph.reach(chain) if links and (graph.forks or graph.merges) else None
             for target, want in links:
-                if (why := link_error(records, chain, seq, target, want)) is not None:
+                if (why := link_error(records, chain, seq, target, want, reach)) is not None:
                     raise _fail(chain, seq, why)
+            if kind in BRANCH_POINTS:
+                points.append(_branch_point(graph, chain, seq, kind, body, skip))
             if kind == "forget":
                 report._erased.update(erased_seqs(chain, seq, body))
         if kind == "agent" and (failed := signed.registry_event(chain, seq, body)):
@@ -188,8 +212,11 @@ def verify_rows(
         report.entries += 1
         report.head_seq = seq
         report.head_hash = hash_
+        if seen is not None:
+            seen[chain, seq] = hash_
     for report in reports.values():
         _close(report)
+    _check_points(points, seen, hash_at)
     if failed := signed.finish():
         raise _fail(*failed)
     if heads is not None:
@@ -209,6 +236,56 @@ def verify_rows(
         for chain, seq in stray.items():
             raise _fail(chain, seq, "the entry names a chain that has no recorded head")
     return sorted(reports.values(), key=lambda r: r.chain)
+
+
+def _branch_point(
+    graph: BranchGraph, chain: str, seq: int, kind: str, body: bytes, skip: frozenset[str]
+) -> tuple[str, int, str, int, str]:
+    """Note a fork, branch or merge entry in ``graph``; the point of another chain it names."""
+    named, seq_key, hash_key = BRANCH_POINTS[kind]
+    doc = orjson.loads(body)  # body_links has checked the three fields' types
+    other, other_seq, other_hash = doc[named], doc[seq_key], doc[hash_key]
+    if kind == "fork":
+        if seq != 0:
+            raise _fail(chain, seq, "a fork entry stands only at seq 0 of its branch's chain")
+        root, branch = doc.get("root"), doc.get("branch")
+        if type(root) is not str or type(branch) is not str or chain != f"{root}:{branch}":
+            raise _fail(
+                chain, seq, "a fork entry names its repository and branch, root:branch being its chain"
+            )
+        graph.add_fork(Fork(chain, root, branch, other, other_seq, other_hash))
+    elif kind == "branch":
+        fork = graph.forks.get(other)
+        if other not in skip and (fork is None or fork.parent != chain):
+            raise _fail(chain, seq, f"names branch chain {other!r}, which did not fork from this chain")
+        if other_seq >= seq:
+            raise _fail(chain, seq, "names a fork point at or after itself")
+        return chain, seq, chain, other_seq, other_hash  # the fork point is this chain's own entry
+    else:
+        if other == chain or other in graph.ancestors(chain):
+            raise _fail(chain, seq, f"merges chain {other!r}, which is this chain or one it forked from")
+        graph.add_merge(Merge(chain, seq, other, other_seq, other_hash))
+    return chain, seq, other, other_seq, other_hash
+
+
+def _check_points(
+    points: list[tuple[str, int, str, int, str]],
+    seen: dict[tuple[str, int], str] | None,
+    hash_at: HashAt | None,
+) -> None:
+    """Every fork point and merged head names an entry of its chain with its hash."""
+    if not points:
+        return
+    keys = {(other, other_seq) for _, _, other, other_seq, _ in points}
+    found = hash_at(keys) if hash_at is not None else {k: seen[k] for k in keys if seen and k in seen}
+    for chain, seq, other, other_seq, other_hash in points:
+        if found.get((other, other_seq)) != other_hash:
+            raise _fail(
+                chain,
+                seq,
+                f"names chain {other!r} seq {other_seq} with hash {other_hash[:16]}…, which is not "
+                "that chain's entry there (the chain it names was rewritten, or this entry was)",
+            )
 
 
 def _hash_holds(*columns: Any) -> bool:

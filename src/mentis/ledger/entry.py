@@ -22,9 +22,12 @@ KINDS = frozenset(
     {
         "agent",
         "attempt",
+        "branch",
         "checkpoint",
         "correction",
         "forget",
+        "fork",
+        "merge",
         "thought",
         "skill",
         "skill_status",

@@ -31,6 +31,14 @@ RECORD_ID = {"attempt": "attempt_id", "thought": "thought_id", "skill": "version
 """The body field that names its own entry's id, per entry kind that creates a record."""
 SKILL = "skill"
 _SEP = "\x00"
+BRANCH_POINTS = {
+    "fork": ("parent", "fork_seq", "fork_hash"),
+    "branch": ("chain", "fork_seq", "fork_hash"),
+    "merge": ("source", "source_seq", "source_hash"),
+}
+"""Each branch entry kind's (chain named, a seq, a hash) fields (``mentis.ledger.branches``): the
+fork point in the parent (``fork``, and the parent's own ``branch`` entry, which names the branch's
+chain) or the merged head of the source (``merge``), which must be an entry with that hash."""
 
 Link = tuple[str, str]
 """(target record id, the kind it must be: 'attempt', 'thought', 'record' for either, or
@@ -120,6 +128,16 @@ def body_links(chain: str, kind: str, id_: str, body: bytes) -> list[Link] | str
         if type(doc.get("skill_id")) is not str or type(doc.get("version")) is not int:
             return "a skill status must name its skill_id and version"
         links.append((doc.get("version_id"), skill_want(doc["skill_id"], doc["version"])))
+    elif kind in BRANCH_POINTS:
+        other, seq_key, hash_key = BRANCH_POINTS[kind]
+        if (
+            type(doc.get(other)) is not str
+            or type(doc.get(seq_key)) is not int
+            or type(doc.get(hash_key)) is not str
+        ):
+            return f"a {kind} entry must name {other}, {seq_key} and {hash_key}"
+        if doc[other].startswith(RESERVED_PREFIX) or doc[other] == chain:
+            return f"a {kind} entry may not name chain {doc[other]!r}"
     checked: list[Link] = []
     for target, want in links:
         if type(target) is not str:
@@ -128,10 +146,26 @@ def body_links(chain: str, kind: str, id_: str, body: bytes) -> list[Link] | str
     return checked
 
 
-def link_error(records: Records, chain: str, seq: int, target: str, want: str) -> str | None:
-    """Why ``target`` may not be linked from ``chain`` at ``seq`` (None when it may)."""
+def link_error(
+    records: Records,
+    chain: str,
+    seq: int,
+    target: str,
+    want: str,
+    reach: dict[str, int | None] | None = None,
+) -> str | None:
+    """Why ``target`` may not be linked from ``chain`` at ``seq`` (None when it may). ``reach``:
+    the other chains ``chain`` reads (its ancestors and the chains merged into them, each with the
+    last seq read or None for all: ``BranchGraph.reach``), whose records noted so far (earlier in
+    ledger order) it may also link to."""
     found = records.get(target)
-    if found is None or found[0] != chain or found[2] >= seq:
+    if found is None:
+        return f"body targets {target!r}, which is no earlier record of this chain"
+    if found[0] != chain:
+        limit = -1 if reach is None else reach.get(found[0], -1)
+        if limit is not None and found[2] > limit:
+            return f"body targets {target!r}, which is no earlier record of this chain or of one it reads"
+    elif found[2] >= seq:
         return f"body targets {target!r}, which is no earlier record of this chain"
     if want.startswith(SKILL + _SEP):
         if found[1] != want and found[1] != SKILL:

@@ -37,6 +37,11 @@ class Caller:
     repositories: tuple[str, ...] | None = None
     admin: bool = False
     refused: Mapping[str, IntegrityError] = field(default_factory=dict, compare=False, hash=False)
+    roots: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+    """Each branch chain's repository (docs/branches.md); Memory sets it on every call."""
+    views: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False, hash=False)
+    """The chains a read of each chain covers, for the chains with branches forked or merged
+    (:meth:`mentis.ledger.branches.BranchGraph.read_set`); any other chain reads itself alone."""
 
     def refusing(self, damaged: Mapping[str, IntegrityError]) -> Caller:
         """This caller with ``damaged`` (the store's chains that do not verify) refused."""
@@ -44,10 +49,23 @@ class Caller:
             return self
         return replace(self, refused=damaged)
 
+    def branching(self, roots: Mapping[str, str], views: Mapping[str, tuple[str, ...]]) -> Caller:
+        """This caller reading the store's branches: ``roots`` and ``views`` as the graph stands."""
+        if not roots and not views:
+            return self
+        return replace(self, roots=roots, views=views)
+
+    def read_set(self, repository: str) -> tuple[str, ...]:
+        """The chains a read of ``repository`` (a repository or a branch's chain) covers: itself,
+        its ancestors and the chains merged into them."""
+        return self.views.get(repository, (repository,))
+
     def covers(self, repository: str) -> bool:
-        """Whether the caller's scope (its token's repositories) covers ``repository``."""
+        """Whether the caller's scope (its token's repositories) covers ``repository`` (a branch's
+        chain is covered by its repository's)."""
         if self.repositories is None:
             return True
+        repository = self.roots.get(repository, repository)
         return any(fnmatchcase(repository, pattern) for pattern in self.repositories)
 
     def sees(self, repository: str) -> bool:
@@ -69,7 +87,7 @@ class Caller:
         filter, else every repository this caller may read (``known()`` lists the store's), or
         None for all when the caller sees every one. Nothing outside it shapes a score or a rank."""
         if repository is not None:
-            return [repository]
+            return [r for r in self.read_set(repository) if r == repository or self.sees(r)]
         if not self.limited:
             return None
         return [r for r in known() if self.sees(r)]
@@ -108,8 +126,14 @@ class Caller:
         if self.admin:
             if repository is None and not self.limited:
                 return None
-            return [k for k in scopes(repository) if self.sees(k.split(SCOPE_SEP, 1)[0])]
-        repos = [repository] if repository is not None else [r for r in known() if self.sees(r)]
+            if repository is None:
+                return [k for k in scopes(None) if self.sees(k.split(SCOPE_SEP, 1)[0])]
+            keys = [k for r in self.read_set(repository) for k in scopes(r)]
+            return [k for k in keys if self.sees(k.split(SCOPE_SEP, 1)[0])]
+        if repository is None:
+            repos = [r for r in known() if self.sees(r)]
+        else:
+            repos = [r for r in self.read_set(repository) if r == repository or self.sees(r)]
         return [k for r in repos for k in self.own_scopes(r)]
 
 

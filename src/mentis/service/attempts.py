@@ -249,8 +249,12 @@ class AttemptOps:
 
     def _history(self, caller: Caller, repository: str, task_id: str) -> RecallResult:
         may_read(caller, repository)
-        scopes = None if caller.admin else caller.own_scopes(repository)
-        attempts = self.store.task_history(repository, task_id, scopes)
+        attempts = []
+        for chain in caller.read_set(repository):  # a branch's task: its parent's attempts too
+            if chain == repository or caller.sees(chain):
+                scopes = None if caller.admin else caller.own_scopes(chain)
+                attempts += self.store.task_history(chain, task_id, scopes)
+        attempts.sort(key=lambda a: a.body.created_at)
         if not attempts:
             raise NotFound(
                 f"no task {task_id!r} in repository {repository!r} (or all its attempts were forgotten)"

@@ -15,11 +15,11 @@ is that signer's agent (:meth:`Memory.sealing`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, Protocol, Self, TypeVar
 
 from mentis.api.agents import (
     AddAgentKeyInput,
@@ -45,6 +45,13 @@ from mentis.api.attempts import (
     SearchResult,
     StaleInput,
     StaleResult,
+)
+from mentis.api.branches import (
+    BranchFromInput,
+    BranchInfo,
+    ListBranchesInput,
+    MergeBranchInput,
+    MergeReport,
 )
 from mentis.api.federation import FederatedSearchInput, FederatedSearchResult
 from mentis.api.review import (
@@ -116,11 +123,13 @@ from mentis.api.webhooks import (
     WebhookRef,
 )
 from mentis.config import Settings
+from mentis.errors import InvalidInput
 from mentis.providers.embed import Embedder, load_embedder
 from mentis.providers.rerank import Reranker, load_reranker
 from mentis.service.access import Caller
 from mentis.service.agents import AgentOps
 from mentis.service.attempts import AttemptOps
+from mentis.service.branches import BranchOps, graph_views
 from mentis.service.browse import BrowseOps, TaskPage, Timeline
 from mentis.service.checkpoints import CheckpointOps, Held, Made, check_checkpoints, checkpoint_files
 from mentis.service.context import ServiceContext, open_store
@@ -138,6 +147,30 @@ from mentis.service.transfer import TransferOps
 from mentis.service.webhooks import WebhookOps
 from mentis.store.protocol import RepositoryRow, Store
 from mentis.store.seal import Seal
+
+
+class Branched(Protocol):
+    """An input that may name a branch of its repository (docs/branches.md)."""
+
+    @property
+    def repository(self) -> str | None: ...
+    @property
+    def branch(self) -> str | None: ...
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self: ...
+
+
+B = TypeVar("B", bound=Branched)
+
+
+class OnRepository(Protocol):
+    """An input that writes on one record of a repository."""
+
+    @property
+    def repository(self) -> str: ...
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self: ...
+
+
+R = TypeVar("R", bound=OnRepository)
 
 
 class Memory:
@@ -170,6 +203,7 @@ class Memory:
         self.review = ReviewOps(self.ctx, self.attempts, self.thoughts)
         self.checkpoints = CheckpointOps(self.ctx)
         self.webhooks = WebhookOps(self.ctx)
+        self.branches = BranchOps(self.ctx)
 
     @classmethod
     def open(
@@ -208,8 +242,37 @@ class Memory:
         self.ctx.reranker = reranker
 
     def caller_now(self, caller: Caller) -> Caller:
-        """``caller`` with the chains that do not verify (the store's ``damaged``) refused."""
-        return caller.refusing(self.store.damaged)
+        """``caller`` with the chains that do not verify (the store's ``damaged``) refused, reading
+        the store's branches as they stand (each chain's read set: docs/branches.md)."""
+        return caller.refusing(self.store.damaged).branching(*graph_views(self.store.branch_graph()))
+
+    def on_branch(self, req: B, *, write: bool = False) -> B:
+        """``req`` with its ``branch`` resolved: its repository the branch's chain (NotFound naming
+        ``branch`` when there is none). A write naming a branch's chain as its repository is
+        refused (it names the repository and the branch instead)."""
+        if req.branch is None and not write:
+            return req
+        graph = self.store.branch_graph()
+        if req.repository is None:
+            raise InvalidInput("branch: give the repository the branch belongs to", field="branch")
+        if req.branch is None:
+            self.branches.refuse_branch_chain(graph, req.repository)
+            return req
+        chain = self.branches.chain(graph, req.repository, req.branch)
+        return req.model_copy(update={"repository": chain, "branch": None})
+
+    def on_record(self, req: R, record_id: str) -> R:
+        """``req`` (a write on one record: a correction, a forget) on the chain the record stands
+        in when that is a branch of ``req.repository``: such a write goes where its record is."""
+        found = self.store.find_records([record_id]).get(record_id)
+        if found is None and (attempt := self.store.find_attempt(record_id)) is not None:
+            found = (attempt[0], "attempt")
+        if found is None or found[0] == req.repository:
+            return req
+        fork = self.store.branch_graph().forks.get(found[0])
+        if fork is None or fork.root != req.repository:
+            return req
+        return req.model_copy(update={"repository": found[0]})
 
     @contextmanager
     def sealing(self, caller: Caller, seal: Seal | None) -> Iterator[Seal]:
@@ -270,10 +333,12 @@ class Memory:
         self, caller: Caller, req: RecordAttemptInput, *, seal: Seal | None = None
     ) -> RecordAttemptResult:
         with self.sealing(caller, seal) as sealed:
-            return self.attempts.record_attempt(self.caller_now(caller), req, sealed)
+            return self.attempts.record_attempt(
+                self.caller_now(caller), self.on_branch(req, write=True), sealed
+            )
 
     def search(self, caller: Caller, req: SearchInput) -> SearchResult:
-        return self.attempts.search(self.caller_now(caller), req)
+        return self.attempts.search(self.caller_now(caller), self.on_branch(req))
 
     def federated_search(self, caller: Caller, req: FederatedSearchInput) -> FederatedSearchResult:
         """``search`` over this memory and the configured others, fused by rank
@@ -287,10 +352,12 @@ class Memory:
         self, caller: Caller, req: MarkOutdatedInput, *, seal: Seal | None = None
     ) -> MarkOutdatedResult:
         with self.sealing(caller, seal) as sealed:
+            req = self.on_record(req, req.attempt_id)
             return self.attempts.mark_conclusion_outdated(self.caller_now(caller), req, sealed)
 
     def forget_attempt(self, caller: Caller, req: ForgetInput, *, seal: Seal | None = None) -> ForgetResult:
         with self.sealing(caller, seal) as sealed:
+            req = self.on_record(req, req.attempt_id)
             return self.attempts.forget_attempt(self.caller_now(caller), req, sealed)
 
     def stale_attempts(self, caller: Caller, req: StaleInput) -> StaleResult:
@@ -306,6 +373,31 @@ class Memory:
         """What the memory holds, counted over the caller's repositories."""
         return collect_stats(self.store, self.caller_now(caller), req)
 
+    # ------------------------------------------------------------ branches (mentis.service.branches)
+
+    def branch_from(self, caller: Caller, req: BranchFromInput, *, seal: Seal | None = None) -> BranchInfo:
+        """Fork a branch chain from a repository's chain (or a branch of it) at a head of it."""
+        with self.sealing(caller, seal) as sealed:
+            return self.branches.branch_from(self.caller_now(caller), req, sealed)
+
+    def ensure_branch(
+        self, caller: Caller, repository: str, branch: str, *, seal: Seal | None = None
+    ) -> BranchInfo:
+        """The branch, created at its repository's head now when it does not exist (idempotent)."""
+        with self.sealing(caller, seal) as sealed:
+            return self.branches.ensure_branch(self.caller_now(caller), repository, branch, sealed)
+
+    def list_branches(self, caller: Caller, repository: str) -> list[BranchInfo]:
+        """The branches of ``repository``, by name."""
+        return self.branches.list_branches(
+            self.caller_now(caller), ListBranchesInput(repository=repository)
+        ).branches
+
+    def merge_branch(self, caller: Caller, req: MergeBranchInput, *, seal: Seal | None = None) -> MergeReport:
+        """Merge a branch chain into its parent line (or another branch): one entry, nothing copied."""
+        with self.sealing(caller, seal) as sealed:
+            return self.branches.merge_branch(self.caller_now(caller), req, sealed)
+
     # ------------------------------------------------------------ thoughts (mentis.service.thoughts)
 
     def append_thought(
@@ -318,7 +410,7 @@ class Memory:
     ) -> AppendThoughtResult:
         """``link_duplicates=False`` stores a near-duplicate without superseding the thought it repeats."""
         with self.sealing(caller, seal) as sealed:
-            caller = self.caller_now(caller)
+            caller, req = self.caller_now(caller), self.on_branch(req, write=True)
             return self.thoughts.append_thought(caller, req, sealed, link_duplicates=link_duplicates)
 
     def append_retrospective(
@@ -332,6 +424,7 @@ class Memory:
         self, caller: Caller, req: ForgetThoughtInput, *, seal: Seal | None = None
     ) -> ForgetThoughtResult:
         with self.sealing(caller, seal) as sealed:
+            req = self.on_record(req, req.thought_id)
             return self.thoughts.forget_thought(self.caller_now(caller), req, sealed)
 
     def search_thoughts(self, caller: Caller, req: SearchThoughtsInput) -> SearchThoughtsResult:

@@ -36,6 +36,14 @@ from mentis.api.attempts import (
     SearchInput,
     SearchResult,
 )
+from mentis.api.branches import (
+    BranchFromInput,
+    BranchInfo,
+    ListBranchesInput,
+    ListBranchesResult,
+    MergeBranchInput,
+    MergeReport,
+)
 from mentis.api.common import parse
 from mentis.api.federation import FederatedSearchInput, FederatedSearchResult
 from mentis.api.review import (
@@ -498,6 +506,35 @@ WEBHOOK_OPERATIONS: tuple[Operation, ...] = (
     ),
 )
 OPERATIONS += WEBHOOK_OPERATIONS
+
+BRANCH_OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "branch_from",
+        BranchFromInput,
+        BranchInfo,
+        lambda m, c, r, s: m.branch_from(c, r, seal=s),
+        "Fork a branch of a repository (or of branch parent) at its head, or at fork_seq/fork_hash. Writes "
+        "and reads naming the branch then use it; the parent does not see it until merged.",
+        writes=True,
+    ),
+    Operation(
+        "list_branches",
+        ListBranchesInput,
+        ListBranchesResult,
+        lambda m, c, r, _: ListBranchesResult(branches=m.list_branches(c, r.repository)),
+        "A repository's branches: chain, parent, fork point, head, where merged.",
+    ),
+    Operation(
+        "merge_branch",
+        MergeBranchInput,
+        MergeReport,
+        lambda m, c, r, s: m.merge_branch(c, r, seal=s),
+        "Merge a branch into its parent line (or into: another branch). Nothing is copied: the target reads "
+        "the branch's records from then on. Reports conflicts.",
+        writes=True,
+    ),
+)
+OPERATIONS += BRANCH_OPERATIONS
 
 BY_NAME = {op.name: op for op in OPERATIONS}
 

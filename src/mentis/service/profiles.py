@@ -54,6 +54,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "redeliver_webhook",
     ),
     "scopes": ("publish",),
+    "branches": ("branch_from", "list_branches", "merge_branch"),
 }
 """Every operation in exactly one group (tests/test_profiles.py holds it to that)."""
 

@@ -50,7 +50,14 @@ from mentis.api.thoughts import (
     TraverseResult,
 )
 from mentis.errors import Conflict, InvalidInput, NotFound
-from mentis.ledger.bodies import THOUGHT_TYPES, AttemptBody, RelationBody, ThoughtBody, scope_key
+from mentis.ledger.bodies import (
+    INVALIDATING_KINDS,
+    THOUGHT_TYPES,
+    AttemptBody,
+    RelationBody,
+    ThoughtBody,
+    scope_key,
+)
 from mentis.ledger.fingerprint import fingerprint
 from mentis.ledger.signing import now_iso
 from mentis.retrieval import pipeline
@@ -189,8 +196,10 @@ class ThoughtOps:
         for field, ids in (("refs", req.refs), ("relations", [r.target_id for r in req.relations])):
             for target in ids:
                 repo_kind = known.get(target)
-                hidden = target in scopes and not caller.reads(req.repository, scopes[target])
-                if repo_kind is None or repo_kind[0] != req.repository or hidden:
+                hidden = target in scopes and not caller.reads(
+                    repo_kind[0] if repo_kind else "", scopes[target]
+                )
+                if repo_kind is None or repo_kind[0] not in caller.read_set(req.repository) or hidden:
                     raise InvalidInput(
                         f"{field}: no thought or attempt {target} in {req.repository}", field=field
                     )
@@ -198,6 +207,14 @@ class ThoughtOps:
                     raise InvalidInput(
                         f"relations: {target} is an attempt; relations link thoughts", field=field
                     )
+        for rel in req.relations:
+            if rel.kind in INVALIDATING_KINDS and known[rel.target_id][0] != req.repository:
+                raise InvalidInput(
+                    f"relations: {rel.kind} of {rel.target_id}, a thought of chain "
+                    f"{known[rel.target_id][0]!r}, may only be written on that chain: here it would "
+                    "hide it from that chain's readers before any merge (docs/branches.md)",
+                    field="relations",
+                )
         vector = self.ctx.embed([req.content])[0]
         relations = [RelationBody(**r.model_dump()) for r in req.relations]
         session_id = req.session_id or caller.session_id
@@ -312,7 +329,7 @@ class ThoughtOps:
         f = req.filters
         repositories: tuple[str, ...] | None = None
         if req.repository is not None:
-            repositories = (req.repository,)
+            repositories = caller.read_set(req.repository)
         elif caller.limited:
             repositories = tuple(r for r in self.store.repositories() if caller.sees(r))
         return ThoughtQuery(
@@ -500,7 +517,9 @@ class ThoughtOps:
 
     def export_memory_md(self, caller: Caller, req: MemoryMdExportInput) -> MemoryMdExportResult:
         may_read(caller, req.repository)
-        rowids = self.store.filter_thoughts(None, ThoughtQuery(repositories=(req.repository,)), 1_000_000)
+        rowids = self.store.filter_thoughts(
+            None, ThoughtQuery(repositories=caller.read_set(req.repository)), 1_000_000
+        )
         live = self._materialise(caller, list(reversed(rowids)), now_iso(), False, None, len(rowids) or 1)
         by_type: dict[str, list[ThoughtOut]] = {}
         for _, t in live:

@@ -51,7 +51,7 @@ SIG_STREAMS_SQL = (
 )
 """Derived from the ledger (:mod:`mentis.store.shared.agents`): each signing stream's last statement."""
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 16
 SIGNING_VERSION = 5
 """The migration that adds ``sig_streams`` (signed writes; version 4 is the skill registry's)."""
 LEXICON_VERSION = 2
@@ -77,6 +77,10 @@ PROPOSALS_VERSION = 12
 """The migration that adds ``proposals``, the review queue (:mod:`mentis.store.shared.proposals`)."""
 WEBHOOKS_VERSION = 13
 """The migration that adds the webhook subscriptions and their outbox (outside the ledger)."""
+BRANCHES_VERSION = 16
+"""The migration that adds ``entries_branching``, a partial index of the ledger's fork and merge
+entries (branch chains, :mod:`mentis.ledger.branches`)."""
+BRANCHES_SQL = "CREATE INDEX IF NOT EXISTS entries_branching ON entries(kind) WHERE kind IN ('fork', 'merge')"
 SCOPES_VERSION = 14
 """The migration that adds each attempt's and thought's scope key (private scopes, issue 26) and
 has the recall views admit rows by it; ``scope_keys`` lists every key a record was written or
@@ -520,5 +524,6 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (PROPOSALS_VERSION, PROPOSALS_SCHEMA),
     (WEBHOOKS_VERSION, POSTGRES_WEBHOOK_SCHEMA),
     (SCOPES_VERSION, SCOPES_SQL),
+    (BRANCHES_VERSION, BRANCHES_SQL),
 )
 """(version, SQL with ``{dim}`` and ``{schema}`` placeholders), applied in order on open."""

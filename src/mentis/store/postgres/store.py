@@ -48,7 +48,7 @@ from mentis.store.postgres.schema import (
 )
 from mentis.store.postgres.vectors import hnsw_index, nearest
 from mentis.store.protocol import SqlParams, SqlResult
-from mentis.store.shared.core import ENTRY_COLS
+from mentis.store.shared.core import ENTRY_COLS, hash_lookup
 from mentis.store.shared.dialect import POSTGRES
 from mentis.store.shared.entry_ids import fill_entry_ids
 from mentis.store.shared.orphans import check_orphans
@@ -212,7 +212,9 @@ class PostgresStore(RelationalStore[Conn]):
             "ON b.rowid = e.rowid ORDER BY e.rowid"
         )
         rows = ((*r[:12], None if r[12] is None else bytes(r[12])) for r in self._scan(conn, sql, "verify"))
-        reports = verify_rows(rows, heads, signatures=signatures, skip=skip)
+        reports = verify_rows(
+            rows, heads, signatures=signatures, skip=skip, hash_at=hash_lookup(self.D, conn)
+        )
         check_orphans(conn, skip)
         return reports
 

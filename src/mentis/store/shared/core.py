@@ -32,16 +32,16 @@ from mentis.ledger.bodies import (
     VisibilityBody,
 )
 from mentis.ledger.canonical import canonical, sha256_hex
-from mentis.ledger.chain import ChainReport, chain_refused, isolate
+from mentis.ledger.chain import ChainReport, HashAt, chain_refused, isolate
 from mentis.ledger.entry import Entry, entry_hash
 from mentis.ledger.entry import seal as seal_entry
 from mentis.ledger.links import CHECKPOINTS_CHAIN
 from mentis.ledger.registry import Registry
 from mentis.store.protocol import BodyT, SqlParams, SqlResult, Stored
 from mentis.store.seal import Seal
-from mentis.store.shared.backend import ConnT
+from mentis.store.shared.backend import Connection, ConnT
 from mentis.store.shared.derived_check import pg_vector_check, vector_check
-from mentis.store.shared.dialect import as_array
+from mentis.store.shared.dialect import Dialect, as_array
 from mentis.store.shared.entry_ids import claim_id
 from mentis.store.shared.recall_limits import RecallBounds
 from mentis.store.shared.webhooks import WebhookCore
@@ -95,6 +95,24 @@ def checked_body(rowid: int, raw: bytes, body_hash: str) -> bytes:
             f"the body of ledger entry rowid {rowid} does not match its hash; run `mentis verify`"
         )
     return raw
+
+
+def hash_lookup(D: Dialect, conn: Connection) -> HashAt:
+    """The :data:`~mentis.ledger.chain.HashAt` of the ledger as ``conn``'s transaction sees it (what
+    verification checks fork points and merged heads against: the entries' hashes, each checked
+    against its entry by the same pass)."""
+
+    def hash_at(keys: Iterable[tuple[str, int]]) -> dict[tuple[str, int], str]:
+        out: dict[tuple[str, int], str] = {}
+        for chain, seq in keys:
+            row = conn.execute(
+                D.q("SELECT hash FROM entries WHERE chain=? AND seq=?"), (chain, seq)
+            ).fetchone()
+            if row is not None:
+                out[chain, seq] = str(row[0])
+        return out
+
+    return hash_at
 
 
 def check_list(values: Sequence[str], what: str) -> None:
@@ -399,4 +417,5 @@ __all__ = [
     "checked_body",
     "derived_mismatch",
     "entry_of",
+    "hash_lookup",
 ]

@@ -33,6 +33,7 @@ from mentis.ledger.bodies import (
 from mentis.ledger.entry import Entry
 from mentis.store.protocol import Embed
 from mentis.store.shared.backend import ConnT
+from mentis.store.shared.branches import BranchCore
 from mentis.store.shared.browse import BrowseReads
 from mentis.store.shared.core import ENTRY_COLS, entry_of
 from mentis.store.shared.entry_ids import check_import_ids, fill_entry_ids
@@ -44,7 +45,9 @@ REPLAY_BATCH = 128
 """Attempts and thoughts embedded together while a ledger is replayed."""
 
 
-class RelationalStore(ScopeCore[ConnT], SkillCore[ConnT], BrowseReads[ConnT], ProposalCore[ConnT]):
+class RelationalStore(
+    ScopeCore[ConnT], SkillCore[ConnT], BrowseReads[ConnT], ProposalCore[ConnT], BranchCore[ConnT]
+):
     """Every table derived from the ledger, and their reads (``self`` is the backend's store)."""
 
     def import_ledger(self, items: Sequence[tuple[Entry, bytes | None]], embed: Embed) -> int:

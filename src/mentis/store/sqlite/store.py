@@ -40,6 +40,8 @@ checked when the in-process indexes load the rows); opening an older file comput
 Schema 8 adds ``webhooks`` and ``webhook_outbox`` (:mod:`~mentis.store.shared.webhooks`): webhook
 subscriptions and the deliveries each append writes in its own transaction, outside the ledger;
 opening an older file creates them empty (``SCHEMA`` runs on every open).
+Schema 12 adds ``entries_branching``, a partial index of the ledger's fork and merge entries (branch
+chains, :mod:`mentis.ledger.branches`); opening an older file creates it (``SCHEMA`` again).
 
 Every open compares the file's tables, indexes, views and triggers with this schema
 (``schema_check``) and refuses a difference, naming it.
@@ -77,7 +79,7 @@ from mentis.store.sqlite.verify import one_pass, parallel_verify
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 12
 SCHEMA = (
     _LEDGER_SCHEMA
     + _DERIVED_SCHEMA

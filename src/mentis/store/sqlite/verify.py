@@ -51,7 +51,8 @@ from mentis.errors import IntegrityError
 from mentis.ledger.chain import ChainReport, erased_seqs, verify_rows
 from mentis.ledger.entry import KINDS, VERSION
 from mentis.ledger.links import link_error
-from mentis.store.shared.core import ENTRY_COLS
+from mentis.store.shared.core import ENTRY_COLS, hash_lookup
+from mentis.store.shared.dialect import SQLITE
 from mentis.store.shared.orphans import check_orphans
 from mentis.store.sqlite import ledger_scan
 from mentis.store.sqlite.sigstitch import signatures_verify
@@ -91,7 +92,9 @@ def one_pass(
         f"SELECT {ENTRY_COLS}, b.body FROM entries e LEFT JOIN bodies b ON b.rowid = e.rowid ORDER BY e.rowid"
     )
     try:
-        reports = verify_rows(rows, heads, signatures=signatures, skip=skip)
+        reports = verify_rows(
+            rows, heads, signatures=signatures, skip=skip, hash_at=hash_lookup(SQLITE, conn)
+        )
     finally:
         rows.close()  # a failure stops the walk midway: the statement must not stay open
     with_body = sum(r.entries - r.bodies_erased for r in reports)

@@ -1,0 +1,249 @@
+"""Branch and merge chains (issue 26, docs/branches.md) on both stores: a fork recorded in both
+chains, writes to a branch, read sets (a branch reads its parent's records, the parent does not read
+the branch's until it is merged), merges that copy nothing, and verification of fork and merge
+entries."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from mentis.api.attempts import RecallInput, SearchInput
+from mentis.api.branches import BranchFromInput, MergeBranchInput
+from mentis.api.common import parse
+from mentis.api.thoughts import AppendThoughtInput, SearchThoughtsInput
+from mentis.config import Settings
+from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
+from mentis.service.memory import Caller, Memory
+from tests.conformance.helpers import REPOS, record
+
+REPO = REPOS[0]
+
+
+def rewrite_chain(settings: Settings, chain: str, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    """Rewrite every body of ``chain`` with ``change`` and redo every hash after it (the chain's
+    own verification then holds: only a check against another chain can catch it)."""
+    import sqlite3
+
+    import orjson
+
+    from mentis.ledger.canonical import canonical, sha256_hex
+    from mentis.ledger.entry import entry_document, entry_hash
+
+    pg = settings.uses_postgres
+    if pg:
+        import psycopg
+
+        assert settings.database_url is not None
+        conn: Any = psycopg.connect(settings.database_url)
+        mark = "%s"
+    else:
+        conn = sqlite3.connect(settings.db_path)
+        mark = "?"
+    q = lambda sql: sql.replace("?", mark)  # noqa: E731
+    rows = conn.execute(
+        q(
+            "SELECT e.rowid, v, chain, seq, kind, id, at, agent, key_id, b.body FROM entries e "
+            "JOIN bodies b ON b.rowid = e.rowid WHERE chain = ? ORDER BY seq"
+        ),
+        (chain,),
+    ).fetchall()
+    prev = ""
+    for rowid, v, c, seq, kind, id_, at, agent, key_id, body in rows:
+        raw = canonical(change(orjson.loads(bytes(body))))
+        body_hash = sha256_hex(raw)
+        hash_ = entry_hash(entry_document(v, c, seq, kind, id_, at, agent, prev, body_hash, key_id))
+        conn.execute(q("UPDATE bodies SET body = ? WHERE rowid = ?"), (raw, rowid))
+        conn.execute(
+            q("UPDATE entries SET prev = ?, body_hash = ?, hash = ? WHERE rowid = ?"),
+            (prev, body_hash, hash_, rowid),
+        )
+        prev = hash_
+    conn.execute(q("UPDATE heads SET hash = ? WHERE chain = ?"), (prev, chain))
+    conn.commit()
+    conn.close()
+
+
+def branch(memory: Memory, caller: Caller, name: str = "feature/x", **fields: Any) -> Any:
+    return memory.branch_from(caller, parse(BranchFromInput, {"repository": REPO, "branch": name, **fields}))
+
+
+def merge(memory: Memory, caller: Caller, name: str = "feature/x", **fields: Any) -> Any:
+    return memory.merge_branch(
+        caller, parse(MergeBranchInput, {"repository": REPO, "branch": name, **fields})
+    )
+
+
+def attempt_ids(memory: Memory, caller: Caller, **fields: Any) -> set[str]:
+    res = memory.search(
+        caller, parse(SearchInput, {"query": "checkout payment queue", "limit": 50, **fields})
+    )
+    return {i for t in res.tasks for i in t.matched_attempt_ids}
+
+
+def thought(memory: Memory, caller: Caller, content: str, **fields: Any) -> str:
+    data = {"repository": REPO, "type": "Decision", "content": content, **fields}
+    return memory.append_thought(caller, parse(AppendThoughtInput, data), link_duplicates=False).thought_id
+
+
+def thought_ids(memory: Memory, caller: Caller, **fields: Any) -> set[str]:
+    res = memory.search_thoughts(
+        caller, parse(SearchThoughtsInput, {"repository": REPO, "limit": 50, **fields})
+    )
+    return {t.thought.thought_id for t in res.thoughts}
+
+
+def test_a_fork_is_an_entry_in_both_chains_at_the_parents_head(memory: Memory, caller: Caller) -> None:
+    record(memory, caller)
+    head = memory.store.chain_heads()[REPO]
+    info = branch(memory, caller)
+    assert (info.chain, info.parent, info.branch) == (f"{REPO}:feature/x", REPO, "feature/x")
+    assert (info.fork.seq, info.fork.hash) == head
+    kinds = [(e.chain, e.seq, e.kind) for e, _ in memory.store.iter_ledger()]
+    assert (info.chain, 0, "fork") in kinds and (REPO, head[0] + 1, "branch") in kinds
+    assert [b.branch for b in memory.list_branches(caller, REPO)] == ["feature/x"]
+
+
+def test_a_branch_reads_its_parent_and_the_parent_reads_the_branch_only_after_merge(
+    memory: Memory, caller: Caller
+) -> None:
+    main_id = record(memory, caller).attempt_id
+    branch(memory, caller)
+    on_branch = record(
+        memory, caller, branch="feature/x", observation="payment queue drained on branch"
+    ).attempt_id
+    after_fork = record(memory, caller, observation="checkout payment queue fixed on main").attempt_id
+    assert attempt_ids(memory, caller, repository=REPO, branch="feature/x") == {
+        main_id,
+        on_branch,
+        after_fork,
+    }
+    assert attempt_ids(memory, caller, repository=REPO) == {main_id, after_fork}
+    t_main = thought(memory, caller, "use the payment queue fixture")
+    t_branch = thought(memory, caller, "drain the queue before each test", branch="feature/x")
+    assert thought_ids(memory, caller, repository=f"{REPO}:feature/x") == {t_main, t_branch}
+    assert thought_ids(memory, caller) == {t_main}
+
+    report = merge(memory, caller)
+    assert report.into == REPO and report.conflicts == []
+    assert attempt_ids(memory, caller, repository=REPO) == {main_id, on_branch, after_fork}
+    assert thought_ids(memory, caller) == {t_main, t_branch}
+    # nothing copied: the branch's attempt keeps its chain, id and entry
+    stored = [(e.chain, e.id) for e, _ in memory.store.iter_ledger() if e.id == on_branch]
+    assert stored == [(f"{REPO}:feature/x", on_branch)]
+    history = memory.recall(caller, parse(RecallInput, {"repository": REPO, "task_id": "T-1"}))
+    assert {row[0] for row in history.rows} == {main_id, on_branch, after_fork}
+
+
+def test_branch_writes_and_merges_survive_reopening_and_verify(
+    memory: Memory, caller: Caller, open_memory: Callable[[], Memory]
+) -> None:
+    record(memory, caller)
+    branch(memory, caller)
+    t1 = thought(memory, caller, "main decision")
+    t2 = thought(memory, caller, "branch builds on it", branch="feature/x", refs=[t1])
+    merge(memory, caller)
+    memory.close()
+    again = open_memory()
+    assert again.store.damaged == {}
+    assert {r.chain for r in again.store.verify()} >= {REPO, f"{REPO}:feature/x"}
+    assert thought_ids(again, caller) == {t1, t2}
+    again.close()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "bad name",
+        "a..b",
+        "x:y",
+        "-x",
+        "x.lock",
+        "a/.b",
+        "HEAD",
+        "@",
+        "a//b",
+        "/a",
+        "a/",
+        "x.",
+        "a@{b",
+        "a~1",
+        "a^",
+        "a?",
+        "a*",
+        "a[",
+        "a\\b",
+    ],
+)
+def test_a_branch_name_git_refuses_is_refused_naming_the_field(
+    memory: Memory, caller: Caller, name: str
+) -> None:
+    record(memory, caller)
+    before = memory.store.chain_heads()
+    with pytest.raises(InvalidInput) as err:
+        branch(memory, caller, name)
+    assert err.value.field == "branch"
+    assert memory.store.chain_heads() == before
+
+
+def test_bad_fork_points_and_merges_are_refused_and_write_nothing(memory: Memory, caller: Caller) -> None:
+    record(memory, caller)
+    before = memory.store.chain_heads()
+    with pytest.raises(InvalidInput) as err:
+        branch(memory, caller, fork_seq=99)
+    assert err.value.field == "fork_seq"
+    with pytest.raises(InvalidInput) as err:
+        branch(memory, caller, fork_seq=0, fork_hash="0" * 64)
+    assert err.value.field == "fork_hash"
+    assert memory.store.chain_heads() == before
+    branch(memory, caller)
+    branch(memory, caller, "feature/y", parent="feature/x")
+    before = memory.store.chain_heads()
+    with pytest.raises(InvalidInput) as err:
+        merge(memory, caller, into="feature/x")
+    assert err.value.field == "into"
+    with pytest.raises(InvalidInput) as err:
+        merge(memory, caller, "feature/x", into="feature/y")
+    assert err.value.field == "into" and "descendant" in str(err.value)
+    with pytest.raises(NotFound, match=r"^branch: "):
+        merge(memory, caller, "nope")
+    with pytest.raises(NotFound, match=r"^branch: "):
+        record(memory, caller, branch="nope")
+    with pytest.raises(Conflict):
+        branch(memory, caller)
+    with pytest.raises(InvalidInput) as err:
+        record(memory, caller, repository=f"{REPO}:feature/x")
+    assert err.value.field == "repository"
+    assert memory.store.chain_heads() == before
+
+
+def test_ensure_branch_creates_once_and_returns_the_same_branch(memory: Memory, caller: Caller) -> None:
+    record(memory, caller)
+    first = memory.ensure_branch(caller, REPO, "wip")
+    assert memory.ensure_branch(caller, REPO, "wip") == first
+    assert len(memory.list_branches(caller, REPO)) == 1
+
+
+def test_a_rewritten_parent_under_a_fork_point_refuses_the_branch_naming_chain_and_seq(
+    memory: Memory, caller: Caller, settings: Settings, open_memory: Callable[[], Memory]
+) -> None:
+    record(memory, caller)
+    info = branch(memory, caller)
+    record(memory, caller, branch="feature/x")
+    memory.close()
+    # a fork point naming a hash the parent never had, every hash of the branch's chain redone
+    rewrite_chain(
+        settings, info.chain, lambda doc: {**doc, "fork_hash": "f" * 64} if "fork_hash" in doc else doc
+    )
+    m = open_memory()
+    try:
+        assert info.chain in m.store.damaged
+        failure = m.store.damaged[info.chain]
+        assert (failure.chain, failure.seq) == (info.chain, 0)
+        assert REPO not in m.store.damaged
+        with pytest.raises(IntegrityError):
+            record(m, caller, branch="feature/x")
+    finally:
+        m.close()
