@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from mentis.cli.common import DbOpt, JsonOpt, run_op
+from mentis.api.branches import MergeBranchInput
+from mentis.api.common import parse
+from mentis.cli.common import DbOpt, JsonOpt, emit, errors, run_op
+from mentis.errors import InvalidInput
+from mentis.integrations import git
 
 commands = typer.Typer()
 branch_app = typer.Typer(
@@ -70,6 +75,17 @@ def merge(
     branch: NameArg,
     repository: RepoOpt,
     into: Annotated[str | None, typer.Option(help="Merge into this branch (default: the main line).")] = None,
+    if_git_merged: Annotated[
+        bool,
+        typer.Option(
+            "--if-git-merged",
+            help="Merge only when git has merged the git branch of that name into --into (default: the "
+            "checkout's default branch): `git merge-base --is-ancestor`. Otherwise nothing is written.",
+        ),
+    ] = False,
+    cwd: Annotated[
+        Path | None, typer.Option("--cwd", help="With --if-git-merged: a directory inside the checkout.")
+    ] = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -83,4 +99,27 @@ def merge(
             )
 
     data = {"repository": repository, "branch": branch, "into": into}
-    run_op("merge_branch", db, as_json, {k: v for k, v in data.items() if v is not None}, human)
+    data = {k: v for k, v in data.items() if v is not None}
+    if if_git_merged:
+        with errors():
+            parse(MergeBranchInput, data)  # a bad name is refused before git is asked about it
+            top = git.toplevel(cwd or Path.cwd())
+            target = into or git.default_branch(top)
+            if target is None:
+                raise InvalidInput(
+                    "into: this checkout has no default branch git can name (no origin/HEAD, no main, "
+                    "master or trunk); give --into",
+                    field="into",
+                )
+            merged = git.is_ancestor(top, branch, target)
+        if not merged:
+            not_yet = {"merged": False, "branch": branch, "git_target": target}
+            emit(
+                not_yet,
+                as_json,
+                lambda d: Console().print(
+                    f"git has not merged {branch} into {target}; nothing merged", highlight=False
+                ),
+            )
+            return
+    run_op("merge_branch", db, as_json, data, human)

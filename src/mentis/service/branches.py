@@ -95,38 +95,42 @@ class BranchOps:
     # ------------------------------------------------------------ operations
 
     def branch_from(self, caller: Caller, req: BranchFromInput, seal: Seal) -> BranchInfo:
+        """Fork the branch; with ``exist_ok`` an existing branch of that name is returned as it
+        is (whatever its fork point), also when another writer creates it meanwhile."""
         graph = self.store.branch_graph()
         self.refuse_branch_chain(graph, req.repository)
+        if req.exist_ok and (fork := self.existing(graph, req.repository, req.branch)) is not None:
+            may_read(caller, req.repository)
+            return self.info(graph, fork, self.store.chain_heads())
         may_write(caller, req.repository)
         parent = self.chain(graph, req.repository, req.parent, "parent")
         if req.fork_hash is not None and req.fork_seq is None:
             raise InvalidInput(
                 "fork_hash: give fork_seq with it (the seq of the entry it names)", field="fork_hash"
             )
-        fork = None if req.fork_seq is None else (req.fork_seq, req.fork_hash)
-        self.store.append_branch(req.repository, req.branch, parent, fork, caller.agent_id, seal)
+        fork_at = None if req.fork_seq is None else (req.fork_seq, req.fork_hash)
+        try:
+            self.store.append_branch(req.repository, req.branch, parent, fork_at, caller.agent_id, seal)
+        except Conflict:
+            graph = self.store.branch_graph()
+            if not req.exist_ok or (fork := self.existing(graph, req.repository, req.branch)) is None:
+                raise
+            return self.info(graph, fork, self.store.chain_heads())  # created by another writer meanwhile
         graph = self.store.branch_graph()
         return self.info(
             graph, graph.forks[graph.chain_of(req.repository, req.branch)], self.store.chain_heads()
         )
 
+    @staticmethod
+    def existing(graph: BranchGraph, repository: str, branch: str) -> Fork | None:
+        """The fork of ``branch`` of ``repository``, None when it has no such branch."""
+        fork = graph.forks.get(graph.chain_of(repository, branch))
+        return fork if fork is not None and fork.root == repository else None
+
     def ensure_branch(self, caller: Caller, repository: str, branch: str, seal: Seal) -> BranchInfo:
         """The branch, created at its repository's head now when it does not exist yet."""
-        graph = self.store.branch_graph()
-        fork = graph.forks.get(graph.chain_of(repository, branch))
-        if fork is not None and fork.root == repository:
-            may_read(caller, repository)
-            return self.info(graph, fork, self.store.chain_heads())
-        try:
-            return self.branch_from(
-                caller, BranchFromInput(repository=repository, branch=branch, parent=None), seal
-            )
-        except Conflict:  # created by another writer meanwhile
-            graph = self.store.branch_graph()
-            fork = graph.forks.get(graph.chain_of(repository, branch))
-            if fork is None:
-                raise
-            return self.info(graph, fork, self.store.chain_heads())
+        req = BranchFromInput(repository=repository, branch=branch, parent=None, exist_ok=True)
+        return self.branch_from(caller, req, seal)
 
     def list_branches(self, caller: Caller, req: ListBranchesInput) -> ListBranchesResult:
         may_read(caller, req.repository)

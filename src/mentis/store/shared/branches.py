@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import uuid
 
-from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
-from mentis.ledger.branches import BranchBody, BranchGraph, ConflictBody, ForkBody, MergeBody
+from mentis.errors import Conflict, IntegrityError, InvalidInput
+from mentis.ledger.branches import EMPTY_HEAD, BranchBody, BranchGraph, ConflictBody, ForkBody, MergeBody
 from mentis.ledger.canonical import canonical, sha256_hex
 from mentis.ledger.entry import Entry, entry_hash
 from mentis.store.seal import Seal
@@ -114,11 +114,9 @@ class BranchCore(LedgerCore[ConnT]):
         with self._write(chain, parent, commit=seal.commit) as conn:
             if self._head(conn, chain) is not None:
                 raise Conflict(f"branch {branch!r} of {root!r} exists (chain {chain!r})")
-            head = self._head(conn, parent)
-            if head is None:
-                raise NotFound(f"repository {parent!r} has no ledger entries to fork from; write to it first")
+            head = self._head(conn, parent) or EMPTY_HEAD
             if fork is None:
-                seq, hash_ = head
+                seq, hash_ = head  # an empty parent: before its first entry (EMPTY_HEAD)
             else:
                 seq = fork[0]
                 row = conn.execute(
