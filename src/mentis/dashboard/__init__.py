@@ -15,6 +15,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from mentis.dashboard.actions import Actions
+from mentis.dashboard.branches import BranchPages
 from mentis.dashboard.core import SECURITY_HEADERS, STATIC, Handler, State, error_page, make_env, page
 from mentis.dashboard.pages import Pages
 from mentis.dashboard.registry import RegistryPages
@@ -43,6 +44,7 @@ def build_dashboard(
     registry = RegistryPages(state)
     review = ReviewPages(state)
     webhooks = WebhookPages(state)
+    branches = BranchPages(state)
 
     def get(path: str, handler: Handler, public: bool = False) -> Route:
         return Route(path, page(state, handler, public=public), methods=["GET"])
@@ -96,6 +98,9 @@ def build_dashboard(
         post("/webhooks/create", webhooks.create),
         post("/webhooks/delete", webhooks.delete),
         post("/webhooks/redeliver", webhooks.redeliver),
+        get("/branches", branches.branches),
+        post("/branches/create", branches.create),
+        post("/branches/merge", branches.merge),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     return Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: not_found})

@@ -52,8 +52,25 @@ class Pages:
         chains = {}
         if integrity.result is not None:
             chains = {c.chain: c for c in integrity.result.chains if ctx.caller.sees(c.chain)}
+        forks = {}  # a branch chain's row → its branch; the others → how many branches they have
+        branch_counts: dict[str, int] = {}
+        names = {r.repository for r in rows}
+        for r in rows:
+            if ":" in r.repository and r.repository.rsplit(":", 1)[0] in names:
+                continue  # the branch of a repository listed here: its own row says so below
+            found = self.state.memory.list_branches(ctx.caller, r.repository)
+            branch_counts[r.repository] = len(found)
+            forks.update({b.chain: b for b in found})
         return render(
-            self.state, ctx, "repositories.html", nav="repos", rows=rows, integrity=integrity, chains=chains
+            self.state,
+            ctx,
+            "repositories.html",
+            nav="repos",
+            rows=rows,
+            integrity=integrity,
+            chains=chains,
+            forks=forks,
+            branch_counts=branch_counts,
         )
 
     def tasks(self, request: Request, ctx: Ctx, form: Form) -> Response:
