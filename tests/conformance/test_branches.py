@@ -394,3 +394,33 @@ def test_a_merge_reports_and_writes_the_three_kinds_of_conflict(memory: Memory, 
     entry, raw = next((e, b) for e, b in memory.store.iter_ledger() if e.kind == "merge")
     assert raw is not None and {(c.kind, c.record_id) for c in MergeBody.parse(raw).conflicts} == kinds
     assert entry.seq == report.merge.seq
+
+
+def test_a_branch_named_as_an_existing_repository_and_a_cross_chain_supersession_are_refused(
+    memory: Memory, caller: Caller
+) -> None:
+    record(memory, caller)
+    record(memory, caller, f"{REPO}:taken")  # a plain repository whose name is a branch chain's
+    with pytest.raises(Conflict):
+        branch(memory, caller, "taken")
+    branch(memory, caller)
+    on_main = thought(memory, caller, "use the payment queue fixture")
+    before = memory.store.chain_heads()
+    with pytest.raises(InvalidInput) as err:
+        thought(
+            memory,
+            caller,
+            "do not",
+            branch="feature/x",
+            relations=[{"kind": "Supersedes", "target_id": on_main}],
+        )
+    assert err.value.field == "relations"
+    assert memory.store.chain_heads() == before
+    thought(
+        memory,
+        caller,
+        "builds on it",
+        branch="feature/x",
+        relations=[{"kind": "Supports", "target_id": on_main}],
+    )
+    assert thought_ids(memory, caller) == {on_main}  # the parent's reads are unchanged
