@@ -424,3 +424,24 @@ def test_a_branch_named_as_an_existing_repository_and_a_cross_chain_supersession
         relations=[{"kind": "Supports", "target_id": on_main}],
     )
     assert thought_ids(memory, caller) == {on_main}  # the parent's reads are unchanged
+
+
+def test_records_a_branch_adds_after_its_merge_are_read_by_the_target_only_once_merged_again(
+    memory: Memory, caller: Caller
+) -> None:
+    record(memory, caller)
+    branch(memory, caller)
+    before = record(memory, caller, branch="feature/x", observation="payment queue before merge").attempt_id
+    t_before = thought(memory, caller, "merged decision", branch="feature/x")
+    merge(memory, caller)
+    after = record(memory, caller, branch="feature/x", observation="payment queue after merge").attempt_id
+    t_after = thought(memory, caller, "later decision", branch="feature/x")
+    on_main = attempt_ids(memory, caller, repository=REPO)
+    assert before in on_main and after not in on_main
+    assert t_before in thought_ids(memory, caller) and t_after not in thought_ids(memory, caller)
+    history = memory.recall(caller, parse(RecallInput, {"repository": REPO, "task_id": "T-1"}))
+    assert before in {r[0] for r in history.rows} and after not in {r[0] for r in history.rows}
+    assert after in attempt_ids(memory, caller, repository=REPO, branch="feature/x")
+    merge(memory, caller)
+    assert after in attempt_ids(memory, caller, repository=REPO)
+    assert t_after in thought_ids(memory, caller)

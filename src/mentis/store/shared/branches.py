@@ -92,6 +92,18 @@ class BranchCore(LedgerCore[ConnT]):
                 out[e.id] = (e, raw)
         return out
 
+    def entry_positions(self, rowids: list[int]) -> dict[int, tuple[str, int]]:
+        """(chain, seq) of the entry at each of ``rowids`` (a read of a merged chain stops at a seq)."""
+        out: dict[int, tuple[str, int]] = {}
+        with self._read() as conn:
+            for chunk in self.D.chunks(rowids):
+                cond, args = self.D.in_("rowid", chunk)
+                for rowid, chain, seq in conn.execute(
+                    self.D.q(f"SELECT rowid, chain, seq FROM entries WHERE {cond}"), args
+                ):
+                    out[int(rowid)] = (str(chain), int(seq))
+        return out
+
     def _head(self, conn: ConnT, chain: str) -> tuple[int, str] | None:
         row = conn.execute(self.D.q("SELECT seq, hash FROM heads WHERE chain=?"), (chain,)).fetchone()
         return None if row is None else (int(row[0]), str(row[1]))
