@@ -445,3 +445,30 @@ def test_records_a_branch_adds_after_its_merge_are_read_by_the_target_only_once_
     merge(memory, caller)
     assert after in attempt_ids(memory, caller, repository=REPO)
     assert t_after in thought_ids(memory, caller)
+
+
+def test_a_branch_reads_its_parent_s_skills_and_its_own_version_first_and_the_parent_not_the_branch_s(
+    memory: Memory, caller: Caller
+) -> None:
+    from mentis.api.skills import ListSkillsInput, ReadSkillInput, UploadSkillInput
+
+    skill = "---\nname: run-tests\ndescription: How to run the tests\n---\nRun `pytest -q`.\n"
+    other = "---\nname: release\ndescription: How to release\n---\nTag it.\n"
+    record(memory, caller)
+    memory.upload_skill(caller, UploadSkillInput(repository=REPO, content=skill))
+    info = branch(memory, caller)
+    read = memory.read_skill(caller, ReadSkillInput(repository=info.chain, skill_id="run-tests"))
+    assert read.skill.repository == REPO and "pytest -q" in read.content
+    memory.upload_skill(caller, UploadSkillInput(repository=info.chain, content=skill.replace("-q", "-x")))
+    memory.upload_skill(caller, UploadSkillInput(repository=info.chain, content=other))
+    read = memory.read_skill(caller, ReadSkillInput(repository=info.chain, skill_id="run-tests"))
+    assert read.skill.repository == info.chain and "pytest -x" in read.content
+    listed = memory.list_skills(caller, ListSkillsInput(repository=info.chain)).skills
+    assert sorted((s.skill_id, s.repository) for s in listed) == [
+        ("release", info.chain),
+        ("run-tests", info.chain),
+    ]
+    on_main = memory.list_skills(caller, ListSkillsInput(repository=REPO)).skills
+    assert [(s.skill_id, s.repository) for s in on_main] == [("run-tests", REPO)]
+    with pytest.raises(NotFound):
+        memory.read_skill(caller, ReadSkillInput(repository=REPO, skill_id="release"))
