@@ -1,6 +1,6 @@
 """Branch and merge chains in the store (issue 26, :mod:`mentis.ledger.branches`): the fork of a
 branch (two entries, one transaction holding both chains' locks), a merge, and the graph of them,
-read from the ledger's fork and merge entries through the partial index ``entries_branching``
+read from the ledger's fork, branch and merge entries through the partial index ``entries_branching``
 (each entry and body checked against its hashes as it is read). Nothing is derived: a merge
 copies nothing, and which chains a read covers is computed from the graph.
 """
@@ -30,7 +30,7 @@ class BranchCore(LedgerCore[ConnT]):
     def _graph(self, conn: ConnT) -> BranchGraph:
         rows = conn.execute(
             f"SELECT {ENTRY_COLS}, b.body FROM entries e JOIN bodies b ON b.rowid = e.rowid "
-            "WHERE e.kind IN ('fork', 'merge') ORDER BY e.rowid"
+            "WHERE e.kind IN ('fork', 'branch', 'merge') ORDER BY e.rowid"  # the index's own terms
         ).fetchall()
         found = []
         for row in rows:
