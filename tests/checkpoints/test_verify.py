@@ -224,6 +224,42 @@ def test_a_rewrite_with_every_hash_recomputed_is_refused_with_a_checkpoint_and_a
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])
+def test_a_checkpoint_holds_a_branch_chain_s_head_and_refuses_a_rewrite_of_the_branch_before_it(
+    memory: Memory, operator_key: Path, settings: Settings, tmp_path: Path
+) -> None:
+    from mentis.api.attempts import RecordAttemptInput
+    from mentis.api.branches import BranchFromInput
+
+    record(memory, 2)
+    info = memory.branch_from(ADMIN, BranchFromInput(repository=REPO, branch="feature/x", parent=None))
+    for i in range(3):
+        memory.record_attempt(
+            ADMIN,
+            RecordAttemptInput(
+                repository=REPO, branch="feature/x", task_id="b", action=f"a {i}", observation="ok"
+            ),
+        )
+    made = memory.checkpoint(ADMIN, operator_key, [])
+    assert {h.chain: (h.seq, h.hash) for h in made.checkpoint.chains}[
+        info.chain
+    ] == memory.store.chain_heads()[info.chain]
+    kept = keep(memory, operator_key, tmp_path / "kept" / "cp.json")
+    memory.close()
+    rewrite_and_rehash(settings.db_path, info.chain, 1, "observation", "it all passed, ship it")
+    plain = open_with(settings, None)  # the branch's chain verifies on its own: the fork entry is untouched
+    try:
+        assert plain.store.damaged == {}
+        with pytest.raises(IntegrityError) as refused:
+            plain.verify_checkpoints(ADMIN, [kept])
+    finally:
+        plain.close()
+    assert (refused.value.chain, refused.value.seq) == (info.chain, 3)
+    with pytest.raises(IntegrityError) as at_open:
+        open_with(settings, kept.parent)
+    assert (at_open.value.chain, at_open.value.seq) == (info.chain, 3)
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
 def test_a_database_rolled_back_to_an_older_copy_is_refused(
     memory: Memory, operator_key: Path, settings: Settings, tmp_path: Path
 ) -> None:

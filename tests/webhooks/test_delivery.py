@@ -250,3 +250,32 @@ def test_another_agents_private_record_and_its_correction_are_never_delivered(
     ]
     skipped = memory.webhook_deliveries(ADMIN, DeliveriesInput(state="skipped")).deliveries
     assert len(skipped) == 2 and all("private to another agent" in (d.last_error or "") for d in skipped)
+
+
+def test_a_merge_is_announced_as_branch_merged_and_a_repository_token_receives_its_branches(
+    memory: Memory, tokens: TokenStore, receiver: Receiver, deliverer: Deliverer
+) -> None:
+    from mentis.api.branches import BranchFromInput, MergeBranchInput
+
+    _attempt(memory)
+    memory.branch_from(WRITER, BranchFromInput(repository=REPO, branch="feature/x", parent=None))
+    subscribe(memory, tokens, receiver, repos=(REPO,), events=["branch.merged", "attempt.recorded"])
+    on_branch = memory.record_attempt(
+        WRITER,
+        RecordAttemptInput(
+            repository=REPO, branch="feature/x", task_id="t1", action="ran it", observation="passed"
+        ),
+    ).attempt_id
+    report = memory.merge_branch(WRITER, MergeBranchInput(repository=REPO, branch="feature/x"))
+    drain(deliverer)
+    recorded, merged = sorted(receiver.bodies(), key=lambda b: str(b["type"]))  # sent in any order
+    assert (recorded["type"], recorded["data"]["record_id"]) == ("attempt.recorded", on_branch)
+    assert recorded["data"]["repository"] == f"{REPO}:feature/x"
+    assert merged["type"] == "branch.merged"
+    assert merged["data"]["repository"] == REPO
+    assert (merged["data"]["entry"]["seq"], merged["data"]["entry"]["hash"]) == (
+        report.merge.seq,
+        report.merge.hash,
+    )
+    record = merged["data"]["record"]
+    assert (record["source"], record["source_seq"]) == (f"{REPO}:feature/x", report.source_head.seq)

@@ -21,7 +21,7 @@ EVENTS = (
     "branch.merged",
     "integrity.failed",
 )
-"""Every event a subscription may name (``branch.merged`` is accepted; nothing emits it yet)."""
+"""Every event a subscription may name (``branch.merged``: a merge entry, docs/branches.md)."""
 Event = Literal[EVENTS]  # type: ignore[valid-type]
 MAX_URL_CHARS = 2_048
 

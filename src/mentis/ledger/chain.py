@@ -272,6 +272,15 @@ def _branch_point(
     return chain, seq, other, other_seq, other_hash
 
 
+def verify_branch_entries(rows: Iterable[tuple[str, int, str, bytes]], hash_at: HashAt) -> None:
+    """The checks :func:`verify_rows` makes of the fork, branch and merge entries among the rows
+    (``(chain, seq, kind, body)`` in ledger order, each entry's and body's hash already checked):
+    for a verifier that checked the rest of the ledger (SQLite's block scans). Raises as it would."""
+    graph = BranchGraph()
+    points = [_branch_point(graph, chain, seq, kind, body, frozenset()) for chain, seq, kind, body in rows]
+    _check_points(points, None, hash_at)
+
+
 def _check_points(
     points: list[tuple[str, int, str, int, str]],
     seen: dict[tuple[str, int], str] | None,

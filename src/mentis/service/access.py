@@ -42,6 +42,9 @@ class Caller:
     views: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False, hash=False)
     """The chains a read of each chain covers, for the chains with branches forked or merged
     (:meth:`mentis.ledger.branches.BranchGraph.read_set`); any other chain reads itself alone."""
+    cutoffs: Mapping[str, Mapping[str, int]] = field(default_factory=dict, compare=False, hash=False)
+    """For a read of each chain, the last seq it reads of each chain merged into its line (a
+    source's records written after its newest merge are not read until it is merged again)."""
 
     def refusing(self, damaged: Mapping[str, IntegrityError]) -> Caller:
         """This caller with ``damaged`` (the store's chains that do not verify) refused."""
@@ -49,11 +52,21 @@ class Caller:
             return self
         return replace(self, refused=damaged)
 
-    def branching(self, roots: Mapping[str, str], views: Mapping[str, tuple[str, ...]]) -> Caller:
-        """This caller reading the store's branches: ``roots`` and ``views`` as the graph stands."""
+    def branching(
+        self,
+        roots: Mapping[str, str],
+        views: Mapping[str, tuple[str, ...]],
+        cutoffs: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> Caller:
+        """This caller reading the store's branches: ``roots``, ``views`` and ``cutoffs`` as the
+        graph stands."""
         if not roots and not views:
             return self
-        return replace(self, roots=roots, views=views)
+        return replace(self, roots=roots, views=views, cutoffs=cutoffs or {})
+
+    def cutoff(self, repository: str | None) -> Mapping[str, int]:
+        """The last seq a read of ``repository`` reads of each merged chain it reads in part."""
+        return {} if repository is None else self.cutoffs.get(repository, {})
 
     def read_set(self, repository: str) -> tuple[str, ...]:
         """The chains a read of ``repository`` (a repository or a branch's chain) covers: itself,

@@ -129,6 +129,13 @@ class AttemptOps:
             title_lexical=self.store.title_lexical,
             task_of=lambda rows: {r: k[:2] for r, k in known.update_from(rows).items()},
         )
+        if cutoff := caller.cutoff(req.repository):  # a merged chain's records after its merged head
+            at = self.store.entry_positions([s.rowid for s in ranked])
+            ranked = [
+                s
+                for s in ranked
+                if s.rowid not in at or at[s.rowid][1] <= cutoff.get(at[s.rowid][0], at[s.rowid][1])
+            ]
         keys = known.update_from([s.rowid for s in ranked])
         if caller.limited:  # a repository created since the scope was listed
             keys = {r: k for r, k in keys.items() if caller.sees(k[0])}
@@ -254,6 +261,8 @@ class AttemptOps:
             if chain == repository or caller.sees(chain):
                 scopes = None if caller.admin else caller.own_scopes(chain)
                 attempts += self.store.task_history(chain, task_id, scopes)
+        cutoff = caller.cutoff(repository)  # a merged chain is read up to its merged head
+        attempts = [a for a in attempts if a.entry.seq <= cutoff.get(a.entry.chain, a.entry.seq)]
         attempts.sort(key=lambda a: a.body.created_at)
         if not attempts:
             raise NotFound(

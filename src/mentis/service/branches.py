@@ -36,13 +36,23 @@ from mentis.store.seal import Seal
 _SPACE = re.compile(r"\s+")
 
 
-def graph_views(graph: BranchGraph) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
+def graph_views(
+    graph: BranchGraph,
+) -> tuple[dict[str, str], dict[str, tuple[str, ...]], dict[str, dict[str, int]]]:
     """What a Caller needs of ``graph`` (:meth:`Caller.branching`): each branch chain's repository,
-    and the read set of every chain with a fork or a merge."""
+    the read set of every chain with a fork or a merge, and the seqs each read stops at."""
     roots = {chain: fork.root for chain, fork in graph.forks.items()}
     involved = {*graph.forks, *(f.parent for f in graph.forks.values()), *graph.merges}
-    views = {c: tuple(sorted(graph.read_set(c), key=lambda r: (r != c, r))) for c in involved}
-    return roots, {c: v for c, v in views.items() if v != (c,)}
+    views: dict[str, tuple[str, ...]] = {}
+    cutoffs: dict[str, dict[str, int]] = {}
+    for c in involved:
+        reads = graph.read_set(c)
+        if list(reads) != [c]:
+            views[c] = tuple(sorted(reads, key=lambda r: (r != c, r)))
+        limited = {r: seq for r, seq in reads.items() if seq is not None}
+        if limited:
+            cutoffs[c] = limited
+    return roots, views, cutoffs
 
 
 class BranchOps:

@@ -226,10 +226,13 @@ class SkillOps:
         return out
 
     def _live(self, caller: Caller, repository: str, skill_id: str) -> tuple[SkillRow, list[Version]]:
-        row = self.store.skill_row(repository, skill_id)
-        if row is None or not caller.sees(repository):
-            raise NotFound(f"no skill {skill_id} in repository {repository}; list_skills shows them")
-        return row, self.history(repository, skill_id)
+        """The skill as ``repository`` reads it: its own, else (a branch's chain) the nearest chain
+        of its read set that holds it (docs/branches.md)."""
+        for chain in caller.read_set(repository):
+            row = self.store.skill_row(chain, skill_id)
+            if row is not None and caller.sees(chain):
+                return row, self.history(chain, skill_id)
+        raise NotFound(f"no skill {skill_id} in repository {repository}; list_skills shows them")
 
     def revocation_note(self, repository: str, skill_id: str, instructions: str | None = None) -> str | None:
         """What revoked ``skill_id``: its own revocation, else one in its repository of a skill
@@ -368,12 +371,12 @@ class SkillOps:
         version = found[0]
         warnings = list(version.body.warnings)
         instructions = instructions_hash(skill_body(newest.text))
-        revoked = self.revocation_note(req.repository, req.skill_id, instructions)
+        revoked = self.revocation_note(row.repository, req.skill_id, instructions)
         if revoked is not None:
             warnings.append(f"REVOKED: {revoked}; do not follow it")
         elif row.status == DEPRECATED:
             warnings.append(f"skill {req.skill_id} is deprecated; prefer another skill")
-        warnings += self.copy_warnings(caller, req.repository, newest.body.content_hash, instructions)
+        warnings += self.copy_warnings(caller, row.repository, newest.body.content_hash, instructions)
         return ReadSkillResult(
             skill=self.summary(row, newest.entry, newest.body),
             version=version.body.version,
@@ -400,25 +403,39 @@ class SkillOps:
         instructions = instructions_hash(skill_body(newest.text))
         return SkillReview(
             skill=self.summary(row, newest.entry, newest.body),
-            revoked=self.revocation_note(req.repository, req.skill_id, instructions),
+            revoked=self.revocation_note(row.repository, req.skill_id, instructions),
             versions=views,
         )
 
     def skill_versions(self, caller: Caller, req: SkillVersionsInput) -> SkillVersionsResult:
         may_read(caller, req.repository)
-        row = self.store.skill_row(req.repository, req.skill_id)
+        row = next(
+            (
+                r
+                for c in caller.read_set(req.repository)
+                if (c == req.repository or caller.sees(c)) and (r := self.store.skill_row(c, req.skill_id))
+            ),
+            None,
+        )  # a branch's chain: the nearest chain of its read set holding the skill
         if row is None:
             raise NotFound(f"no skill {req.skill_id} in repository {req.repository}; list_skills shows them")
-        versions = [self.version_out(e, b) for e, b in self.store.skill_history(req.repository, req.skill_id)]
+        versions = [self.version_out(e, b) for e, b in self.store.skill_history(row.repository, req.skill_id)]
         status = cast(SkillStatus, row.status)
         return SkillVersionsResult(
-            repository=req.repository, skill_id=req.skill_id, status=status, versions=versions
+            repository=row.repository, skill_id=req.skill_id, status=status, versions=versions
         )
 
     def list_skills(self, caller: Caller, req: ListSkillsInput) -> ListSkillsResult:
         may_read(caller, req.repository)
         scope = caller.search_scope(req.repository, self.store.repositories)
-        return ListSkillsResult(skills=self._summaries(self.store.skill_rows(scope, req.statuses)))
+        rows = self.store.skill_rows(scope, req.statuses)
+        if req.repository is not None and len(scope or ()) > 1:  # a branch: its own version of a skill first
+            order = {chain: n for n, chain in enumerate(caller.read_set(req.repository))}
+            nearest: dict[str, SkillRow] = {}
+            for row in sorted(rows, key=lambda r: order.get(r.repository, len(order))):
+                nearest.setdefault(row.skill_id, row)
+            rows = [r for r in rows if nearest[r.skill_id] is r]
+        return ListSkillsResult(skills=self._summaries(rows))
 
     def search_skills(self, caller: Caller, req: SearchSkillsInput) -> SearchSkillsResult:
         may_read(caller, req.repository)

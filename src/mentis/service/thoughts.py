@@ -18,7 +18,7 @@ the same subject 0.27-0.79, and a negation ("is not caused by ...") 0.88.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -313,7 +313,13 @@ class ThoughtOps:
         query = self._thought_filters(caller, req, as_of)
         rowids = self.store.filter_thoughts(candidates, query, FILTER_POOL)
         results = self._materialise(
-            caller, rowids, as_of, req.include_invalidated, req.filters.text, req.limit
+            caller,
+            rowids,
+            as_of,
+            req.include_invalidated,
+            req.filters.text,
+            req.limit,
+            caller.cutoff(req.repository),
         )
         thoughts = [
             ScoredThought(
@@ -385,8 +391,10 @@ class ThoughtOps:
         include_invalidated: bool,
         text: str | None,
         limit: int,
+        cutoff: Mapping[str, int] | None = None,
     ) -> list[tuple[int, ThoughtOut]]:
-        """Load thoughts in order, apply invalidation at ``as_of`` and the text filter, up to ``limit``."""
+        """Load thoughts in order, apply invalidation at ``as_of`` and the text filter, up to ``limit``
+        (``cutoff``: the last seq read of each merged chain read in part)."""
         out: list[tuple[int, ThoughtOut]] = []
         needle = text.casefold() if text else None
         for start in range(0, len(rowids), 100):
@@ -398,6 +406,8 @@ class ThoughtOps:
                 if r not in loaded:
                     continue
                 entry, body = loaded[r]
+                if cutoff and entry.seq > cutoff.get(entry.chain, entry.seq):
+                    continue
                 by = invalid.get(body.thought_id, [])
                 if by and not include_invalidated:
                     continue
@@ -520,7 +530,8 @@ class ThoughtOps:
         rowids = self.store.filter_thoughts(
             None, ThoughtQuery(repositories=caller.read_set(req.repository)), 1_000_000
         )
-        live = self._materialise(caller, list(reversed(rowids)), now_iso(), False, None, len(rowids) or 1)
+        every, cutoff = len(rowids) or 1, caller.cutoff(req.repository)
+        live = self._materialise(caller, list(reversed(rowids)), now_iso(), False, None, every, cutoff)
         by_type: dict[str, list[ThoughtOut]] = {}
         for _, t in live:
             by_type.setdefault(t.type, []).append(t)

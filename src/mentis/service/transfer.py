@@ -95,7 +95,9 @@ class TransferOps:
         for e, body in self.store.iter_ledger():
             if e.chain == AGENTS_CHAIN or (
                 caller.sees(e.chain)
-                and (repository is None or e.chain == repository)
+                and (
+                    repository is None or caller.roots.get(e.chain, e.chain) == repository
+                )  # with its branches
                 and (e.chain != CHECKPOINTS_CHAIN or caller.admin)  # it names every chain's head
             ):
                 items.append((e, body))

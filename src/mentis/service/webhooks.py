@@ -42,6 +42,7 @@ from mentis.api.webhooks import (
 )
 from mentis.errors import Forbidden, IntegrityError, InvalidInput, MentisError, NotFound
 from mentis.service.access import Caller, may_admin, may_read
+from mentis.service.branches import graph_views
 from mentis.service.context import ServiceContext
 from mentis.service.tokens import TokenStore
 from mentis.service.webhook_rules import WebhookSettings, check_target, new_secret, sign
@@ -190,8 +191,11 @@ class Deliverer:
         token = self.tokens.get(hook.token_id)
         if token is None or token.status() != "active":
             return None, f"token {hook.token_id} is {'gone' if token is None else token.status()}"
+        reader = token.caller().branching(
+            *graph_views(self.store.branch_graph())
+        )  # R's token reads R's branches
         try:
-            may_read(token.caller(), row.chain)
+            may_read(reader, row.chain)
         except (Forbidden, MentisError) as exc:
             return None, f"outside the token's read scope: {exc}"
         if hook.repository is not None and not fnmatchcase(row.chain, hook.repository):
@@ -205,7 +209,7 @@ class Deliverer:
             return orjson.dumps({"type": row.event, "timestamp": row.at, "data": failed}), ""
         entry, raw = self.store.outbox_entry(row.entry_rowid)
         record = None if raw is None else orjson.loads(raw)
-        private = self._private_to_others(token.caller(), row, record)
+        private = self._private_to_others(reader, row, record)
         if private is not None:
             return None, private
         status, thought_type = _record_fields(row.event, record)

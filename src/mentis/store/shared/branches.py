@@ -1,6 +1,6 @@
 """Branch and merge chains in the store (issue 26, :mod:`mentis.ledger.branches`): the fork of a
 branch (two entries, one transaction holding both chains' locks), a merge, and the graph of them,
-read from the ledger's fork and merge entries through the partial index ``entries_branching``
+read from the ledger's fork, branch and merge entries through the partial index ``entries_branching``
 (each entry and body checked against its hashes as it is read). Nothing is derived: a merge
 copies nothing, and which chains a read covers is computed from the graph.
 """
@@ -30,7 +30,7 @@ class BranchCore(LedgerCore[ConnT]):
     def _graph(self, conn: ConnT) -> BranchGraph:
         rows = conn.execute(
             f"SELECT {ENTRY_COLS}, b.body FROM entries e JOIN bodies b ON b.rowid = e.rowid "
-            "WHERE e.kind IN ('fork', 'merge') ORDER BY e.rowid"
+            "WHERE e.kind IN ('fork', 'branch', 'merge') ORDER BY e.rowid"  # the index's own terms
         ).fetchall()
         found = []
         for row in rows:
@@ -90,6 +90,18 @@ class BranchCore(LedgerCore[ConnT]):
             e, raw = entry_of(row[:12]), bytes(row[12])
             if entry_hash(e.document()) == e.hash and sha256_hex(raw) == e.body_hash:
                 out[e.id] = (e, raw)
+        return out
+
+    def entry_positions(self, rowids: list[int]) -> dict[int, tuple[str, int]]:
+        """(chain, seq) of the entry at each of ``rowids`` (a read of a merged chain stops at a seq)."""
+        out: dict[int, tuple[str, int]] = {}
+        with self._read() as conn:
+            for chunk in self.D.chunks(rowids):
+                cond, args = self.D.in_("rowid", chunk)
+                for rowid, chain, seq in conn.execute(
+                    self.D.q(f"SELECT rowid, chain, seq FROM entries WHERE {cond}"), args
+                ):
+                    out[int(rowid)] = (str(chain), int(seq))
         return out
 
     def _head(self, conn: ConnT, chain: str) -> tuple[int, str] | None:

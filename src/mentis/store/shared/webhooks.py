@@ -60,6 +60,7 @@ ENTRY_EVENTS = {
     "thought": "thought.appended",
     "skill": "skill.uploaded",
     "skill_status": "skill.status",
+    "merge": "branch.merged",
 }
 """The event each kind of ledger entry announces (a forget's depends on what it erased)."""
 FORGET_EVENTS = {

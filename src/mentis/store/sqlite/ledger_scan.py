@@ -58,7 +58,7 @@ from operator import itemgetter
 
 from orjson import loads
 
-from mentis.ledger.links import BRANCH_POINTS, RECORD_ID, RESERVED_PREFIX, body_links, record_kind
+from mentis.ledger.links import RECORD_ID, RESERVED_PREFIX, body_links, record_kind
 
 TYPE_CHECKING = False  # typing is not imported at run time: it would add 6 ms to a worker's start
 if TYPE_CHECKING:
@@ -328,11 +328,9 @@ class _Scan:
                 dated[agent] = at
 
     def note(self, chain: str, seq: int, kind: str, id_: str, body: bytes | None) -> bool:
-        """Note the record an entry creates and the links its body makes; False if it may not (or
-        if it is a fork, branch or merge entry: the point of another chain it names is checked by
-        the reference verifier, which a store with branches is verified by)."""
-        if kind in BRANCH_POINTS:
-            return False
+        """Note the record an entry creates and the links its body makes; False if it may not. (A
+        fork, branch or merge entry links nothing; the stitch checks the point of another chain it
+        names: ``sqlite_verify._branches_hold``.)"""
         if kind in RECORD_ID:
             self.records.append((id_, chain, record_kind(kind, body), seq))
         if body is None:

@@ -21,7 +21,7 @@ CREATE TABLE IF NOT EXISTS bodies(rowid INTEGER PRIMARY KEY, body BLOB NOT NULL)
 CREATE TABLE IF NOT EXISTS heads(chain TEXT PRIMARY KEY, seq INTEGER NOT NULL, hash TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS entry_ids(
     id TEXT PRIMARY KEY, chain TEXT NOT NULL, seq INTEGER NOT NULL) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS entries_branching ON entries(kind) WHERE kind IN ('fork', 'merge');
+CREATE INDEX IF NOT EXISTS entries_branching ON entries(kind) WHERE kind IN ('fork', 'branch', 'merge');
 """
 
 _DERIVED_SCHEMA = """

@@ -40,7 +40,7 @@ checked when the in-process indexes load the rows); opening an older file comput
 Schema 8 adds ``webhooks`` and ``webhook_outbox`` (:mod:`~mentis.store.shared.webhooks`): webhook
 subscriptions and the deliveries each append writes in its own transaction, outside the ledger;
 opening an older file creates them empty (``SCHEMA`` runs on every open).
-Schema 12 adds ``entries_branching``, a partial index of the ledger's fork and merge entries (branch
+Schema 12 adds ``entries_branching``, a partial index of the ledger's fork, branch and merge entries (branch
 chains, :mod:`mentis.ledger.branches`); opening an older file creates it (``SCHEMA`` again).
 
 Every open compares the file's tables, indexes, views and triggers with this schema

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mentis.errors import IntegrityError
-from mentis.ledger.chain import ChainReport, erased_seqs, verify_rows
+from mentis.ledger.chain import ChainReport, erased_seqs, verify_branch_entries, verify_rows
 from mentis.ledger.entry import KINDS, VERSION
 from mentis.ledger.links import link_error
 from mentis.store.shared.core import ENTRY_COLS, hash_lookup
@@ -139,7 +139,24 @@ def verify_blocks(
     body_lo, body_hi = _rowid_range(conn, "bodies")
     if body_lo is not None and body_hi is not None and (body_lo < lo or body_hi > hi):
         return None  # an orphan body
-    return _stitch(_scan(conn, path, block_ranges(lo, hi, workers + 1), workers), heads)
+    reports = _stitch(_scan(conn, path, block_ranges(lo, hi, workers + 1), workers), heads)
+    return reports if reports is not None and _branches_hold(conn) else None
+
+
+def _branches_hold(conn: sqlite3.Connection) -> bool:
+    """Every fork, branch and merge entry holds (:func:`mentis.ledger.chain.verify_branch_entries`),
+    read through the partial index ``entries_branching`` once the blocks verified their hashes."""
+    rows = conn.execute(
+        "SELECT e.chain, e.seq, e.kind, b.body FROM entries e JOIN bodies b ON b.rowid = e.rowid "
+        "WHERE e.kind IN ('fork', 'branch', 'merge') ORDER BY e.rowid"
+    ).fetchall()
+    if not rows:
+        return True
+    try:
+        verify_branch_entries(((c, s, k, bytes(b)) for c, s, k, b in rows), hash_lookup(SQLITE, conn))
+    except IntegrityError:
+        return False  # the one pass names it
+    return True
 
 
 def block_ranges(lo: int, hi: int, procs: int) -> list[tuple[int, int]]:
