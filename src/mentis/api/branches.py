@@ -70,7 +70,7 @@ class BranchFromInput(Strict):
     fork_seq: Annotated[int, Field(ge=0)] | None = None
     fork_hash: EntryHash | None = None
     parent: BranchName | None = Field(None, description="fork from this branch (default: the main line)")
-    exist_ok: bool = Field(False, description="an existing branch is returned, not refused")
+    exist_ok: bool = False
 
 
 class MergeBranchInput(Strict):

@@ -513,8 +513,9 @@ BRANCH_OPERATIONS: tuple[Operation, ...] = (
         BranchFromInput,
         BranchInfo,
         lambda m, c, r, s: m.branch_from(c, r, seal=s),
-        "Fork a branch of a repository (or of branch parent) at its head, or at fork_seq/fork_hash. Writes "
-        "and reads naming the branch then use it; the parent does not see it until merged.",
+        "Fork a branch of a repository (or of branch parent) at its head, or at fork_seq/fork_hash "
+        "(exist_ok: return it if it exists). Writes and reads naming the branch then use it; the parent "
+        "does not see it until merged.",
         writes=True,
     ),
     Operation(
