@@ -77,6 +77,7 @@ def build_dashboard(
         post("/outdated", actions.outdated),
         post("/forget", actions.forget),
         post("/relate", actions.relate),
+        post("/publish", actions.publish),
         post("/admin/tokens", actions.create_token),
         post("/admin/revoke", actions.revoke_token),
         get("/agents", registry.agents),

@@ -1,6 +1,7 @@
-"""The dashboard's forms (POST): sign in and out, verify now, mark outdated, forget, supersede or
-invalidate a thought, create and revoke tokens. CSRF is checked before any of these runs
-(:func:`mentis.dashboard.core.page`); the service checks scope and validates the input."""
+"""The dashboard's forms (POST): sign in and out, verify now, mark outdated, forget, publish a
+private record, supersede or invalidate a thought, create and revoke tokens. CSRF is checked
+before any of these runs (:func:`mentis.dashboard.core.page`); the service checks scope and
+validates the input."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from starlette.responses import Response
 
 from mentis.api.attempts import ForgetInput, MarkOutdatedInput
 from mentis.api.common import parse
+from mentis.api.scopes import PublishInput
 from mentis.api.thoughts import AppendThoughtInput
 from mentis.dashboard.core import COOKIE_PATH, Ctx, State, redirect, render, set_session
 from mentis.dashboard.pages import CURATE_KINDS, Pages
@@ -104,6 +106,20 @@ class Actions:
             raise InvalidInput("tick the confirmation box to forget the attempt", "confirm")
         self.state.memory.forget_attempt(ctx.caller, parse(ForgetInput, data))
         return redirect(_task_url(ctx, data["repository"], task_id))
+
+    def publish(self, request: Request, ctx: Ctx, form: Form) -> Response:
+        """Widen a private record's scope (``publish``), then back to its task or thought page."""
+        data = {
+            "repository": _field(form, "repository"),
+            "record_id": _field(form, "record_id"),
+            "visibility": _field(form, "visibility"),
+        }
+        task_id = _field(form, "task_id", required=False)
+        req = parse(PublishInput, data)
+        self.state.memory.publish(ctx.caller, req)
+        if task_id is not None:
+            return redirect(_task_url(ctx, req.repository, task_id, req.record_id))
+        return redirect(f"{ctx.base}/thought?{urlencode({'id': req.record_id})}")
 
     def relate(self, request: Request, ctx: Ctx, form: Form) -> Response:
         kind = _field(form, "kind")

@@ -22,6 +22,12 @@ from mentis.store.protocol import TASK_STATUSES
 
 Form = Mapping[str, str]
 CURATE_KINDS = ("Supersedes", "Invalidates")
+WIDER = {"agent": ("repository",), "session": ("agent", "repository")}
+"""The visibilities ``publish`` may widen each private one to (a scope is never narrowed)."""
+PRIVATE = {
+    "agent": "only its writer (and admins) may read it",
+    "session": "only its writer in the session that wrote it (and admins) may read it",
+}
 
 
 def _required(request: Request, name: str) -> str:
@@ -93,7 +99,11 @@ class Pages:
     def task(self, request: Request, ctx: Ctx, form: Form) -> Response:
         repository, task_id = _required(request, "repository"), _required(request, "task_id")
         timeline = self.state.memory.task_timeline(ctx.caller, repository, task_id, param(request, "commit"))
-        return render(self.state, ctx, "task.html", nav="repos", t=timeline)
+        ids = [i.body.attempt_id for i in timeline.items if isinstance(i, TimelineAttempt)]
+        seen = self.state.memory.visibilities(ctx.caller, ids)
+        return render(
+            self.state, ctx, "task.html", nav="repos", t=timeline, seen=seen, wider=WIDER, private=PRIVATE
+        )
 
     def search(self, request: Request, ctx: Ctx, form: Form) -> Response:
         query, repository = param(request, "q"), param(request, "repository")
@@ -167,6 +177,9 @@ class Pages:
             graph=markup(svg),
             types=THOUGHT_TYPES,
             kinds=CURATE_KINDS,
+            seen=memory.visibilities(ctx.caller, [thought.thought_id]),
+            wider=WIDER,
+            private=PRIVATE,
         )
 
     def forget(self, request: Request, ctx: Ctx, form: Form) -> Response:

@@ -138,7 +138,7 @@ from mentis.service.integrity import IntegrityOps
 from mentis.service.local_signing import LocalSigner
 from mentis.service.retrospectives import append_retrospective
 from mentis.service.review import ReviewOps
-from mentis.service.scopes import publish
+from mentis.service.scopes import publish, visibilities
 from mentis.service.skills import SkillOps, SkillReview
 from mentis.service.staleness import stale_attempts
 from mentis.service.stats import collect_stats
@@ -368,6 +368,11 @@ class Memory:
         """Make a private attempt or thought readable to a wider scope (its writer or an admin)."""
         with self.sealing(caller, seal) as sealed:
             return publish(self.ctx, self.caller_now(caller), req, sealed)
+
+    def visibilities(self, caller: Caller, record_ids: list[str]) -> dict[str, str]:
+        """Who may read each of these attempts and thoughts now (repository, agent or session),
+        for those the caller may read (the dashboard's badges)."""
+        return visibilities(self.ctx, self.caller_now(caller), record_ids)
 
     def stats(self, caller: Caller, req: StatsInput) -> StatsResult:
         """What the memory holds, counted over the caller's repositories."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from mentis.api.common import LedgerRef
 from mentis.api.scopes import PublishInput, PublishResult
 from mentis.errors import Forbidden, InvalidInput, NotFound
-from mentis.ledger.bodies import VisibilityBody, visibility_of, widens
+from mentis.ledger.bodies import SCOPE_SEP, VisibilityBody, visibility_of, widens
 from mentis.service.access import Caller, may_write
 from mentis.service.context import ServiceContext
 from mentis.store.seal import Seal
@@ -47,4 +47,15 @@ def publish(ctx: ServiceContext, caller: Caller, req: PublishInput, seal: Seal) 
     return PublishResult(record_id=req.record_id, visibility=req.visibility, ledger=LedgerRef.of(entry))
 
 
-__all__ = ["publish"]
+def visibilities(ctx: ServiceContext, caller: Caller, record_ids: list[str]) -> dict[str, str]:
+    """The visibility each live attempt or thought among ``record_ids`` has now (its writer's and
+    any ``publish`` since), for the records ``caller`` may read; the others are left out."""
+    out: dict[str, str] = {}
+    for record_id, scope in ctx.store.record_scopes(record_ids).items():
+        repository = scope.split(SCOPE_SEP, 1)[0]
+        if caller.reads(repository, scope):
+            out[record_id] = visibility_of(repository, scope)
+    return out
+
+
+__all__ = ["publish", "visibilities"]

@@ -1,7 +1,8 @@
-"""The branch page in a real browser (headless chromium) against a real server on 127.0.0.1 and
-its SQLite store: reached from the repositories page, a branch merged by keyboard alone with its
-conflict shown, a bad name refused with the field named and nothing written, 375 px wide. No
-request may leave 127.0.0.1."""
+"""The branch page and private records in a real browser (headless chromium) against a real
+server on 127.0.0.1 and its SQLite store: the branch page reached from the repositories page, a
+branch merged by keyboard alone with its conflict shown, a bad name refused with the field named
+and nothing written, 375 px wide; a private attempt's badge seen by its writer, who publishes it,
+after which another agent reads it. No request may leave 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from playwright.sync_api import Browser, expect
 from tests.dashboard.browser import Guarded, shoot, sign_in, tab_to
 from tests.dashboard.seed import SHOP, seed
 from tests.dashboard.test_branch_forms import ALICE, _conflicting_branch
+from tests.dashboard.test_scope_forms import TASK, _private_attempt
 from tests.http_support import LiveServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -25,6 +27,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     server = LiveServer(db, rate_per_second=1000.0, rate_burst=1000)
     seed(server.memory)
     _conflicting_branch(server.memory)
+    _private_attempt(server.memory)
     with server:
         yield server
 
@@ -73,3 +76,24 @@ def test_the_branch_page_fits_a_375_px_wide_screen(live: LiveServer, browser: Br
     finally:
         guard.close()
     assert guard.outside == []
+
+
+def test_a_private_attempt_is_published_by_its_writer_and_then_read_by_another_agent(
+    live: LiveServer, guard: Guarded, browser: Browser
+) -> None:
+    other = Guarded(browser)  # bob signs in in a context of his own
+    alice, bob = guard.page(), other.page()
+    sign_in(alice, live.url, live.token("write", agent="alice-agent"))
+    sign_in(bob, live.url, live.token("write", agent="bob-agent"))
+    bob.goto(f"{live.url}{TASK}")
+    expect(bob.get_by_role("heading", name="Not found")).to_be_visible()
+    alice.goto(f"{live.url}{TASK}")
+    expect(alice.locator(".badge-private")).to_have_text("private: agent")
+    alice.get_by_label("Make visible to").select_option("repository")
+    alice.get_by_role("button", name="Publish").click()
+    expect(alice.locator(".badge-private")).to_have_count(0)
+    shoot(alice, "task-published")
+    bob.goto(f"{live.url}{TASK}")
+    expect(bob.locator("main")).to_contain_text("p95 fell from 900 ms to 120 ms")
+    other.close()
+    assert other.outside == []
