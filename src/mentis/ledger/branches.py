@@ -23,8 +23,9 @@ from mentis.ledger.bodies import Body
 
 BRANCH_KINDS = frozenset({"fork", "branch", "merge"})
 """The entry kinds that make branches; a store with any of them is verified by the reference verifier."""
-ROOT = ""
-"""The branch name of a repository's main line in :class:`BranchInfo`-like answers."""
+GENESIS = (-1, "")
+"""The fork point of a branch of a repository that had no entries yet: before its first entry
+(the repository's chain then starts with its ``branch`` entry)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -184,6 +185,7 @@ class BranchGraph:
 
 __all__ = [
     "BRANCH_KINDS",
+    "GENESIS",
     "BranchBody",
     "BranchGraph",
     "ConflictBody",

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from mentis.errors import IntegrityError
-from mentis.ledger.branches import BranchGraph, Fork, Merge
+from mentis.ledger.branches import GENESIS, BranchGraph, Fork, Merge
 from mentis.ledger.entry import KINDS, VERSION, Entry, entry_document, entry_hash
 from mentis.ledger.links import (
     BRANCH_POINTS,
@@ -288,6 +288,8 @@ def _check_points(
     keys = {(other, other_seq) for _, _, other, other_seq, _ in points}
     found = hash_at(keys) if hash_at is not None else {k: seen[k] for k in keys if seen and k in seen}
     for chain, seq, other, other_seq, other_hash in points:
+        if (other_seq, other_hash) == GENESIS and (chain == other or chain.startswith(f"{other}:")):
+            continue  # a fork of a repository that had no entries yet, before its first one
         if found.get((other, other_seq)) != other_hash:
             raise _fail(
                 chain,

@@ -80,7 +80,9 @@ WEBHOOKS_VERSION = 13
 BRANCHES_VERSION = 16
 """The migration that adds ``entries_branching``, a partial index of the ledger's fork, branch
 and merge entries (branch chains, :mod:`mentis.ledger.branches`)."""
-BRANCHES_SQL = "CREATE INDEX IF NOT EXISTS entries_branching ON entries(kind) WHERE kind IN ('fork', 'branch', 'merge')"
+BRANCHES_SQL = (
+    "CREATE INDEX IF NOT EXISTS entries_branching ON entries(kind) WHERE kind IN ('fork', 'branch', 'merge')"
+)
 SCOPES_VERSION = 14
 """The migration that adds each attempt's and thought's scope key (private scopes, issue 26) and
 has the recall views admit rows by it; ``scope_keys`` lists every key a record was written or

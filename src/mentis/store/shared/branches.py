@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 
 from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
-from mentis.ledger.branches import BranchBody, BranchGraph, ConflictBody, ForkBody, MergeBody
+from mentis.ledger.branches import GENESIS, BranchBody, BranchGraph, ConflictBody, ForkBody, MergeBody
 from mentis.ledger.canonical import canonical, sha256_hex
 from mentis.ledger.entry import Entry, entry_hash
 from mentis.store.seal import Seal
@@ -127,19 +127,19 @@ class BranchCore(LedgerCore[ConnT]):
             if self._head(conn, chain) is not None:
                 raise Conflict(f"branch {branch!r} of {root!r} exists (chain {chain!r})")
             head = self._head(conn, parent)
-            if head is None:
-                raise NotFound(f"repository {parent!r} has no ledger entries to fork from; write to it first")
+            if head is None and parent != root:
+                raise NotFound(f"parent: branch chain {parent!r} has no entries to fork from")
             if fork is None:
-                seq, hash_ = head
+                seq, hash_ = head or GENESIS  # an empty repository: before its first entry
             else:
                 seq = fork[0]
                 row = conn.execute(
                     self.D.q("SELECT hash FROM entries WHERE chain=? AND seq=?"), (parent, seq)
                 ).fetchone()
                 if row is None:
+                    at = "it has no entries" if head is None else f"its head is seq {head[0]}"
                     raise InvalidInput(
-                        f"fork_seq: chain {parent!r} has no entry at seq {seq} (its head is seq {head[0]})",
-                        field="fork_seq",
+                        f"fork_seq: chain {parent!r} has no entry at seq {seq} ({at})", field="fork_seq"
                     )
                 hash_ = str(row[0])
                 if fork[1] is not None and fork[1] != hash_:
