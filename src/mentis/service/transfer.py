@@ -57,6 +57,15 @@ def _without_hidden(
     return out
 
 
+def _hashes_at(
+    items: Sequence[tuple[Entry, bytes | None]], keys: Iterable[tuple[str, int]]
+) -> dict[tuple[str, int], str]:
+    """The hash of the entry of ``items`` at each (chain, seq) of ``keys`` (the fork points and
+    merged heads an export names), found in one pass over them."""
+    wanted = set(keys)
+    return {(e.chain, e.seq): e.hash for e, _ in items if (e.chain, e.seq) in wanted}
+
+
 class TransferOps:
     """``export`` and ``import_`` of Memory, over the shared :class:`ServiceContext`."""
 
@@ -149,7 +158,9 @@ class TransferOps:
                 may_admin(caller)
             else:
                 may_write(caller, chain)
-        verify_rows(entry_rows(items), heads)  # in the export's order: the ledger's
+        verify_rows(
+            entry_rows(items), heads, hash_at=lambda keys: _hashes_at(items, keys)
+        )  # the ledger's order
 
         def embed(texts: Sequence[str]) -> np.ndarray:
             vectors = self.ctx.embed(texts)
