@@ -489,3 +489,25 @@ def test_a_branch_of_a_repository_with_no_entries_yet_forks_before_its_first_and
         assert [b.branch for b in again.list_branches(caller, REPO)] == ["first-use"]
     finally:
         again.close()
+
+
+def test_a_token_for_a_repository_imports_its_branches(
+    memory: Memory, caller: Caller, other_settings: Settings
+) -> None:
+    import io
+
+    from mentis.providers.embed import HashEmbedder
+
+    record(memory, caller)
+    branch(memory, caller)
+    record(memory, caller, branch="feature/x")
+    out = io.BytesIO()
+    memory.export(caller, out, REPO)
+    lines = [line for line in out.getvalue().splitlines() if b'"__agents__"' not in line]
+    target = Memory.open(other_settings, HashEmbedder())
+    try:
+        scoped = Caller(agent_id="scoped", repositories=(REPO,))
+        assert target.import_(scoped, lines) == len(lines) - 1
+        assert [b.branch for b in target.list_branches(scoped, REPO)] == ["feature/x"]
+    finally:
+        target.close()

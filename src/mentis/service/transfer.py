@@ -17,6 +17,7 @@ import orjson
 
 from mentis.errors import IntegrityError, InvalidInput
 from mentis.ledger.bodies import AttemptBody, ThoughtBody, VisibilityBody, scope_key, visibility_of, widens
+from mentis.ledger.branches import ForkBody
 from mentis.ledger.canonical import canonical
 from mentis.ledger.chain import entry_rows, verify_rows
 from mentis.ledger.entry import Entry
@@ -153,6 +154,12 @@ class TransferOps:
 
         ``progress`` is told how many attempts and thoughts each embedding batch held."""
         items, heads = read_export(lines)
+        forked = {
+            e.chain: ForkBody.parse(raw).root for e, raw in items if e.kind == "fork" and raw is not None
+        }
+        caller = caller.branching(
+            {**caller.roots, **forked}, caller.views, caller.cutoffs
+        )  # R's token: R's branches
         for chain in heads:
             if chain.startswith(RESERVED_PREFIX):  # the agent registry, the checkpoints
                 may_admin(caller)
