@@ -9,7 +9,7 @@ from collections.abc import Callable
 from mentis.api.attempts import SearchInput
 from mentis.api.branches import BranchFromInput
 from mentis.api.common import parse
-from mentis.ledger.branches import EMPTY_HEAD
+from mentis.ledger.branches import GENESIS
 from mentis.service.memory import Caller, Memory
 from tests.conformance.helpers import REPOS, record
 
@@ -26,10 +26,10 @@ def first_use(memory: Memory, caller: Caller, name: str = "feature/x") -> tuple[
 def test_a_branch_forks_before_an_empty_repositorys_first_entry_and_exist_ok_returns_it_again(
     memory: Memory, caller: Caller, open_memory: Callable[[], Memory]
 ) -> None:
-    assert first_use(memory, caller) == EMPTY_HEAD
+    assert first_use(memory, caller) == GENESIS
     assert memory.store.chain_heads()[REPO][0] == 0  # the parent's own record of the fork
     on_branch = record(memory, caller, branch="feature/x").attempt_id
-    assert first_use(memory, caller) == EMPTY_HEAD  # returned as it is, nothing written
+    assert first_use(memory, caller) == GENESIS  # returned as it is, nothing written
     assert memory.store.chain_heads()[REPO][0] == 0
     main_id = record(memory, caller).attempt_id
     memory.close()

@@ -472,3 +472,42 @@ def test_a_branch_reads_its_parent_s_skills_and_its_own_version_first_and_the_pa
     assert [(s.skill_id, s.repository) for s in on_main] == [("run-tests", REPO)]
     with pytest.raises(NotFound):
         memory.read_skill(caller, ReadSkillInput(repository=REPO, skill_id="release"))
+
+
+def test_a_branch_of_a_repository_with_no_entries_yet_forks_before_its_first_and_verifies(
+    memory: Memory, caller: Caller, open_memory: Callable[[], Memory]
+) -> None:
+    info = memory.ensure_branch(caller, REPO, "first-use")
+    assert (info.fork.seq, info.fork.hash) == (-1, "")
+    on_branch = record(memory, caller, branch="first-use").attempt_id
+    assert on_branch in attempt_ids(memory, caller, repository=REPO, branch="first-use")
+    assert attempt_ids(memory, caller, repository=REPO) == set()
+    memory.close()
+    again = open_memory()
+    try:
+        assert again.store.damaged == {}
+        assert [b.branch for b in again.list_branches(caller, REPO)] == ["first-use"]
+    finally:
+        again.close()
+
+
+def test_a_token_for_a_repository_imports_its_branches(
+    memory: Memory, caller: Caller, other_settings: Settings
+) -> None:
+    import io
+
+    from mentis.providers.embed import HashEmbedder
+
+    record(memory, caller)
+    branch(memory, caller)
+    record(memory, caller, branch="feature/x")
+    out = io.BytesIO()
+    memory.export(caller, out, REPO)
+    lines = [line for line in out.getvalue().splitlines() if b'"__agents__"' not in line]
+    target = Memory.open(other_settings, HashEmbedder())
+    try:
+        scoped = Caller(agent_id="scoped", repositories=(REPO,))
+        assert target.import_(scoped, lines) == len(lines) - 1
+        assert [b.branch for b in target.list_branches(scoped, REPO)] == ["feature/x"]
+    finally:
+        target.close()

@@ -23,13 +23,9 @@ from mentis.ledger.bodies import Body
 
 BRANCH_KINDS = frozenset({"fork", "branch", "merge"})
 """The entry kinds that make branches; a store with any of them is verified by the reference verifier."""
-ROOT = ""
-EMPTY_HEAD = (-1, "")
-"""The fork point of a branch forked from a chain with no entry yet: before its first entry (seq
--1; the empty hash, which is also seq 0's ``prev``). The parent's own ``branch`` entry is then its
-seq 0. Hooks following git fork a branch on the first check recorded there, which may be the
-repository's first record."""
-"""The branch name of a repository's main line in :class:`BranchInfo`-like answers."""
+GENESIS = (-1, "")
+"""The fork point of a branch of a repository that had no entries yet: before its first entry
+(the repository's chain then starts with its ``branch`` entry)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,6 +185,7 @@ class BranchGraph:
 
 __all__ = [
     "BRANCH_KINDS",
+    "GENESIS",
     "BranchBody",
     "BranchGraph",
     "ConflictBody",

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from mentis.errors import IntegrityError
-from mentis.ledger.branches import EMPTY_HEAD, BranchGraph, Fork, Merge
+from mentis.ledger.branches import GENESIS, BranchGraph, Fork, Merge
 from mentis.ledger.entry import KINDS, VERSION, Entry, entry_document, entry_hash
 from mentis.ledger.links import (
     BRANCH_POINTS,
@@ -260,12 +260,8 @@ def _branch_point(
             raise _fail(chain, seq, f"names branch chain {other!r}, which did not fork from this chain")
         if other_seq >= seq:
             raise _fail(chain, seq, "names a fork point at or after itself")
-        if (other_seq, other_hash) == EMPTY_HEAD and seq != 0:
-            raise _fail(chain, seq, "names a fork before this chain's first entry but is not that entry")
         return chain, seq, chain, other_seq, other_hash  # the fork point is this chain's own entry
     else:
-        if (other_seq, other_hash) == EMPTY_HEAD:
-            raise _fail(chain, seq, f"merges chain {other!r} before its first entry")
         if other == chain or other in graph.ancestors(chain):
             raise _fail(chain, seq, f"merges chain {other!r}, which is this chain or one it forked from")
         graph.add_merge(Merge(chain, seq, other, other_seq, other_hash))
@@ -292,8 +288,8 @@ def _check_points(
     keys = {(other, other_seq) for _, _, other, other_seq, _ in points}
     found = hash_at(keys) if hash_at is not None else {k: seen[k] for k in keys if seen and k in seen}
     for chain, seq, other, other_seq, other_hash in points:
-        if (other_seq, other_hash) == EMPTY_HEAD:
-            continue  # forked before the parent's first entry
+        if (other_seq, other_hash) == GENESIS and (chain == other or chain.startswith(f"{other}:")):
+            continue  # a fork of a repository that had no entries yet, before its first one
         if found.get((other, other_seq)) != other_hash:
             raise _fail(
                 chain,

@@ -11,6 +11,8 @@ the conflicts between what the two sides did since they parted, and writes them 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any, Protocol, Self, TypeVar
 
 import orjson
 
@@ -47,12 +49,37 @@ def graph_views(
     cutoffs: dict[str, dict[str, int]] = {}
     for c in involved:
         reads = graph.read_set(c)
-        if list(reads) != [c]:
-            views[c] = tuple(sorted(reads, key=lambda r: (r != c, r)))
+        if list(reads) != [c]:  # nearest first: the chain, its ancestors, then what was merged
+            line = [c, *graph.ancestors(c)]
+            views[c] = (*line, *sorted(r for r in reads if r not in line))
         limited = {r: seq for r, seq in reads.items() if seq is not None}
         if limited:
             cutoffs[c] = limited
     return roots, views, cutoffs
+
+
+class Branched(Protocol):
+    """An input that may name a branch of its repository (docs/branches.md)."""
+
+    @property
+    def repository(self) -> str | None: ...
+    @property
+    def branch(self) -> str | None: ...
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self: ...
+
+
+B = TypeVar("B", bound=Branched)
+
+
+class OnRepository(Protocol):
+    """An input that writes on one record of a repository."""
+
+    @property
+    def repository(self) -> str: ...
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self: ...
+
+
+R = TypeVar("R", bound=OnRepository)
 
 
 class BranchOps:
@@ -101,6 +128,34 @@ class BranchOps:
             head=ChainPoint(seq=seq, hash=hash_),
             merged_into=graph.merged_into(fork.chain),
         )
+
+    def resolve(self, req: B, *, write: bool = False) -> B:
+        """``req`` with its ``branch`` resolved: its repository the branch's chain (NotFound naming
+        ``branch`` when there is none). A write naming a branch's chain as its repository is
+        refused (it names the repository and the branch instead)."""
+        if req.branch is None and not write:
+            return req
+        graph = self.store.branch_graph()
+        if req.repository is None:
+            raise InvalidInput("branch: give the repository the branch belongs to", field="branch")
+        if req.branch is None:
+            self.refuse_branch_chain(graph, req.repository)
+            return req
+        chain = self.chain(graph, req.repository, req.branch)
+        return req.model_copy(update={"repository": chain, "branch": None})
+
+    def route(self, req: R, record_id: str) -> R:
+        """``req`` (a write on one record: a correction, a forget) on the chain the record stands
+        in when that is a branch of ``req.repository``: such a write goes where its record is."""
+        found = self.store.find_records([record_id]).get(record_id)
+        if found is None and (attempt := self.store.find_attempt(record_id)) is not None:
+            found = (attempt[0], "attempt")
+        if found is None or found[0] == req.repository:
+            return req
+        fork = self.store.branch_graph().forks.get(found[0])
+        if fork is None or fork.root != req.repository:
+            return req
+        return req.model_copy(update={"repository": found[0]})
 
     # ------------------------------------------------------------ operations
 
@@ -321,4 +376,4 @@ def _conflict(side: str, kind: str, record_id: str, did: str, other_did: str) ->
     return ConflictBody(kind=kind, record_id=record_id, source=source, target=target)
 
 
-__all__ = ["BranchOps", "graph_views"]
+__all__ = ["BranchOps", "Branched", "OnRepository", "graph_views"]

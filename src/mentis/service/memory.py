@@ -15,11 +15,11 @@ is that signer's agent (:meth:`Memory.sealing`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import IO, Any, Protocol, Self, TypeVar
+from typing import IO
 
 from mentis.api.agents import (
     AddAgentKeyInput,
@@ -123,7 +123,6 @@ from mentis.api.webhooks import (
     WebhookRef,
 )
 from mentis.config import Settings
-from mentis.errors import InvalidInput
 from mentis.providers.embed import Embedder, load_embedder
 from mentis.providers.rerank import Reranker, load_reranker
 from mentis.service.access import Caller
@@ -147,30 +146,6 @@ from mentis.service.transfer import TransferOps
 from mentis.service.webhooks import WebhookOps
 from mentis.store.protocol import RepositoryRow, Store
 from mentis.store.seal import Seal
-
-
-class Branched(Protocol):
-    """An input that may name a branch of its repository (docs/branches.md)."""
-
-    @property
-    def repository(self) -> str | None: ...
-    @property
-    def branch(self) -> str | None: ...
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self: ...
-
-
-B = TypeVar("B", bound=Branched)
-
-
-class OnRepository(Protocol):
-    """An input that writes on one record of a repository."""
-
-    @property
-    def repository(self) -> str: ...
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self: ...
-
-
-R = TypeVar("R", bound=OnRepository)
 
 
 class Memory:
@@ -246,34 +221,6 @@ class Memory:
         the store's branches as they stand (each chain's read set: docs/branches.md)."""
         return caller.refusing(self.store.damaged).branching(*graph_views(self.store.branch_graph()))
 
-    def on_branch(self, req: B, *, write: bool = False) -> B:
-        """``req`` with its ``branch`` resolved: its repository the branch's chain (NotFound naming
-        ``branch`` when there is none). A write naming a branch's chain as its repository is
-        refused (it names the repository and the branch instead)."""
-        if req.branch is None and not write:
-            return req
-        graph = self.store.branch_graph()
-        if req.repository is None:
-            raise InvalidInput("branch: give the repository the branch belongs to", field="branch")
-        if req.branch is None:
-            self.branches.refuse_branch_chain(graph, req.repository)
-            return req
-        chain = self.branches.chain(graph, req.repository, req.branch)
-        return req.model_copy(update={"repository": chain, "branch": None})
-
-    def on_record(self, req: R, record_id: str) -> R:
-        """``req`` (a write on one record: a correction, a forget) on the chain the record stands
-        in when that is a branch of ``req.repository``: such a write goes where its record is."""
-        found = self.store.find_records([record_id]).get(record_id)
-        if found is None and (attempt := self.store.find_attempt(record_id)) is not None:
-            found = (attempt[0], "attempt")
-        if found is None or found[0] == req.repository:
-            return req
-        fork = self.store.branch_graph().forks.get(found[0])
-        if fork is None or fork.root != req.repository:
-            return req
-        return req.model_copy(update={"repository": found[0]})
-
     @contextmanager
     def sealing(self, caller: Caller, seal: Seal | None) -> Iterator[Seal]:
         """The seal of one write by ``caller``: ``seal`` when given; else a fresh one, signed by
@@ -334,11 +281,11 @@ class Memory:
     ) -> RecordAttemptResult:
         with self.sealing(caller, seal) as sealed:
             return self.attempts.record_attempt(
-                self.caller_now(caller), self.on_branch(req, write=True), sealed
+                self.caller_now(caller), self.branches.resolve(req, write=True), sealed
             )
 
     def search(self, caller: Caller, req: SearchInput) -> SearchResult:
-        return self.attempts.search(self.caller_now(caller), self.on_branch(req))
+        return self.attempts.search(self.caller_now(caller), self.branches.resolve(req))
 
     def federated_search(self, caller: Caller, req: FederatedSearchInput) -> FederatedSearchResult:
         """``search`` over this memory and the configured others, fused by rank
@@ -352,12 +299,12 @@ class Memory:
         self, caller: Caller, req: MarkOutdatedInput, *, seal: Seal | None = None
     ) -> MarkOutdatedResult:
         with self.sealing(caller, seal) as sealed:
-            req = self.on_record(req, req.attempt_id)
+            req = self.branches.route(req, req.attempt_id)
             return self.attempts.mark_conclusion_outdated(self.caller_now(caller), req, sealed)
 
     def forget_attempt(self, caller: Caller, req: ForgetInput, *, seal: Seal | None = None) -> ForgetResult:
         with self.sealing(caller, seal) as sealed:
-            req = self.on_record(req, req.attempt_id)
+            req = self.branches.route(req, req.attempt_id)
             return self.attempts.forget_attempt(self.caller_now(caller), req, sealed)
 
     def stale_attempts(self, caller: Caller, req: StaleInput) -> StaleResult:
@@ -415,7 +362,7 @@ class Memory:
     ) -> AppendThoughtResult:
         """``link_duplicates=False`` stores a near-duplicate without superseding the thought it repeats."""
         with self.sealing(caller, seal) as sealed:
-            caller, req = self.caller_now(caller), self.on_branch(req, write=True)
+            caller, req = self.caller_now(caller), self.branches.resolve(req, write=True)
             return self.thoughts.append_thought(caller, req, sealed, link_duplicates=link_duplicates)
 
     def append_retrospective(
@@ -429,7 +376,7 @@ class Memory:
         self, caller: Caller, req: ForgetThoughtInput, *, seal: Seal | None = None
     ) -> ForgetThoughtResult:
         with self.sealing(caller, seal) as sealed:
-            req = self.on_record(req, req.thought_id)
+            req = self.branches.route(req, req.thought_id)
             return self.thoughts.forget_thought(self.caller_now(caller), req, sealed)
 
     def search_thoughts(self, caller: Caller, req: SearchThoughtsInput) -> SearchThoughtsResult:

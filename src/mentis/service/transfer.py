@@ -17,6 +17,7 @@ import orjson
 
 from mentis.errors import IntegrityError, InvalidInput
 from mentis.ledger.bodies import AttemptBody, ThoughtBody, VisibilityBody, scope_key, visibility_of, widens
+from mentis.ledger.branches import ForkBody
 from mentis.ledger.canonical import canonical
 from mentis.ledger.chain import entry_rows, verify_rows
 from mentis.ledger.entry import Entry
@@ -55,6 +56,15 @@ def _without_hidden(
             target = orjson.loads(raw).get("attempt_id" if e.kind == "correction" else "record_id")
         out.append((e, None if target in hidden else raw))
     return out
+
+
+def _hashes_at(
+    items: Sequence[tuple[Entry, bytes | None]], keys: Iterable[tuple[str, int]]
+) -> dict[tuple[str, int], str]:
+    """The hash of the entry of ``items`` at each (chain, seq) of ``keys`` (the fork points and
+    merged heads an export names), found in one pass over them."""
+    wanted = set(keys)
+    return {(e.chain, e.seq): e.hash for e, _ in items if (e.chain, e.seq) in wanted}
 
 
 class TransferOps:
@@ -144,12 +154,20 @@ class TransferOps:
 
         ``progress`` is told how many attempts and thoughts each embedding batch held."""
         items, heads = read_export(lines)
+        forked = {
+            e.chain: ForkBody.parse(raw).root for e, raw in items if e.kind == "fork" and raw is not None
+        }
+        caller = caller.branching(
+            {**caller.roots, **forked}, caller.views, caller.cutoffs
+        )  # R's token: R's branches
         for chain in heads:
             if chain.startswith(RESERVED_PREFIX):  # the agent registry, the checkpoints
                 may_admin(caller)
             else:
                 may_write(caller, chain)
-        verify_rows(entry_rows(items), heads)  # in the export's order: the ledger's
+        verify_rows(
+            entry_rows(items), heads, hash_at=lambda keys: _hashes_at(items, keys)
+        )  # the ledger's order
 
         def embed(texts: Sequence[str]) -> np.ndarray:
             vectors = self.ctx.embed(texts)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import uuid
 
-from mentis.errors import Conflict, IntegrityError, InvalidInput
-from mentis.ledger.branches import EMPTY_HEAD, BranchBody, BranchGraph, ConflictBody, ForkBody, MergeBody
+from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
+from mentis.ledger.branches import GENESIS, BranchBody, BranchGraph, ConflictBody, ForkBody, MergeBody
 from mentis.ledger.canonical import canonical, sha256_hex
 from mentis.ledger.entry import Entry, entry_hash
 from mentis.store.seal import Seal
@@ -126,18 +126,20 @@ class BranchCore(LedgerCore[ConnT]):
         with self._write(chain, parent, commit=seal.commit) as conn:
             if self._head(conn, chain) is not None:
                 raise Conflict(f"branch {branch!r} of {root!r} exists (chain {chain!r})")
-            head = self._head(conn, parent) or EMPTY_HEAD
+            head = self._head(conn, parent)
+            if head is None and parent != root:
+                raise NotFound(f"parent: branch chain {parent!r} has no entries to fork from")
             if fork is None:
-                seq, hash_ = head  # an empty parent: before its first entry (EMPTY_HEAD)
+                seq, hash_ = head or GENESIS  # an empty repository: before its first entry
             else:
                 seq = fork[0]
                 row = conn.execute(
                     self.D.q("SELECT hash FROM entries WHERE chain=? AND seq=?"), (parent, seq)
                 ).fetchone()
                 if row is None:
+                    at = "it has no entries" if head is None else f"its head is seq {head[0]}"
                     raise InvalidInput(
-                        f"fork_seq: chain {parent!r} has no entry at seq {seq} (its head is seq {head[0]})",
-                        field="fork_seq",
+                        f"fork_seq: chain {parent!r} has no entry at seq {seq} ({at})", field="fork_seq"
                     )
                 hash_ = str(row[0])
                 if fork[1] is not None and fork[1] != hash_:
