@@ -13,10 +13,11 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from mentis.errors import InvalidInput
 from mentis.ledger.entry import Entry
+from mentis.ledger.links import entity_type_name
 
 # ---------------------------------------------------------------- limits (documented in docs/tools.md)
 
@@ -105,6 +106,19 @@ writing agent (and admins), or only that agent in the same session (docs/scopes.
 Uuid = Annotated[str, Field(pattern=r"^[0-9a-fA-F-]{32,36}$"), AfterValidator(lambda v: str(uuid.UUID(v)))]
 
 
+def _entity_type(value: str) -> str:
+    if not entity_type_name(value):
+        raise ValueError(
+            "must be 1-64 lowercase letters, digits or _.- starting with a letter "
+            "(e.g. service, file, library)"
+        )
+    return value
+
+
+EntityTypeName = Annotated[str, Field(min_length=1, max_length=64), AfterValidator(_entity_type)]
+"""A name of the entity-type registry (what a thought is about): ``service``, ``file``, ``library``…"""
+
+
 class Strict(BaseModel):
     """An operation's input: unknown fields are refused, and it cannot be changed once parsed."""
 
@@ -117,7 +131,33 @@ class Out(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class EpisodeInput(Strict):
+    """Where a record came from: a transcript (its path, or another name of where the session's
+    turns are kept), its session, and the lines or turns, 1-based and inclusive."""
+
+    transcript: FilePath
+    session_id: Identifier
+    from_line: Annotated[int, Field(ge=1)]
+    to_line: Annotated[int, Field(ge=1)]
+
+    @model_validator(mode="after")
+    def _range(self) -> EpisodeInput:
+        if self.to_line < self.from_line:
+            raise ValueError(f"to_line ({self.to_line}) must not be before from_line ({self.from_line})")
+        return self
+
+
 # ---------------------------------------------------------------- outputs more than one topic shares
+
+
+class SourceEpisode(Out):
+    """Where a record or a proposal came from: a transcript, its session and the lines (1-based,
+    inclusive); the shape of :class:`EpisodeInput` and of a thought body's ``source_episode``."""
+
+    transcript: str
+    session_id: str
+    from_line: int
+    to_line: int
 
 
 class LedgerRef(Out):

@@ -12,6 +12,8 @@ from mentis.api.common import (
     MAX_QUERY_CHARS,
     MAX_SEARCH_LIMIT,
     MAX_TAGS,
+    EntityTypeName,
+    EpisodeInput,
     Identifier,
     LedgerRef,
     NonEmptyText,
@@ -19,6 +21,7 @@ from mentis.api.common import (
     Query,
     Rejection,
     ScoreParts,
+    SourceEpisode,
     Strict,
     Tag,
     Text,
@@ -88,9 +91,11 @@ class AppendThoughtInput(Strict):
     task_id: Identifier | None = None
     session_id: Identifier | None = None
     visibility: Visibility | None = None
-    thought_id: Uuid | None = Field(
-        None, description="optional client-chosen UUID (makes retries idempotent)"
+    thought_id: Uuid | None = Field(None, description="makes retries idempotent")
+    entity_type: EntityTypeName | None = Field(
+        default=None, description="what it is about; list_entity_types"
     )
+    source_episode: EpisodeInput | None = None
 
     @model_validator(mode="after")
     def _no_self_reference(self) -> AppendThoughtInput:
@@ -114,6 +119,8 @@ class ThoughtFilters(Strict):
     min_importance: Unit | None = None
     min_confidence: Unit | None = None
     task_id: Identifier | None = None
+    entity_types: Annotated[list[EntityTypeName], Field(max_length=MAX_TAGS)] | None = None
+    source_session: Identifier | None = None
 
 
 class SearchThoughtsInput(Strict):
@@ -201,6 +208,8 @@ class ThoughtOut(Out):
         description="ids of thoughts that supersede, correct or invalidate this one at the time asked about",
     )
     reasserts: list[Rejection] = Field(default_factory=list)
+    entity_type: str | None = None
+    source_episode: SourceEpisode | None = None
 
 
 class AppendThoughtResult(Out):

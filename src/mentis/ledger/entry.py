@@ -24,6 +24,7 @@ KINDS = frozenset(
         "attempt",
         "checkpoint",
         "correction",
+        "entity_type",
         "forget",
         "thought",
         "skill",

@@ -37,6 +37,12 @@ from mentis.api.attempts import (
     SearchResult,
 )
 from mentis.api.common import parse
+from mentis.api.entity_types import (
+    ListEntityTypesInput,
+    ListEntityTypesResult,
+    UpsertEntityTypeInput,
+    UpsertEntityTypeResult,
+)
 from mentis.api.federation import FederatedSearchInput, FederatedSearchResult
 from mentis.api.review import (
     AcceptProposalInput,
@@ -498,6 +504,24 @@ WEBHOOK_OPERATIONS: tuple[Operation, ...] = (
     ),
 )
 OPERATIONS += WEBHOOK_OPERATIONS
+ENTITY_OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "upsert_entity_type",
+        UpsertEntityTypeInput,
+        UpsertEntityTypeResult,
+        lambda m, c, r, s: m.upsert_entity_type(c, r, seal=s),
+        "Register an entity type (what a thought is about: its entity_type), or an admin's new description.",
+        writes=True,
+    ),
+    Operation(
+        "list_entity_types",
+        ListEntityTypesInput,
+        ListEntityTypesResult,
+        lambda m, c, r, _: m.list_entity_types(c, r),
+        "List the entity types a thought's entity_type may name, built in and registered.",
+    ),
+)
+OPERATIONS += ENTITY_OPERATIONS
 
 BY_NAME = {op.name: op for op in OPERATIONS}
 

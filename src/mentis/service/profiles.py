@@ -54,6 +54,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "redeliver_webhook",
     ),
     "scopes": ("publish",),
+    "entities": ("list_entity_types", "upsert_entity_type"),
 }
 """Every operation in exactly one group (tests/test_profiles.py holds it to that)."""
 

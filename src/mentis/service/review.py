@@ -17,7 +17,7 @@ import json
 from collections.abc import Sequence
 
 from mentis.api.attempts import RecordAttemptInput
-from mentis.api.common import parse
+from mentis.api.common import SourceEpisode, parse
 from mentis.api.review import (
     AcceptProposalInput,
     AcceptProposalResult,
@@ -28,7 +28,6 @@ from mentis.api.review import (
     RejectProposalInput,
     RejectProposalResult,
     ShowProposalInput,
-    SourceEpisode,
 )
 from mentis.api.thoughts import AppendThoughtInput
 from mentis.errors import Conflict, InvalidInput, NotFound

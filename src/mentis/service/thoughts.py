@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mentis import retrieval
-from mentis.api.common import LedgerRef, Rejection, ScoreParts, parse
+from mentis.api.common import LedgerRef, Rejection, ScoreParts, SourceEpisode, parse
 from mentis.api.thoughts import (
     AppendThoughtInput,
     AppendThoughtResult,
@@ -50,12 +50,13 @@ from mentis.api.thoughts import (
     TraverseResult,
 )
 from mentis.errors import Conflict, InvalidInput, NotFound
-from mentis.ledger.bodies import THOUGHT_TYPES, AttemptBody, RelationBody, ThoughtBody, scope_key
+from mentis.ledger.bodies import THOUGHT_TYPES, AttemptBody, EpisodeBody, RelationBody, ThoughtBody, scope_key
 from mentis.ledger.fingerprint import fingerprint
 from mentis.ledger.signing import now_iso
 from mentis.retrieval import pipeline
 from mentis.service.access import Caller, left_out_note, may_read, may_write, written_visibility
 from mentis.service.context import ServiceContext, secret_warnings
+from mentis.service.entity_types import check_entity_type
 from mentis.service.session_windows import SessionNeighbours
 from mentis.store.protocol import ThoughtQuery
 from mentis.store.seal import Seal
@@ -95,6 +96,8 @@ def thought_out(
         ledger=LedgerRef.of(entry),
         invalidated_by=list(invalidated_by),
         reasserts=[rejection_out(r) for r in t.reasserts or []] if reasserts is None else reasserts,
+        entity_type=t.entity_type,
+        source_episode=None if t.source_episode is None else SourceEpisode(**t.source_episode.to_json()),
     )
 
 
@@ -198,6 +201,7 @@ class ThoughtOps:
                     raise InvalidInput(
                         f"relations: {target} is an attempt; relations link thoughts", field=field
                     )
+        check_entity_type(self.store, req.entity_type)
         vector = self.ctx.embed([req.content])[0]
         relations = [RelationBody(**r.model_dump()) for r in req.relations]
         session_id = req.session_id or caller.session_id
@@ -224,6 +228,10 @@ class ThoughtOps:
             session_id=session_id,
             visibility=visibility,
             reasserts=stored_reasserts(reasserts) or None,
+            entity_type=req.entity_type,
+            source_episode=None
+            if req.source_episode is None
+            else EpisodeBody(**req.source_episode.model_dump()),
         )
         entry = self.store.append_thought(body, vector, seal)
         warnings = self.reassertion_warnings(reasserts)
@@ -329,6 +337,8 @@ class ThoughtOps:
             min_importance=None if f.min_importance is None else float(f.min_importance),
             min_confidence=None if f.min_confidence is None else float(f.min_confidence),
             task_id=f.task_id,
+            entity_types=f.entity_types or (),
+            source_session=f.source_session,
         )
 
     def _invalidations(self, caller: Caller, ids: Sequence[str], as_of: str) -> dict[str, list[str]]:
