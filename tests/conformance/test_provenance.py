@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from mentis.api.common import parse
+from mentis.api.common import SourceEpisode, parse
 from mentis.api.entity_types import ListEntityTypesInput, UpsertEntityTypeInput
+from mentis.api.review import AcceptProposalInput
 from mentis.api.thoughts import AppendThoughtInput, GetThoughtInput, SearchThoughtsInput
 from mentis.config import Settings
 from mentis.errors import Forbidden, IntegrityError, InvalidInput
@@ -21,6 +22,8 @@ from mentis.providers.embed import HashEmbedder
 from mentis.service.entity_types import BUILTIN
 from mentis.service.memory import Caller, Memory
 from mentis.service.migrate import migrate
+from mentis.store.postgres import schema as postgres_schema
+from mentis.store.sqlite import store as sqlite_store
 from tests.conftest import REPO
 
 from .helpers import ledger, sql
@@ -218,7 +221,8 @@ def _replace_in_body(raw_sql: Raw, backend: str, where: str, old: str, new: str)
         )
     else:
         raw_sql(
-            f"UPDATE bodies SET body = CAST(replace(CAST(body AS TEXT), '{old}', '{new}') AS BLOB) WHERE {where}"
+            f"UPDATE bodies SET body = CAST(replace(CAST(body AS TEXT), '{old}', '{new}') AS BLOB) "
+            f"WHERE {where}"
         )
 
 
@@ -305,3 +309,39 @@ def test_export_import_and_migrate_carry_the_registry_and_the_provenance(
         assert (ledger(moved), _provenance_answers(moved, caller)) == (hashes, expected)
     finally:
         moved.close()
+
+
+def test_an_older_store_opens_with_an_empty_registry_and_the_new_recall_columns(
+    memory: Memory,
+    caller: Caller,
+    settings: Settings,
+    open_memory: Callable[[], Memory],
+    raw_sql: Raw,
+) -> None:
+    """A store from before provenance (SQLite schema 10, PostgreSQL 14): no registry table, and on
+    PostgreSQL a thoughts view without the new columns; opening it upgrades both."""
+    think(memory, caller, "an old finding")
+    memory.close()
+    raw_sql("DROP TABLE entity_types")
+    if settings.uses_postgres:
+        raw_sql("DROP VIEW mentis_recall.thoughts")
+    raw_sql(f"UPDATE meta SET value = '{14 if settings.uses_postgres else 10}' WHERE key = 'schema_version'")
+    upgraded = open_memory()
+    current = postgres_schema.SCHEMA_VERSION if settings.uses_postgres else sqlite_store.SCHEMA_VERSION
+    assert upgraded.store.get_meta("schema_version") == str(current)
+    rows = sql(upgraded, caller, "select content, entity_type, source_session from thoughts").rows
+    assert rows == [["an old finding", None, None]]
+    upsert(upgraded, caller, "queue", "a message queue")
+    think(upgraded, caller, "a new finding", entity_type="queue")
+    assert found(upgraded, caller, filters={"entity_types": ["queue"]}) == ["a new finding"]
+
+
+def test_an_accepted_thought_proposal_carries_its_source_episode_into_the_thought(
+    memory: Memory, caller: Caller
+) -> None:
+    draft = parse(AppendThoughtInput, {"repository": REPO, "type": "LLMExtracted", "content": "round once"})
+    (queued,) = memory.propose(caller, [(draft, SourceEpisode(**EPISODE))]).queued
+    done = memory.accept_proposal(caller, AcceptProposalInput(proposal_id=queued.proposal_id))
+    got = memory.get_thought(caller, GetThoughtInput(thought_id=done.record_id))
+    assert got.source_episode is not None and got.source_episode.model_dump() == EPISODE
+    assert found(memory, caller, filters={"source_session": "s-42"}) == ["round once"]
