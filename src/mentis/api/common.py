@@ -103,7 +103,21 @@ Timestamp = Annotated[str, Field(min_length=1, max_length=64), AfterValidator(_t
 Visibility = Literal["repository", "agent", "session"]
 """Who may read a written record: every reader of its repository (the default), only the
 writing agent (and admins), or only that agent in the same session (docs/scopes.md)."""
-Uuid = Annotated[str, Field(pattern=r"^[0-9a-fA-F-]{32,36}$"), AfterValidator(lambda v: str(uuid.UUID(v)))]
+_UUID = re.compile(r"^[0-9a-fA-F-]{32,36}$")
+
+
+def _uuid(value: str) -> str:
+    if not _UUID.match(value):
+        raise ValueError("must be a UUID such as 0b6c3f1e-8d2a-4e7b-9c1d-5f3a2e6b7c8d")
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise ValueError("must be a UUID such as 0b6c3f1e-8d2a-4e7b-9c1d-5f3a2e6b7c8d") from None
+
+
+Uuid = Annotated[str, AfterValidator(_uuid)]
+"""A client-chosen record id (append_thought's ``thought_id``, signed_write's ``id``): 32 hex digits
+with or without dashes, checked by the validator (the pattern is not published: 14 tokens a tool)."""
 
 
 def _entity_type(value: str) -> str:
@@ -115,8 +129,9 @@ def _entity_type(value: str) -> str:
     return value
 
 
-EntityTypeName = Annotated[str, Field(min_length=1, max_length=64), AfterValidator(_entity_type)]
-"""A name of the entity-type registry (what a thought is about): ``service``, ``file``, ``library``…"""
+EntityTypeName = Annotated[str, AfterValidator(_entity_type)]
+"""A name of the entity-type registry (what a thought is about): ``service``, ``file``, ``library``…
+(its length and letters are checked by the validator, whose message says the rule)."""
 
 
 class Strict(BaseModel):
@@ -131,10 +146,11 @@ class Out(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# Where a record came from: a transcript (its path, or another name of where the session's turns
+# are kept), its session, and the lines or turns, 1-based and inclusive. (A comment, not a
+# docstring: a model's docstring is published in every schema that holds it, docs/provenance.md
+# says it once.)
 class EpisodeInput(Strict):
-    """Where a record came from: a transcript (its path, or another name of where the session's
-    turns are kept), its session, and the lines or turns, 1-based and inclusive."""
-
     transcript: FilePath
     session_id: Identifier
     from_line: Annotated[int, Field(ge=1)]

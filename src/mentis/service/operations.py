@@ -223,8 +223,8 @@ OPERATIONS: tuple[Operation, ...] = (
         AppendThoughtInput,
         AppendThoughtResult,
         lambda m, c, r, s: m.append_thought(c, r, seal=s),
-        "Store a typed thought (Decision, Finding, Constraint, LessonLearned, Plan...), linked to earlier"
-        " ones by refs and relations.",
+        "Store a typed thought, linked to earlier ones by refs and relations; thought_id makes a retry "
+        "idempotent.",
         writes=True,
     ),
     Operation(
@@ -248,7 +248,7 @@ OPERATIONS: tuple[Operation, ...] = (
         GetThoughtInput,
         ThoughtOut,
         lambda m, c, r, _: m.get_thought(c, r),
-        "Read one thought (by id, ledger hash, or repository + seq).",
+        "Read one thought: by thought_id, hash, or repository + seq.",
     ),
     Operation(
         "traverse_thoughts",
@@ -292,15 +292,14 @@ OPERATIONS: tuple[Operation, ...] = (
         PrepareWriteInput,
         PrepareWriteResult,
         lambda m, c, r, _: prepare_write(m, c, r),
-        "Remote signing phase 1, for a client holding the agent's key: the entry a write would append, "
-        "unsigned. Writes nothing.",
+        "Remote signing phase 1: the unsigned entry a write would append. Writes nothing.",
     ),
     Operation(
         "signed_write",
         SignedWriteInput,
         SignedWriteResult,
         lambda m, c, r, _: signed_write(m, c, r),
-        "Remote signing phase 2: run the write with prepare_write's id and time and the client's signature.",
+        "Remote signing phase 2: the write, with prepare_write's id and time and the client's signature.",
         writes=True,
     ),
     Operation(

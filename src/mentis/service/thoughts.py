@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mentis import retrieval
-from mentis.api.common import LedgerRef, Rejection, ScoreParts, SourceEpisode, parse
+from mentis.api.common import LedgerRef, Rejection, SourceEpisode, parse
 from mentis.api.thoughts import (
     AppendThoughtInput,
     AppendThoughtResult,
@@ -45,6 +45,7 @@ from mentis.api.thoughts import (
     SearchThoughtsResult,
     ThoughtOut,
     ThoughtRelationOut,
+    ThoughtScoreParts,
     TraverseEdge,
     TraverseInput,
     TraverseResult,
@@ -97,7 +98,9 @@ def thought_out(
         invalidated_by=list(invalidated_by),
         reasserts=[rejection_out(r) for r in t.reasserts or []] if reasserts is None else reasserts,
         entity_type=t.entity_type,
-        source_episode=None if t.source_episode is None else SourceEpisode(**t.source_episode.to_json()),
+        source_episode=None
+        if t.source_episode is None
+        else SourceEpisode(**t.source_episode.to_json()).model_dump(),
     )
 
 
@@ -310,7 +313,7 @@ class ThoughtOps:
             ScoredThought(
                 thought=t,
                 score=round(scored[r].final, 6) if r in scored else t.importance,
-                score_parts=ScoreParts(**scored[r].parts()) if r in scored else None,
+                score_parts=ThoughtScoreParts.of(scored[r].parts()) if r in scored else None,
             )
             for r, t in results
         ]
