@@ -15,6 +15,7 @@ from mentis.cli import (
     attempts,
     checkpoints,
     doctor,
+    entity_types,
     hooks,
     install,
     maintenance,
@@ -47,6 +48,7 @@ for group in (
     thoughts,
     skills,
     agents,
+    entity_types,
     review,
     webhooks,
 ):
