@@ -69,7 +69,7 @@ def test_a_thought_keeps_its_entity_type_and_source_episode_and_reads_show_them(
     )
     got = memory.get_thought(caller, GetThoughtInput(thought_id=written.thought_id))
     assert got.entity_type == "service"
-    assert got.source_episode is not None and got.source_episode.model_dump() == EPISODE
+    assert got.source_episode == EPISODE
     (stored,) = [b for e, b in memory.store.iter_ledger() if e.id == written.thought_id]
     assert stored is not None and b'"entity_type":"service"' in stored and b'"from_line":7' in stored
 
@@ -343,5 +343,5 @@ def test_an_accepted_thought_proposal_carries_its_source_episode_into_the_though
     (queued,) = memory.propose(caller, [(draft, SourceEpisode(**EPISODE))]).queued
     done = memory.accept_proposal(caller, AcceptProposalInput(proposal_id=queued.proposal_id))
     got = memory.get_thought(caller, GetThoughtInput(thought_id=done.record_id))
-    assert got.source_episode is not None and got.source_episode.model_dump() == EPISODE
+    assert got.source_episode == EPISODE
     assert found(memory, caller, filters={"source_session": "s-42"}) == ["round once"]

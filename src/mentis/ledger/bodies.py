@@ -368,8 +368,8 @@ class ThoughtBody(Body):
 
     @property
     def labels(self) -> list[tuple[str, str]]:
-        """(kind, label) rows the thought filters and graph use: each tag and concept, and its
-        entity type and source episode's session (filters only; the graph links concepts)."""
+        """(kind, label) rows the thought filters and graph use: each tag and concept, its entity
+        type and its source episode's session (the graph links shared labels, concepts weighing most)."""
         out = [("tag", t) for t in self.tags] + [("concept", c) for c in self.concepts]
         if self.entity_type is not None:
             out.append(("entity_type", self.entity_type))

@@ -152,6 +152,7 @@ FROM task_idx t
 WHERE EXISTS(SELECT 1 FROM attempt_idx a
               WHERE a.repository = t.repository AND a.task_id = t.task_id AND mentis_visible(a.scope));
 
+DROP VIEW IF EXISTS mentis_recall.thoughts;
 CREATE OR REPLACE VIEW mentis_recall.thoughts WITH (security_barrier) AS
 SELECT j->>'thought_id' AS thought_id,
        j->>'repository' AS repository,
@@ -217,7 +218,9 @@ GRANT SELECT ON ALL TABLES IN SCHEMA mentis_recall TO mentis_recall;
 """
 )
 """Schema 15: the view's columns as before, then ``entity_type``, ``source_session`` and
-``source_episode`` (JSON text) at the end (``CREATE OR REPLACE VIEW`` may only add columns there)."""
+``source_episode`` (JSON text) at the end (``CREATE OR REPLACE VIEW`` may only add columns there).
+Schema 14 drops the view before it creates it again, so a store whose recorded version is set
+back (the upgrade tests do that) replays 14 over 15's wider view without refusing to narrow it."""
 RECALL_SCHEMA = "mentis_recall"
 RECALL_ROLE = "mentis_recall"
 
