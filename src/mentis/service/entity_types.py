@@ -21,9 +21,9 @@ from mentis.api.entity_types import (
     UpsertEntityTypeInput,
     UpsertEntityTypeResult,
 )
-from mentis.errors import Forbidden, InvalidInput
+from mentis.errors import InvalidInput
 from mentis.ledger.bodies import EntityTypeBody
-from mentis.service.access import Caller
+from mentis.service.access import Caller, may_describe_entity_type
 from mentis.service.context import ServiceContext
 from mentis.store.protocol import Store
 from mentis.store.seal import Seal
@@ -48,49 +48,40 @@ class EntityTypeOps:
     def __init__(self, ctx: ServiceContext) -> None:
         self.ctx = ctx
 
-    def _current(self) -> dict[str, EntityTypeOut]:
-        out = {
-            name: EntityTypeOut(name=name, description=text, builtin=True) for name, text in BUILTIN.items()
+    def _current(self) -> dict[str, tuple[EntityTypeOut, LedgerRef | None]]:
+        """Every type by name, with the ledger entry of its newest upsert (None: built in, never upserted)."""
+        out: dict[str, tuple[EntityTypeOut, LedgerRef | None]] = {
+            name: (EntityTypeOut(name=name, description=text, builtin=True), None)
+            for name, text in BUILTIN.items()
         }
-        for _, body in self.ctx.store.entity_types():
-            out[body.name] = EntityTypeOut(
-                name=body.name,
-                description=body.description,
-                builtin=body.name in BUILTIN,
-                updated_at=body.at,
-                updated_by=body.by,
-            )
+        for entry, body in self.ctx.store.entity_types():
+            out[body.name] = (_out(body), LedgerRef.of(entry))
         return out
 
     def list_entity_types(self, caller: Caller, req: ListEntityTypesInput) -> ListEntityTypesResult:
-        return ListEntityTypesResult(entity_types=sorted(self._current().values(), key=lambda t: t.name))
+        return ListEntityTypesResult(entity_types=[t for _, (t, _) in sorted(self._current().items())])
 
     def upsert_entity_type(
         self, caller: Caller, req: UpsertEntityTypeInput, seal: Seal
     ) -> UpsertEntityTypeResult:
-        if not caller.can_write:
-            raise Forbidden("upsert_entity_type: this caller may only read; use a token with write scope")
-        current = self._current().get(req.name)
-        if current is not None and current.description != req.description and not caller.admin:
-            raise Forbidden(
-                f"name: entity type {req.name!r} exists; changing its description needs admin scope "
-                "(`mentis token create --scope admin`); upsert it with its current description, or "
-                "register a new name"
-            )
-        if current is not None and current.updated_at is not None and current.description == req.description:
-            for entry, body in self.ctx.store.entity_types():
-                if body.name == req.name:
-                    return UpsertEntityTypeResult(entity_type=current, ledger=LedgerRef.of(entry))
+        current, ledger = self._current().get(req.name, (None, None))
+        same = current is not None and current.description == req.description
+        may_describe_entity_type(caller, req.name, replaces=current is not None and not same)
+        if same and current is not None and ledger is not None:  # upserted with this text: nothing new
+            return UpsertEntityTypeResult(entity_type=current, ledger=ledger)
         body = EntityTypeBody(name=req.name, description=req.description, by=caller.agent_id, at=seal.time())
         entry = self.ctx.store.append_entity_type(body, seal)
-        out = EntityTypeOut(
-            name=body.name,
-            description=body.description,
-            builtin=body.name in BUILTIN,
-            updated_at=body.at,
-            updated_by=body.by,
-        )
-        return UpsertEntityTypeResult(entity_type=out, ledger=LedgerRef.of(entry))
+        return UpsertEntityTypeResult(entity_type=_out(body), ledger=LedgerRef.of(entry))
+
+
+def _out(body: EntityTypeBody) -> EntityTypeOut:
+    return EntityTypeOut(
+        name=body.name,
+        description=body.description,
+        builtin=body.name in BUILTIN,
+        updated_at=body.at,
+        updated_by=body.by,
+    )
 
 
 def check_entity_type(store: Store, name: str | None) -> None:
