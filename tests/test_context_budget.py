@@ -39,6 +39,7 @@ LATER_GROUPS: dict[str, int] = {
     "webhooks": 1_000,
     "scopes": 230,
     "branches": 910,
+    "entities": 380,
 }
 """Each group added since, with the budget its whole tools/list is held to (docs/tools.md):
 ``all`` grows by these, so an agent pays for them only in the profiles that name them."""

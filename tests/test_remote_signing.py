@@ -235,3 +235,27 @@ def test_a_phases_error_is_given_the_callers_tool_name_and_nothing_else_changes(
     assert as_tool(other, "record_attempt") is other
     fine = result("Error executing tool signed_write: [x] y", is_error=False)
     assert as_tool(fine, "record_attempt") is fine
+
+
+def test_a_thoughts_provenance_is_the_calls_and_an_entity_type_upsert_is_checked_like_any_write(
+    memory: Memory,
+) -> None:
+    """Issue 27: the proxy signs a thought's entity_type and source_episode only as the call gave
+    them, and an upsert of the entity-type registry only with the call's name and description."""
+    episode = {"transcript": "s.jsonl", "session_id": "s-1", "from_line": 2, "to_line": 5}
+    call = {**THOUGHT, "entity_type": "service", "source_episode": episode}
+    p = prepare(memory, ALICE, "append_thought", call).model_dump()
+    check("append_thought", call, p)
+    for change, field in (
+        ({"entity_type": "library"}, "entity_type"),
+        ({"source_episode": {**episode, "to_line": 9}}, "source_episode"),
+        ({"source_episode": DROP}, "source_episode"),
+    ):
+        with pytest.raises(StatementRefused, match=field):
+            check("append_thought", call, _with_body(p, **change))
+    upsert = {"name": "queue", "description": "a message queue"}
+    u = prepare(memory, ALICE, "upsert_entity_type", upsert).model_dump()
+    fields = check("upsert_entity_type", upsert, u)
+    assert (fields.chain, fields.kind, fields.agent) == ("__entity_types__", "entity_type", "alice")
+    with pytest.raises(StatementRefused, match="description"):
+        check("upsert_entity_type", upsert, _with_body(u, description="a message stream"))

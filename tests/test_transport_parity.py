@@ -141,3 +141,17 @@ def _sql(text: str) -> Any:
     from mentis.api.attempts import RecallInput
 
     return RecallInput(sql=text)
+
+
+def test_the_entity_type_registry_through_every_transport_answers_as_the_service_does(call: Call) -> None:
+    status, upserted = call("upsert_entity_type", {"name": "queue", "description": "a message queue"})
+    assert status == "ok", upserted
+    assert upserted["entity_type"]["updated_by"] == AGENT and upserted["ledger"]["seq"] == 0
+    assert call("list_entity_types", {}) == call.direct("list_entity_types", {})
+    refused = call("upsert_entity_type", {"name": "Queue", "description": "x"})
+    assert refused == call.direct("upsert_entity_type", {"name": "Queue", "description": "x"})
+    assert refused[0] == "invalid_input"
+    thought = {"repository": REPO, "type": "Finding", "content": "lag at night", "entity_type": "queue"}
+    assert call("append_thought", thought)[0] == "ok"
+    listed = call("search_thoughts", {"repository": REPO, "filters": {"entity_types": ["queue"]}})
+    assert [t["thought"]["entity_type"] for t in listed[1]["thoughts"]] == ["queue"]

@@ -93,6 +93,18 @@ CLI: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
     "show_proposal": ("review show", ("proposal_id",), {}),
     "accept_proposal": ("review accept", ("proposal_id",), {}),
     "reject_proposal": ("review reject", ("proposal_id",), {"reason": "--reason"}),
+    "list_entity_types": ("entity-type list", (), {}),
+    "append_thought": (
+        "append-thought",
+        ("content",),
+        {"repository": "--repo", "type": "--type", "entity_type": "--entity-type"},
+    ),
+    "search_thoughts": (
+        "search-thoughts",
+        ("query",),
+        {"repository": "--repo", "filters.entity_types": "--entity-type"},
+    ),
+    "upsert_entity_type": ("entity-type upsert", ("name",), {"description": "--description"}),
 }
 
 

@@ -23,7 +23,7 @@ COLUMNS = {
     "tasks": ["repository", "task_id", "title", "created_at", "attempt_count"],
     "thoughts": [
         "thought_id", "repository", "type", "role", "content", "importance", "confidence", "created_at",
-        "agent_id", "task_id", "tags", "concepts",
+        "agent_id", "task_id", "tags", "concepts", "entity_type", "source_session", "source_episode",
     ],
     "relations": ["from_id", "kind", "to_id", "valid_at", "invalid_at"],
 }  # fmt: skip

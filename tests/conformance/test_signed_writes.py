@@ -18,6 +18,7 @@ from mentis.api.signed import SignedWriteInput
 from mentis.config import Settings
 from mentis.errors import Conflict, Forbidden, InvalidInput
 from mentis.ledger import signing
+from mentis.ledger.links import ENTITY_TYPES_CHAIN
 from mentis.providers.embed import HashEmbedder
 from mentis.service.memory import Caller, Memory
 from mentis.service.operations import signed_write
@@ -64,6 +65,7 @@ def _writes(memory: Memory) -> dict[str, dict[str, Any]]:
         "forget_attempt": {"repository": REPO, "attempt_id": attempt, "reason": "holds a secret"},
         "append_thought": {"repository": REPO, "type": "Finding", "content": "Coupons apply before VAT"},
         "forget_thought": {"repository": REPO, "thought_id": thought, "reason": "wrong"},
+        "upsert_entity_type": {"name": "queue", "description": "a message queue"},
     }
 
 
@@ -72,7 +74,8 @@ def test_prepare_write_shows_each_writes_entry_and_body_and_writes_nothing(memor
     before = ledger(memory)
     for tool, arguments in calls.items():
         p = prepare(memory, ALICE, tool, arguments)
-        assert (p.tool, p.chain, p.agent) == (tool, REPO, "alice")
+        chain = ENTITY_TYPES_CHAIN if tool == "upsert_entity_type" else REPO
+        assert (p.tool, p.chain, p.agent) == (tool, chain, "alice")
         assert hashlib.sha256(p.body.encode()).hexdigest() == p.body_hash
         assert p.body.encode() == orjson.dumps(orjson.loads(p.body), option=orjson.OPT_SORT_KEYS)
         signing.check_skew(p.at)

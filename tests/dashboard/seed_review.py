@@ -5,7 +5,7 @@ and one thought in SHOP (what ``--llm`` proposes: typed LLMExtracted)."""
 
 from __future__ import annotations
 
-from mentis.api.review import SourceEpisode
+from mentis.api.common import SourceEpisode
 from mentis.api.thoughts import AppendThoughtInput
 from mentis.service.memory import Caller, Memory
 from tests.dashboard.seed import BILLING, SHOP

@@ -160,7 +160,19 @@ def test_a_thought_proposal_is_accepted_with_its_content_edited_and_links_to_the
     assert f"proposal:{ids[THOUGHT]}" in thought.tags
     link = f"/dashboard/thought?{urlencode({'id': shown.record_id})}"
     assert f'href="{link}"' in done.text and 'action="/dashboard/review/' not in done.text
-    assert edited in html.unescape(client.get(link).text)
+    shown_page = html.unescape(client.get(link).text)
+    assert edited in shown_page
+    # its provenance: the proposal's source episode, inside the thought's hash, on its page
+    assert thought.source_episode == {
+        "transcript": "/t/s.jsonl",
+        "session_id": "5f0c2a9e",
+        "from_line": 20,
+        "to_line": 24,
+    }
+    assert "<dt>Source</dt>" in shown_page and "/t/s.jsonl</span> · lines 20–24 · session" in shown_page
+    listed = html.unescape(client.get("/dashboard/thoughts?source_session=5f0c2a9e").text)
+    assert edited in listed and 'value="5f0c2a9e"' in listed
+    assert edited not in html.unescape(client.get("/dashboard/thoughts?source_session=other").text)
 
 
 def test_rejecting_keeps_the_reason_and_the_same_proposal_is_not_offered_again(

@@ -13,10 +13,11 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from mentis.errors import InvalidInput
 from mentis.ledger.entry import Entry
+from mentis.ledger.links import entity_type_name
 
 # ---------------------------------------------------------------- limits (documented in docs/tools.md)
 
@@ -102,7 +103,35 @@ Timestamp = Annotated[str, Field(min_length=1, max_length=64), AfterValidator(_t
 Visibility = Literal["repository", "agent", "session"]
 """Who may read a written record: every reader of its repository (the default), only the
 writing agent (and admins), or only that agent in the same session (docs/scopes.md)."""
-Uuid = Annotated[str, Field(pattern=r"^[0-9a-fA-F-]{32,36}$"), AfterValidator(lambda v: str(uuid.UUID(v)))]
+_UUID = re.compile(r"^[0-9a-fA-F-]{32,36}$")
+
+
+def _uuid(value: str) -> str:
+    if not _UUID.match(value):
+        raise ValueError("must be a UUID such as 0b6c3f1e-8d2a-4e7b-9c1d-5f3a2e6b7c8d")
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise ValueError("must be a UUID such as 0b6c3f1e-8d2a-4e7b-9c1d-5f3a2e6b7c8d") from None
+
+
+Uuid = Annotated[str, AfterValidator(_uuid)]
+"""A client-chosen record id (append_thought's ``thought_id``, signed_write's ``id``): 32 hex digits
+with or without dashes, checked by the validator (the pattern is not published: 14 tokens a tool)."""
+
+
+def _entity_type(value: str) -> str:
+    if not entity_type_name(value):
+        raise ValueError(
+            "must be 1-64 lowercase letters, digits or _.- starting with a letter "
+            "(e.g. service, file, library)"
+        )
+    return value
+
+
+EntityTypeName = Annotated[str, AfterValidator(_entity_type)]
+"""A name of the entity-type registry (what a thought is about): ``service``, ``file``, ``library``…
+(its length and letters are checked by the validator, whose message says the rule)."""
 
 
 class Strict(BaseModel):
@@ -117,7 +146,34 @@ class Out(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# Where a record came from: a transcript (its path, or another name of where the session's turns
+# are kept), its session, and the lines or turns, 1-based and inclusive. (A comment, not a
+# docstring: a model's docstring is published in every schema that holds it, docs/provenance.md
+# says it once.)
+class EpisodeInput(Strict):
+    transcript: FilePath
+    session_id: Identifier
+    from_line: Annotated[int, Field(ge=1)]
+    to_line: Annotated[int, Field(ge=1)]
+
+    @model_validator(mode="after")
+    def _range(self) -> EpisodeInput:
+        if self.to_line < self.from_line:
+            raise ValueError(f"to_line ({self.to_line}) must not be before from_line ({self.from_line})")
+        return self
+
+
 # ---------------------------------------------------------------- outputs more than one topic shares
+
+
+class SourceEpisode(Out):
+    """Where a record or a proposal came from: a transcript, its session and the lines (1-based,
+    inclusive); the shape of :class:`EpisodeInput` and of a thought body's ``source_episode``."""
+
+    transcript: str
+    session_id: str
+    from_line: int
+    to_line: int
 
 
 class LedgerRef(Out):

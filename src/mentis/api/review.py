@@ -13,6 +13,7 @@ from mentis.api.common import (
     LedgerRef,
     NonEmptyText,
     Out,
+    SourceEpisode,
     Strict,
     Tag,
     Text,
@@ -21,15 +22,6 @@ from mentis.api.common import (
 
 ProposalStatus = Literal["pending", "accepted", "rejected"]
 MAX_LIST = 200
-
-
-class SourceEpisode(Out):
-    """Where a proposal came from: a transcript, its session and the lines (1-based, inclusive)."""
-
-    transcript: str
-    session_id: str
-    from_line: int
-    to_line: int
 
 
 ProposalKind = Literal["attempt", "thought"]

@@ -4,7 +4,7 @@ traverse_thoughts, context_bundle, recent_context, forget_thought, and MEMORY.md
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -13,13 +13,14 @@ from mentis.api.common import (
     MAX_QUERY_CHARS,
     MAX_SEARCH_LIMIT,
     MAX_TAGS,
+    EntityTypeName,
+    EpisodeInput,
     Identifier,
     LedgerRef,
     NonEmptyText,
     Out,
     Query,
     Rejection,
-    ScoreParts,
     Strict,
     Tag,
     Text,
@@ -41,6 +42,23 @@ MAX_RECENT = 200
 ThoughtType = Literal[THOUGHT_TYPES]  # type: ignore[valid-type]
 ThoughtRole = Literal[THOUGHT_ROLES]  # type: ignore[valid-type]
 RelationKind = Literal[RELATION_KINDS]  # type: ignore[valid-type]
+
+
+def _one_of(allowed: tuple[str, ...]) -> AfterValidator:
+    def check(value: str) -> str:
+        if value not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}")
+        return value
+
+    return AfterValidator(check)
+
+
+# What a filter takes: the same names as ThoughtType, ThoughtRole and RelationKind, checked by the
+# server, without the enum in the published schema. append_thought, in every profile that offers
+# these reads, lists them already: an agent reads each list once (docs/tools.md, issue 27's trim).
+TypeFilter = Annotated[str, _one_of(THOUGHT_TYPES)]
+RoleFilter = Annotated[str, _one_of(THOUGHT_ROLES)]
+KindFilter = Annotated[str, _one_of((*RELATION_KINDS, "ref"))]
 
 
 def _unit(value: float | int | str) -> str:
@@ -90,7 +108,9 @@ class AppendThoughtInput(Strict):
     task_id: Identifier | None = None
     session_id: Identifier | None = None
     visibility: Visibility | None = None
-    thought_id: Uuid | None = Field(None, description="chosen by the client: makes retries idempotent")
+    thought_id: Uuid | None = None
+    entity_type: EntityTypeName | None = None
+    source_episode: EpisodeInput | None = None
 
     @model_validator(mode="after")
     def _no_self_reference(self) -> AppendThoughtInput:
@@ -103,8 +123,8 @@ class AppendThoughtInput(Strict):
 
 
 class ThoughtFilters(Strict):
-    types: Annotated[list[ThoughtType], Field(max_length=len(THOUGHT_TYPES))] | None = None
-    roles: Annotated[list[ThoughtRole], Field(max_length=len(THOUGHT_ROLES))] | None = None
+    types: Annotated[list[TypeFilter], Field(max_length=len(THOUGHT_TYPES))] | None = None
+    roles: Annotated[list[RoleFilter], Field(max_length=len(THOUGHT_ROLES))] | None = None
     agents: Annotated[list[Identifier], Field(max_length=100)] | None = None
     tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] | None = None
     concepts: Annotated[list[Tag], Field(max_length=MAX_CONCEPTS)] | None = None
@@ -114,6 +134,8 @@ class ThoughtFilters(Strict):
     min_importance: Unit | None = None
     min_confidence: Unit | None = None
     task_id: Identifier | None = None
+    entity_types: Annotated[list[EntityTypeName], Field(max_length=MAX_TAGS)] | None = None
+    source_session: Identifier | None = None
 
 
 class SearchThoughtsInput(Strict):
@@ -127,7 +149,7 @@ class SearchThoughtsInput(Strict):
 
 class GetThoughtInput(Strict):
     thought_id: Identifier | None = None
-    repository: Identifier | None = Field(None, description="with seq: the chain to read")
+    repository: Identifier | None = None
     seq: Annotated[int, Field(ge=0)] | None = None
     hash: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
 
@@ -136,7 +158,7 @@ class TraverseInput(Strict):
     thought_id: Identifier
     direction: Literal["out", "in", "both"] = "both"
     depth: Annotated[int, Field(ge=1, le=MAX_TRAVERSE_DEPTH)] = 2
-    kinds: Annotated[list[RelationKind | Literal["ref"]], Field(max_length=13)] | None = None
+    kinds: Annotated[list[KindFilter], Field(max_length=13)] | None = None
     limit: Annotated[int, Field(ge=1, le=MAX_TRAVERSE_NODES)] = 50
 
 
@@ -201,6 +223,12 @@ class ThoughtOut(Out):
         description="ids of thoughts that supersede, correct or invalidate this one at the time asked about",
     )
     reasserts: list[Rejection] = Field(default_factory=list)
+    entity_type: str | None = None
+    source_episode: dict[str, Any] | None = Field(
+        default=None,
+        description="transcript, session_id, from_line, to_line: a SourceEpisode, published as an "
+        "object (its four fields cost every thought read's schema 48 tokens; docs/provenance.md)",
+    )
 
 
 class AppendThoughtResult(Out):
@@ -211,10 +239,26 @@ class AppendThoughtResult(Out):
     reasserts: list[Rejection] = Field(default_factory=list)
 
 
+class ThoughtScoreParts(Out):
+    """:class:`~mentis.api.common.ScoreParts` without what only a task search has (the title
+    signal, the LLM usefulness score), which search_thoughts never computes."""
+
+    lexical: float | None = None
+    lexical_rank: int | None = None
+    vector: float | None = None
+    vector_rank: int | None = None
+    fused: float
+    graph: float | None = None
+
+    @classmethod
+    def of(cls, parts: dict[str, Any]) -> ThoughtScoreParts:
+        return cls(**{k: v for k, v in parts.items() if k in cls.model_fields})
+
+
 class ScoredThought(Out):
     thought: ThoughtOut
     score: float
-    score_parts: ScoreParts | None = None
+    score_parts: ThoughtScoreParts | None = None
 
 
 class SearchThoughtsResult(Out):

@@ -32,6 +32,20 @@ def _clean(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if v is not None and v != []}
 
 
+def _episode(transcript: str | None, session: str | None, lines: str | None) -> dict[str, Any] | None:
+    """The ``source_episode`` the three options give (None when none is given; a missing one is
+    left out, so the error names it)."""
+    if transcript is None and session is None and lines is None:
+        return None
+    out: dict[str, Any] = _clean({"transcript": transcript, "session_id": session})
+    if lines is not None:
+        first, sep, last = lines.partition("-")
+        if not first.isdigit() or (sep and not last.isdigit()):
+            raise InvalidInput(f"--source-lines {lines!r}: expected FROM-TO, e.g. 7-19", "source_episode")
+        out |= {"from_line": int(first), "to_line": int(last or first)}
+    return out
+
+
 @commands.command("append-thought")
 def append_thought(
     repository: RepoOpt,
@@ -48,12 +62,24 @@ def append_thought(
     visibility: Annotated[
         str | None, typer.Option(help="repository (default), agent or session: who may read it.")
     ] = None,
+    entity_type: Annotated[
+        str | None,
+        typer.Option(help="What it is about: a registered entity type (`mentis entity-type list`)."),
+    ] = None,
+    source_transcript: Annotated[
+        str | None, typer.Option(help="Source episode: the transcript it came from (path or name).")
+    ] = None,
+    source_session: Annotated[str | None, typer.Option(help="Source episode: its session id.")] = None,
+    source_lines: Annotated[
+        str | None, typer.Option(help="Source episode: its lines or turns, FROM-TO (1-based, inclusive).")
+    ] = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Store a typed thought (the append_thought tool)."""
     with errors():
         relations = _relations(relation)
+        episode = _episode(source_transcript, source_session, source_lines)
     data = {
         "repository": repository,
         "type": type_,
@@ -67,6 +93,8 @@ def append_thought(
         "relations": relations,
         "task_id": task_id,
         "visibility": visibility,
+        "entity_type": entity_type,
+        "source_episode": episode,
     }
     run_op("append_thought", db, as_json, _clean(data))
 
@@ -98,6 +126,10 @@ def search_thoughts(
     repository: Annotated[str | None, typer.Option("--repo", "-r", help="Only this repository.")] = None,
     type_: Annotated[list[str] | None, typer.Option("--type", help="Thought type (repeatable).")] = None,
     tag: Many = None,
+    entity_type: Annotated[
+        list[str] | None, typer.Option(help="Entity type it is about (repeatable).")
+    ] = None,
+    source_session: Annotated[str | None, typer.Option(help="Session of its source episode.")] = None,
     as_of: Annotated[str | None, typer.Option(help="ISO time: what was believed then.")] = None,
     include_invalidated: Annotated[bool, typer.Option(help="Also superseded/corrected ones.")] = False,
     limit: Annotated[int, typer.Option("--limit", "-n", help="1-50.")] = 10,
@@ -108,7 +140,9 @@ def search_thoughts(
     data = {
         "query": query,
         "repository": repository,
-        "filters": _clean({"types": type_, "tags": tag}),
+        "filters": _clean(
+            {"types": type_, "tags": tag, "entity_types": entity_type, "source_session": source_session}
+        ),
         "as_of": as_of,
         "include_invalidated": include_invalidated,
         "limit": limit,

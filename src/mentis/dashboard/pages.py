@@ -126,12 +126,21 @@ class Pages:
         )
 
     def thoughts(self, request: Request, ctx: Ctx, form: Form) -> Response:
-        f = {k: param(request, k) for k in ("q", "repository", "type", "role", "agent", "tag", "as_of")}
+        keys = ("q", "repository", "type", "role", "agent", "tag", "entity_type", "source_session", "as_of")
+        f = {k: param(request, k) for k in keys}
         include = param(request, "include_invalidated") is not None
         filters: dict[str, Any] = {}
-        for key, name in (("type", "types"), ("role", "roles"), ("agent", "agents"), ("tag", "tags")):
+        for key, name in (
+            ("type", "types"),
+            ("role", "roles"),
+            ("agent", "agents"),
+            ("tag", "tags"),
+            ("entity_type", "entity_types"),
+        ):
             if f[key] is not None:
                 filters[name] = [f[key]]
+        if f["source_session"] is not None:
+            filters["source_session"] = f["source_session"]
         data: dict[str, Any] = {"filters": filters, "include_invalidated": include, "limit": 50}
         for key, name in (("q", "query"), ("repository", "repository"), ("as_of", "as_of")):
             if f[key] is not None:

@@ -34,8 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from mentis.api.attempts import RecordAttemptInput
-from mentis.api.common import parse
-from mentis.api.review import SourceEpisode
+from mentis.api.common import SourceEpisode, parse
 from mentis.api.thoughts import AppendThoughtInput
 from mentis.errors import InvalidInput
 from mentis.integrations import git

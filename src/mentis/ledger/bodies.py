@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Literal, NamedTuple, Self
 import orjson
 
 from mentis.errors import IntegrityError
+from mentis.ledger.links import entity_type_name
 
 # ---------------------------------------------------------------- vocabularies
 
@@ -292,6 +293,18 @@ class RelationBody(Body):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class EpisodeBody(Body):
+    """Where a record came from (issue 27, provenance): a transcript (a file path, or another name
+    of where the session's turns are kept), its session, and the lines or turns (1-based,
+    inclusive) — the shape of a review proposal's source (``mentis.api.review.SourceEpisode``)."""
+
+    transcript: str
+    session_id: str
+    from_line: int
+    to_line: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ThoughtBody(Body):
     """Typed memory; ``importance`` and ``confidence`` are decimal strings (no floats are hashed)."""
 
@@ -313,12 +326,25 @@ class ThoughtBody(Body):
     reasserts: list[dict[str, Any]] | None = None
     visibility: str | None = None
     """``agent`` or ``session`` for a private thought (absent: every reader of the repository)."""
+    source_episode: EpisodeBody | None = None
+    """The transcript, session and lines it came from (absent: not said)."""
+    entity_type: str | None = None
+    """What it is about: a name of the entity-type registry (``mentis.ledger.entity_types``)."""
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Self:
         relations = [RelationBody.from_json(r) for r in obj.get("relations", ())]
         _check_visibility(obj.get("visibility"))
-        return cls._make(obj, relations=relations)
+        episode = obj.get("source_episode")
+        if episode is not None and not isinstance(episode, Mapping):
+            raise IntegrityError("a thought body's source_episode is not an object")
+        if obj.get("entity_type") is not None and not entity_type_name(obj["entity_type"]):
+            raise IntegrityError(f"a thought body has an invalid entity_type {obj['entity_type']!r}")
+        return cls._make(
+            obj,
+            relations=relations,
+            source_episode=None if episode is None else EpisodeBody.from_json(episode),
+        )
 
     @property
     def scope(self) -> str:
@@ -342,8 +368,14 @@ class ThoughtBody(Body):
 
     @property
     def labels(self) -> list[tuple[str, str]]:
-        """(kind, label) rows the thought filters and graph use: each tag and concept."""
-        return [("tag", t) for t in self.tags] + [("concept", c) for c in self.concepts]
+        """(kind, label) rows the thought filters and graph use: each tag and concept, its entity
+        type and its source episode's session (the graph links shared labels, concepts weighing most)."""
+        out = [("tag", t) for t in self.tags] + [("concept", c) for c in self.concepts]
+        if self.entity_type is not None:
+            out.append(("entity_type", self.entity_type))
+        if self.source_episode is not None:
+            out.append(("source_session", self.source_episode.session_id))
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -498,3 +530,24 @@ class AgentEventBody(Body):
     key_id: str | None = None
     public_key: str | None = None
     reason: str | None = None
+
+
+# ---------------------------------------------------------------- the entity-type registry
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EntityTypeBody(Body):
+    """One upsert of the entity-type registry's chain (:data:`mentis.ledger.links.ENTITY_TYPES_CHAIN`):
+    the type ``name`` is registered, or its description replaced, by ``by`` at ``at``. The newest
+    upsert of a name is its description."""
+
+    name: str
+    description: str
+    by: str
+    at: str
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Self:
+        if not entity_type_name(obj.get("name")):
+            raise IntegrityError(f"an entity_type body names an invalid type {obj.get('name')!r}")
+        return cls._make(obj)

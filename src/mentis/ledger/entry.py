@@ -25,6 +25,7 @@ KINDS = frozenset(
         "branch",
         "checkpoint",
         "correction",
+        "entity_type",
         "forget",
         "fork",
         "merge",

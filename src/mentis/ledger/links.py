@@ -3,7 +3,8 @@ reference verifier (:func:`mentis.ledger.chain.verify_rows`) and SQLite's block 
 (``store/sqlite/ledger_scan.py``) both apply, so the two cannot disagree.
 
 An agent registry event stands only in :data:`AGENTS_CHAIN` and targets nothing, a signed
-checkpoint only in :data:`CHECKPOINTS_CHAIN` and targets nothing; no other chain
+checkpoint only in :data:`CHECKPOINTS_CHAIN` and an entity type only in
+:data:`ENTITY_TYPES_CHAIN`, each targeting nothing; no other chain
 name starts with :data:`RESERVED_PREFIX`. Every other body names its own chain (``repository``);
 an attempt, thought or skill version body names its own entry's id (:data:`RECORD_ID`). A
 correction targets an attempt, a visibility entry (``publish``) an attempt or thought, a forget
@@ -19,6 +20,8 @@ than the rest.
 
 from __future__ import annotations
 
+import re
+
 from orjson import loads
 
 AGENTS_CHAIN = "__agents__"
@@ -27,6 +30,9 @@ RESERVED_PREFIX = "__"
 CHECKPOINTS_CHAIN = "__checkpoints__"
 """The system chain of signed checkpoints (``mentis.ledger.checkpoint``): what the store vouched for."""
 CHECKPOINT_SCHEMA = "mentis.checkpoint/1"
+ENTITY_TYPES_CHAIN = "__entity_types__"
+"""The system chain of the entity-type registry (``mentis.ledger.entity_types``): what a thought
+may be about."""
 RECORD_ID = {"attempt": "attempt_id", "thought": "thought_id", "skill": "version_id"}
 """The body field that names its own entry's id, per entry kind that creates a record."""
 SKILL = "skill"
@@ -50,6 +56,15 @@ Records = dict[str, tuple[str, str, int]]
 def skill_want(skill_id: object, version: object) -> str:
     """The record kind a link to version ``version`` of skill ``skill_id`` wants."""
     return f"{SKILL}{_SEP}{skill_id}{_SEP}{version}"
+
+
+ENTITY_TYPE_NAME = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
+"""An entity type's name: 1-64 lowercase letters, digits or ``_.-``, starting with a letter."""
+
+
+def entity_type_name(name: object) -> bool:
+    """Whether ``name`` is a valid entity type name (:data:`ENTITY_TYPE_NAME`)."""
+    return type(name) is str and ENTITY_TYPE_NAME.match(name) is not None
 
 
 def record_kind(kind: str, body: bytes | None) -> str:
@@ -82,6 +97,13 @@ def body_links(chain: str, kind: str, id_: str, body: bytes) -> list[Link] | str
         return (
             f"a {kind} entry may not stand in chain {chain!r} (only checkpoints stand in {CHECKPOINTS_CHAIN})"
         )
+    if (kind == "entity_type") != (chain == ENTITY_TYPES_CHAIN):
+        return f"a {kind} entry may not stand in chain {chain!r} (only entity types stand there)"
+    if kind == "entity_type":
+        # a registry event names a type and describes it, never a record
+        if not entity_type_name(doc.get("name")) or type(doc.get("description")) is not str:
+            return "an entity_type body names a valid type name and a description"
+        return []
     if kind == "checkpoint":
         # a checkpoint names chain heads, never records; its signature is checked where it is used
         if doc.get("schema") != CHECKPOINT_SCHEMA or type(doc.get("chains")) is not list:

@@ -39,6 +39,7 @@ from pydantic import BaseModel
 from mentis.api.agents import AddAgentKeyInput, DisableAgentInput, RegisterAgentInput, RevokeAgentKeyInput
 from mentis.api.attempts import ForgetInput, MarkOutdatedInput, RecordAttemptInput
 from mentis.api.common import parse
+from mentis.api.entity_types import UpsertEntityTypeInput
 from mentis.api.scopes import PublishInput
 from mentis.api.skill_text import content_hash, parse_skill
 from mentis.api.skills import DeleteSkillInput, RevokeSkillInput, SkillStatusInput, UploadSkillInput
@@ -46,6 +47,7 @@ from mentis.api.thoughts import AppendThoughtInput, ForgetThoughtInput
 from mentis.errors import InvalidInput, SkillTextError
 from mentis.ledger import signing
 from mentis.ledger.canonical import canonical
+from mentis.ledger.links import ENTITY_TYPES_CHAIN
 from mentis.service.signed_writes import CONFIGURATION, PHASES
 
 READS = frozenset(
@@ -54,7 +56,7 @@ READS = frozenset(
         *("traverse_thoughts", "context_bundle", "recent_context", "export_memory_md"),
         *("read_skill", "search_skills", "list_skills", "skill_versions", "list_agents", "show_agent"),
         *("list_proposals", "show_proposal", "federated_search"),
-        *("list_webhooks", "webhook_deliveries"),
+        *("list_webhooks", "webhook_deliveries", "list_entity_types"),
     }
 )
 """Tools that write nothing: forwarded unsigned."""
@@ -365,6 +367,15 @@ def _registry(_: Any) -> str:
     return signing.AGENTS_CHAIN
 
 
+def _entity_type(req: UpsertEntityTypeInput, e: signing.Unsigned) -> Shape:
+    """An upsert of the entity-type registry: the call's name and description, who and when."""
+    return Shape(_call(req, by=e.agent, at=e.at))
+
+
+def _entity_types(_: Any) -> str:
+    return ENTITY_TYPES_CHAIN
+
+
 WRITES: dict[str, Write] = {
     "record_attempt": Write(RecordAttemptInput, "attempt", _attempt),
     "mark_conclusion_outdated": Write(MarkOutdatedInput, "correction", _correction),
@@ -387,6 +398,7 @@ WRITES: dict[str, Write] = {
     ),
     "revoke_agent_key": Write(RevokeAgentKeyInput, "agent", _agent_event("key_revoke"), _registry),
     "disable_agent": Write(DisableAgentInput, "agent", _agent_event("disable"), _registry),
+    "upsert_entity_type": Write(UpsertEntityTypeInput, "entity_type", _entity_type, _entity_types),
 }
 """Every write tool the proxy signs: the one place that says what each may append."""
 

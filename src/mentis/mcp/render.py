@@ -278,6 +278,8 @@ def _thought_line(t: ThoughtOut, *, score: float | None = None, limit: int = THO
     meta += [_when(t.created_at), t.agent_id]
     if t.task_id:
         meta.append(f"task {t.task_id}")
+    if t.entity_type:
+        meta.append(f"about {t.entity_type}")
     if score is not None:
         meta.append(f"score {score:.3f}")
     line = f"{t.type} {t.thought_id} ({'; '.join(meta)}): {cut(t.content, limit)}"
@@ -286,6 +288,9 @@ def _thought_line(t: ThoughtOut, *, score: float | None = None, limit: int = THO
         extra.append(f"tags: {', '.join([*t.tags, *t.concepts])}")
     if t.invalidated_by:
         extra.append(f"INVALIDATED by {', '.join(t.invalidated_by)}")
+    if t.source_episode:
+        e = t.source_episode
+        extra.append(f"source: session {e['session_id']} lines {e['from_line']}-{e['to_line']}")
     extra += _reasserts(t.reasserts)
     return _lines(line, *(f"  {e}" for e in extra))
 
@@ -322,6 +327,7 @@ def _(t: ThoughtOut) -> str:
         _thought_line(t, limit=len(t.content) + 1),
         f"  {meta}",
         f"  links: {', '.join(links)}" if links else None,
+        f"  transcript: {t.source_episode['transcript']}" if t.source_episode else None,
     )
 
 

@@ -215,6 +215,20 @@ def may_admin(caller: Caller) -> None:
         )
 
 
+def may_describe_entity_type(caller: Caller, name: str, *, replaces: bool) -> None:
+    """The entity-type registry's rule (docs/provenance.md): a caller who may write registers a
+    new type (or upserts one with its current description); replacing the description of a type
+    that exists, built in or registered, is an admin's, since every repository shares it."""
+    if not caller.can_write:
+        raise Forbidden("upsert_entity_type: this caller may only read; use a token with write scope")
+    if replaces and not caller.admin:
+        raise Forbidden(
+            f"name: entity type {name!r} exists; changing its description needs admin scope "
+            "(`mentis token create --scope admin`); upsert it with its current description, or "
+            "register a new name"
+        )
+
+
 def left_out_note(caller: Caller) -> str:
     """What an answer across repositories says about the refused ones it left out ("" for none)."""
     gone = caller.left_out()
@@ -230,6 +244,7 @@ __all__ = [
     "Caller",
     "left_out_note",
     "may_admin",
+    "may_describe_entity_type",
     "may_read",
     "may_write",
     "resolve_caller",

@@ -53,6 +53,13 @@ from mentis.api.branches import (
     MergeBranchInput,
     MergeReport,
 )
+from mentis.api.common import SourceEpisode
+from mentis.api.entity_types import (
+    ListEntityTypesInput,
+    ListEntityTypesResult,
+    UpsertEntityTypeInput,
+    UpsertEntityTypeResult,
+)
 from mentis.api.federation import FederatedSearchInput, FederatedSearchResult
 from mentis.api.review import (
     AcceptProposalInput,
@@ -64,7 +71,6 @@ from mentis.api.review import (
     RejectProposalInput,
     RejectProposalResult,
     ShowProposalInput,
-    SourceEpisode,
 )
 from mentis.api.scopes import PublishInput, PublishResult
 from mentis.api.skills import (
@@ -132,6 +138,7 @@ from mentis.service.branches import BranchOps, graph_views
 from mentis.service.browse import BrowseOps, TaskPage, Timeline
 from mentis.service.checkpoints import CheckpointOps, Held, Made, check_checkpoints, checkpoint_files
 from mentis.service.context import ServiceContext, open_store
+from mentis.service.entity_types import EntityTypeOps
 from mentis.service.federation import Federation
 from mentis.service.integrity import IntegrityOps
 from mentis.service.local_signing import LocalSigner
@@ -172,6 +179,7 @@ class Memory:
         self.browse = BrowseOps(self.ctx)
         self.skills = SkillOps(self.ctx)
         self.agents = AgentOps(self.ctx)
+        self.entity_types = EntityTypeOps(self.ctx)
         self.transfer = TransferOps(self.ctx)
         self.integrity = IntegrityOps(self.ctx)
         self.federation = Federation(self, self.settings.federation, self._open_federated)
@@ -485,6 +493,17 @@ class Memory:
 
     def show_agent(self, caller: Caller, req: ShowAgentInput) -> AgentOut:
         return self.agents.show_agent(self.caller_now(caller), req)
+
+    # ------------------------------------------------------------ entity types (mentis.service.entity_types)
+
+    def upsert_entity_type(
+        self, caller: Caller, req: UpsertEntityTypeInput, *, seal: Seal | None = None
+    ) -> UpsertEntityTypeResult:
+        with self.sealing(caller, seal) as sealed:
+            return self.entity_types.upsert_entity_type(self.caller_now(caller), req, sealed)
+
+    def list_entity_types(self, caller: Caller, req: ListEntityTypesInput) -> ListEntityTypesResult:
+        return self.entity_types.list_entity_types(self.caller_now(caller), req)
 
     # ------------------------------------------------------------ webhooks (mentis.service.webhooks)
 

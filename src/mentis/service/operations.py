@@ -45,6 +45,12 @@ from mentis.api.branches import (
     MergeReport,
 )
 from mentis.api.common import parse
+from mentis.api.entity_types import (
+    ListEntityTypesInput,
+    ListEntityTypesResult,
+    UpsertEntityTypeInput,
+    UpsertEntityTypeResult,
+)
 from mentis.api.federation import FederatedSearchInput, FederatedSearchResult
 from mentis.api.review import (
     AcceptProposalInput,
@@ -225,8 +231,8 @@ OPERATIONS: tuple[Operation, ...] = (
         AppendThoughtInput,
         AppendThoughtResult,
         lambda m, c, r, s: m.append_thought(c, r, seal=s),
-        "Store a typed thought (Decision, Finding, Constraint, LessonLearned, Plan...), linked to earlier"
-        " ones by refs and relations.",
+        "Store a typed thought, linked to earlier ones by refs and relations; thought_id makes a retry "
+        "idempotent.",
         writes=True,
     ),
     Operation(
@@ -250,7 +256,7 @@ OPERATIONS: tuple[Operation, ...] = (
         GetThoughtInput,
         ThoughtOut,
         lambda m, c, r, _: m.get_thought(c, r),
-        "Read one thought (by id, ledger hash, or repository + seq).",
+        "Read one thought: by thought_id, hash, or repository + seq.",
     ),
     Operation(
         "traverse_thoughts",
@@ -294,15 +300,14 @@ OPERATIONS: tuple[Operation, ...] = (
         PrepareWriteInput,
         PrepareWriteResult,
         lambda m, c, r, _: prepare_write(m, c, r),
-        "Remote signing phase 1, for a client holding the agent's key: the entry a write would append, "
-        "unsigned. Writes nothing.",
+        "Remote signing phase 1: the unsigned entry a write would append. Writes nothing.",
     ),
     Operation(
         "signed_write",
         SignedWriteInput,
         SignedWriteResult,
         lambda m, c, r, _: signed_write(m, c, r),
-        "Remote signing phase 2: run the write with prepare_write's id and time and the client's signature.",
+        "Remote signing phase 2: the write, with prepare_write's id and time and the client's signature.",
         writes=True,
     ),
     Operation(
@@ -506,6 +511,24 @@ WEBHOOK_OPERATIONS: tuple[Operation, ...] = (
     ),
 )
 OPERATIONS += WEBHOOK_OPERATIONS
+ENTITY_OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "upsert_entity_type",
+        UpsertEntityTypeInput,
+        UpsertEntityTypeResult,
+        lambda m, c, r, s: m.upsert_entity_type(c, r, seal=s),
+        "Register an entity type (what a thought is about: its entity_type), or an admin's new description.",
+        writes=True,
+    ),
+    Operation(
+        "list_entity_types",
+        ListEntityTypesInput,
+        ListEntityTypesResult,
+        lambda m, c, r, _: m.list_entity_types(c, r),
+        "List the entity types a thought's entity_type may name, built in and registered.",
+    ),
+)
+OPERATIONS += ENTITY_OPERATIONS
 
 BRANCH_OPERATIONS: tuple[Operation, ...] = (
     Operation(

@@ -55,6 +55,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     ),
     "scopes": ("publish",),
     "branches": ("branch_from", "list_branches", "merge_branch"),
+    "entities": ("list_entity_types", "upsert_entity_type"),
 }
 """Every operation in exactly one group (tests/test_profiles.py holds it to that)."""
 

@@ -4,10 +4,12 @@ rejects them (docs/review.md).
 A proposal is queued by ``propose`` (``mentis propose transcript``) under the caller's
 write scope on its repository, keyed by its content: the same proposal offered again — queued,
 accepted or rejected before — is reported as known and not queued twice, so a rejection is
-remembered. Accepting writes the attempt through the ordinary write path as the accepting caller
-(signed when that agent has a key), tagged ``proposal:<id>`` and carrying the source session, and
-records the attempt's id on the proposal. Two reviewers cannot both accept one proposal: the first
-to claim it wins, and a write that fails hands it back to the queue.
+remembered. Accepting writes the record through the ordinary write path as the accepting caller
+(signed when that agent has a key), tagged ``proposal:<id>`` and records its id on the proposal. A
+thought carries the proposal's source episode as its ``source_episode`` (inside its entry hash); an
+attempt carries the source session as its ``session_id`` only (its body has no episode field: the
+proposal row, found by the tag, keeps the transcript and lines). Two reviewers cannot both
+accept one proposal: the first to claim it wins, and a write that fails hands it back to the queue.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import json
 from collections.abc import Sequence
 
 from mentis.api.attempts import RecordAttemptInput
-from mentis.api.common import parse
+from mentis.api.common import SourceEpisode, parse
 from mentis.api.review import (
     AcceptProposalInput,
     AcceptProposalResult,
@@ -28,7 +30,6 @@ from mentis.api.review import (
     RejectProposalInput,
     RejectProposalResult,
     ShowProposalInput,
-    SourceEpisode,
 )
 from mentis.api.thoughts import AppendThoughtInput
 from mentis.errors import Conflict, InvalidInput, NotFound
@@ -150,6 +151,8 @@ class ReviewOps:
                     field=f"edits.{wrong[0]}",
                 )
             record.update(edits)
+        if row.kind == "thought" and "source_episode" not in record:
+            record["source_episode"] = json.loads(row.source)  # provenance, inside the thought's hash
         tag = f"{PROPOSAL_TAG}:{row.id}"
         record["tags"] = [*[t for t in record.get("tags", []) if t != tag], tag]
         record["repository"] = row.repository

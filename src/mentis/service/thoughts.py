@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mentis import retrieval
-from mentis.api.common import LedgerRef, Rejection, ScoreParts, parse
+from mentis.api.common import LedgerRef, Rejection, SourceEpisode, parse
 from mentis.api.thoughts import (
     AppendThoughtInput,
     AppendThoughtResult,
@@ -45,6 +45,7 @@ from mentis.api.thoughts import (
     SearchThoughtsResult,
     ThoughtOut,
     ThoughtRelationOut,
+    ThoughtScoreParts,
     TraverseEdge,
     TraverseInput,
     TraverseResult,
@@ -54,6 +55,7 @@ from mentis.ledger.bodies import (
     INVALIDATING_KINDS,
     THOUGHT_TYPES,
     AttemptBody,
+    EpisodeBody,
     RelationBody,
     ThoughtBody,
     scope_key,
@@ -63,6 +65,7 @@ from mentis.ledger.signing import now_iso
 from mentis.retrieval import pipeline
 from mentis.service.access import Caller, left_out_note, may_read, may_write, written_visibility
 from mentis.service.context import ServiceContext, secret_warnings
+from mentis.service.entity_types import check_entity_type
 from mentis.service.session_windows import SessionNeighbours
 from mentis.store.protocol import ThoughtQuery
 from mentis.store.seal import Seal
@@ -102,6 +105,10 @@ def thought_out(
         ledger=LedgerRef.of(entry),
         invalidated_by=list(invalidated_by),
         reasserts=[rejection_out(r) for r in t.reasserts or []] if reasserts is None else reasserts,
+        entity_type=t.entity_type,
+        source_episode=None
+        if t.source_episode is None
+        else SourceEpisode(**t.source_episode.to_json()).model_dump(),
     )
 
 
@@ -215,6 +222,7 @@ class ThoughtOps:
                     "hide it from that chain's readers before any merge (docs/branches.md)",
                     field="relations",
                 )
+        check_entity_type(self.store, req.entity_type)
         vector = self.ctx.embed([req.content])[0]
         relations = [RelationBody(**r.model_dump()) for r in req.relations]
         session_id = req.session_id or caller.session_id
@@ -241,6 +249,10 @@ class ThoughtOps:
             session_id=session_id,
             visibility=visibility,
             reasserts=stored_reasserts(reasserts) or None,
+            entity_type=req.entity_type,
+            source_episode=None
+            if req.source_episode is None
+            else EpisodeBody(**req.source_episode.model_dump()),
         )
         entry = self.store.append_thought(body, vector, seal)
         warnings = self.reassertion_warnings(reasserts)
@@ -325,7 +337,7 @@ class ThoughtOps:
             ScoredThought(
                 thought=t,
                 score=round(scored[r].final, 6) if r in scored else t.importance,
-                score_parts=ScoreParts(**scored[r].parts()) if r in scored else None,
+                score_parts=ThoughtScoreParts.of(scored[r].parts()) if r in scored else None,
             )
             for r, t in results
         ]
@@ -352,6 +364,8 @@ class ThoughtOps:
             min_importance=None if f.min_importance is None else float(f.min_importance),
             min_confidence=None if f.min_confidence is None else float(f.min_confidence),
             task_id=f.task_id,
+            entity_types=f.entity_types or (),
+            source_session=f.source_session,
         )
 
     def _invalidations(self, caller: Caller, ids: Sequence[str], as_of: str) -> dict[str, list[str]]:

@@ -32,6 +32,7 @@ from mentis.ledger.bodies import (
     AttemptBody,
     Body,
     CorrectionBody,
+    EntityTypeBody,
     SkillStatusBody,
     SkillVersionBody,
     ThoughtBody,
@@ -133,6 +134,10 @@ class ThoughtQuery:
     min_importance: float | None = None
     min_confidence: float | None = None
     task_id: str | None = None
+    entity_types: Sequence[str] = ()
+    """Keep a thought about any one of these entity types."""
+    source_session: str | None = None
+    """Keep a thought whose source episode is of this session."""
 
 
 TASK_STATUSES = ("passed", "failed", "unverified", "outdated")
@@ -294,6 +299,12 @@ class Store(Protocol):
         agent: str,
         seal: Seal,
     ) -> Entry: ...
+
+    def append_entity_type(self, body: EntityTypeBody, seal: Seal) -> Entry: ...
+
+    def entity_types(self) -> list[Stored[EntityTypeBody]]: ...
+
+    def entity_type_known(self, name: str) -> bool: ...
     def chain_heads(self) -> dict[str, tuple[int, str]]: ...
     def entry_hashes(self, keys: Iterable[tuple[str, int]]) -> dict[tuple[str, int], str]: ...
     def delete_skill(

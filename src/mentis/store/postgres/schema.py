@@ -25,7 +25,8 @@ there. Schema 12 adds ``proposals``, the review queue of proposed memories (outs
 Schema 13 adds ``webhooks`` and ``webhook_outbox`` (:mod:`~mentis.store.shared.webhooks`):
 subscriptions and the deliveries each append writes in its own transaction; configuration, outside
 the ledger, which the recall role cannot read. Schema 14 adds each attempt's and thought's scope
-key (private scopes) and ``scope_keys``, and has the recall views admit rows by scope key.
+key (private scopes) and ``scope_keys``, and has the recall views admit rows by scope key. Schema
+15 adds ``entity_types`` (the entity-type registry) and the ``thoughts`` view's provenance columns.
 
 ``recall`` SQL reads the schema ``mentis_recall``: five views (the documented ones) that parse
 every value out of a body checked against its entry's ``body_hash`` and keep only rows whose
@@ -41,6 +42,7 @@ from typing import Any
 
 from mentis.ledger.bodies import status_sql
 from mentis.store.shared.derived_check import PG_VECTOR_CHECK, TERMS, VECTORS, terms_check, vocab_check
+from mentis.store.shared.entity_types import ENTITY_TYPES_SCHEMA
 from mentis.store.shared.proposals import PROPOSALS_SCHEMA
 from mentis.store.shared.tokens import POSTGRES_TOKEN_TABLE
 from mentis.store.shared.webhooks import POSTGRES_WEBHOOK_SCHEMA
@@ -156,6 +158,7 @@ FROM task_idx t
 WHERE EXISTS(SELECT 1 FROM attempt_idx a
               WHERE a.repository = t.repository AND a.task_id = t.task_id AND mentis_visible(a.scope));
 
+DROP VIEW IF EXISTS mentis_recall.thoughts;
 CREATE OR REPLACE VIEW mentis_recall.thoughts WITH (security_barrier) AS
 SELECT j->>'thought_id' AS thought_id,
        j->>'repository' AS repository,
@@ -190,6 +193,40 @@ WHERE mentis_visible(t.scope);
 """Every record written before it is its repository's, so its key is the repository. The views
 are replaced (same columns): each admits a row by its scope key (``mentis_visible``), and a task
 shows, counts and titles only the attempts the caller reads."""
+
+ENTITY_TYPES_VERSION = 15
+"""The migration that adds ``entity_types`` (the entity-type registry, derived from its system
+chain; no older ledger holds one, so it starts empty) and the recall view ``thoughts``'s
+provenance columns (issue 27)."""
+ENTITY_TYPES_SQL = (
+    ENTITY_TYPES_SCHEMA
+    + """
+CREATE OR REPLACE VIEW mentis_recall.thoughts WITH (security_barrier) AS
+SELECT j->>'thought_id' AS thought_id,
+       j->>'repository' AS repository,
+       j->>'type' AS type,
+       j->>'role' AS role,
+       j->>'content' AS content,
+       (j->>'importance')::double precision AS importance,
+       (j->>'confidence')::double precision AS confidence,
+       j->>'created_at' AS created_at,
+       j->>'agent_id' AS agent_id,
+       j->>'task_id' AS task_id,
+       (j->'tags')::text AS tags,
+       (j->'concepts')::text AS concepts,
+       j->>'entity_type' AS entity_type,
+       j->'source_episode'->>'session_id' AS source_session,
+       (j->'source_episode')::text AS source_episode
+FROM thought_idx t JOIN bodies b ON b.rowid = t.rowid JOIN entries e ON e.rowid = t.rowid,
+     LATERAL mentis_checked_body(b.body, e.body_hash) j
+WHERE mentis_visible(t.scope);
+GRANT SELECT ON ALL TABLES IN SCHEMA mentis_recall TO mentis_recall;
+"""
+)
+"""Schema 15: the view's columns as before, then ``entity_type``, ``source_session`` and
+``source_episode`` (JSON text) at the end (``CREATE OR REPLACE VIEW`` may only add columns there).
+Schema 14 drops the view before it creates it again, so a store whose recorded version is set
+back (the upgrade tests do that) replays 14 over 15's wider view without refusing to narrow it."""
 RECALL_SCHEMA = "mentis_recall"
 RECALL_ROLE = "mentis_recall"
 
@@ -219,6 +256,7 @@ DERIVED_TABLES = (
     "window_terms",
     "skill_instructions",
     "skill_revoked_instructions",
+    "entity_types",
 )
 
 _V1 = """
@@ -526,6 +564,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (PROPOSALS_VERSION, PROPOSALS_SCHEMA),
     (WEBHOOKS_VERSION, POSTGRES_WEBHOOK_SCHEMA),
     (SCOPES_VERSION, SCOPES_SQL),
+    (ENTITY_TYPES_VERSION, ENTITY_TYPES_SQL),
     (BRANCHES_VERSION, BRANCHES_SQL),
 )
 """(version, SQL with ``{dim}`` and ``{schema}`` placeholders), applied in order on open."""

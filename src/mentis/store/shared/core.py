@@ -25,6 +25,7 @@ from mentis.ledger.bodies import (
     AttemptBody,
     Body,
     CorrectionBody,
+    EntityTypeBody,
     SkillStatusBody,
     SkillVersionBody,
     ThoughtBody,
@@ -58,6 +59,7 @@ ENTRY_KIND: dict[type[Body], str] = {
     VisibilityBody: "visibility",
     SkillVersionBody: "skill",
     SkillStatusBody: "skill_status",
+    EntityTypeBody: "entity_type",
 }
 """The kind of the entries whose bodies each body type reads."""
 

@@ -11,6 +11,7 @@ PostgreSQL: :class:`~mentis.store.postgres.store.PostgresStore`). The parts, eac
 - :class:`~mentis.store.shared.attempts.AttemptCore`: attempts and corrections;
 - :class:`~mentis.store.shared.thoughts.ThoughtCore`: thoughts, their edges and windows;
 - :class:`~mentis.store.shared.skills.SkillCore`: skill versions and statuses;
+- :class:`~mentis.store.shared.entity_types.EntityTypeCore`: the entity-type registry;
 - :class:`~mentis.store.shared.browse.BrowseReads`: the dashboard's reads.
 
 Each part calls only :class:`LedgerCore` and the backend's hooks, never another part.
@@ -24,6 +25,7 @@ from mentis.errors import Conflict
 from mentis.ledger.bodies import (
     AttemptBody,
     CorrectionBody,
+    EntityTypeBody,
     SkillStatusBody,
     SkillVersionBody,
     ThoughtBody,
@@ -36,6 +38,7 @@ from mentis.store.shared.backend import ConnT
 from mentis.store.shared.branches import BranchCore
 from mentis.store.shared.browse import BrowseReads
 from mentis.store.shared.core import ENTRY_COLS, entry_of
+from mentis.store.shared.entity_types import EntityTypeCore
 from mentis.store.shared.entry_ids import check_import_ids, fill_entry_ids
 from mentis.store.shared.proposals import ProposalCore
 from mentis.store.shared.scopes import ScopeCore
@@ -46,7 +49,12 @@ REPLAY_BATCH = 128
 
 
 class RelationalStore(
-    ScopeCore[ConnT], SkillCore[ConnT], BrowseReads[ConnT], ProposalCore[ConnT], BranchCore[ConnT]
+    ScopeCore[ConnT],
+    SkillCore[ConnT],
+    BrowseReads[ConnT],
+    EntityTypeCore[ConnT],
+    ProposalCore[ConnT],
+    BranchCore[ConnT],
 ):
     """Every table derived from the ledger, and their reads (``self`` is the backend's store)."""
 
@@ -138,6 +146,8 @@ class RelationalStore(
                 self._derive_skill_status(conn, rowid, SkillStatusBody.parse(raw))
             elif entry.kind == "visibility":
                 self._replay_visibility(conn, VisibilityBody.parse(raw), embed)
+            elif entry.kind == "entity_type":
+                self._derive_entity_type(conn, rowid, EntityTypeBody.parse(raw))
         flush()
 
     def _replay_correction(self, conn: ConnT, rowid: int, correction: CorrectionBody, embed: Embed) -> None:

@@ -322,7 +322,13 @@ class ThoughtCore(LedgerCore[ConnT]):
         any_of("t.type", query.types)
         any_of("t.role", query.roles)
         any_of("t.agent_id", query.agents)
-        for kind, labels in (("tag", query.tags), ("concept", query.concepts)):
+        session = [query.source_session] if query.source_session is not None else []
+        for kind, labels in (
+            ("tag", query.tags),
+            ("concept", query.concepts),
+            ("entity_type", query.entity_types),
+            ("source_session", session),
+        ):
             if labels:
                 cond, label_args = self.D.in_("label", labels)
                 where(

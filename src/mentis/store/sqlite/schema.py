@@ -5,6 +5,7 @@ clears every table in ``_DERIVED_TABLES`` and derives them again from the ledger
 
 from __future__ import annotations
 
+from mentis.store.shared.entity_types import ENTITY_TYPES_SCHEMA
 from mentis.store.sqlite.indexes import TERM_TABLES
 from mentis.store.sqlite.indexes import new_epoch as _new_epoch
 from mentis.store.sqlite.thought_schema import THOUGHT_TABLES
@@ -24,7 +25,8 @@ CREATE TABLE IF NOT EXISTS entry_ids(
 CREATE INDEX IF NOT EXISTS entries_branching ON entries(kind) WHERE kind IN ('fork', 'branch', 'merge');
 """
 
-_DERIVED_SCHEMA = """
+_DERIVED_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS attempt_idx(
     rowid INTEGER PRIMARY KEY, attempt_id TEXT NOT NULL UNIQUE, repository TEXT NOT NULL,
     task_id TEXT NOT NULL, status TEXT NOT NULL, scope TEXT NOT NULL DEFAULT '');
@@ -74,9 +76,12 @@ CREATE TABLE IF NOT EXISTS skill_revoked_instructions(
 CREATE INDEX IF NOT EXISTS skill_revoked_instructions_hash
     ON skill_revoked_instructions(instructions_hash, repository);
 """
+    + ENTITY_TYPES_SCHEMA
+)
 """Skills (:mod:`mentis.store.shared.skills`) have ``skill_idx``, ``skill_version_idx``, ``skill_revoked``,
 ``skill_vectors``, ``skill_instructions`` and ``skill_revoked_instructions`` here; their lexical
-rows, ``skill_terms``, sit with the other lexical tables."""
+rows, ``skill_terms``, sit with the other lexical tables; ``entity_types`` is the entity-type
+registry's (:mod:`mentis.store.shared.entity_types`)."""
 _DERIVED_TABLES = (
     "attempt_idx",
     "scope_keys",
@@ -91,6 +96,7 @@ _DERIVED_TABLES = (
     "skill_vectors",
     "skill_instructions",
     "skill_revoked_instructions",
+    "entity_types",
     *THOUGHT_TABLES,
     *TERM_TABLES,
     "lex_vocab",

@@ -40,6 +40,10 @@ checked when the in-process indexes load the rows); opening an older file comput
 Schema 8 adds ``webhooks`` and ``webhook_outbox`` (:mod:`~mentis.store.shared.webhooks`): webhook
 subscriptions and the deliveries each append writes in its own transaction, outside the ledger;
 opening an older file creates them empty (``SCHEMA`` runs on every open).
+Schema 11 adds ``entity_types`` (:mod:`~mentis.store.shared.entity_types`: the entity-type
+registry, derived from its system chain) and the recall view ``thoughts``'s ``entity_type`` and
+``source_*`` columns; no older ledger holds an entity type, so opening an older file creates the
+table empty, and a thought written before it has neither field.
 Schema 12 adds ``entries_branching``, a partial index of the ledger's fork, branch and merge entries (branch
 chains, :mod:`mentis.ledger.branches`); opening an older file creates it (``SCHEMA`` again).
 

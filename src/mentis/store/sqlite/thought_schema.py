@@ -50,7 +50,10 @@ SELECT json_extract(b.body, '$.thought_id') AS thought_id,
        json_extract(b.body, '$.agent_id') AS agent_id,
        json_extract(b.body, '$.task_id') AS task_id,
        json(json_extract(b.body, '$.tags')) AS tags,
-       json(json_extract(b.body, '$.concepts')) AS concepts
+       json(json_extract(b.body, '$.concepts')) AS concepts,
+       json_extract(b.body, '$.entity_type') AS entity_type,
+       json_extract(b.body, '$.source_episode.session_id') AS source_session,
+       json(json_extract(b.body, '$.source_episode')) AS source_episode
 FROM main.thought_idx t JOIN checked_bodies b ON b.rowid = t.rowid
 WHERE mentis_visible(t.scope) LIMIT -1;
 
