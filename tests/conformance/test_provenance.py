@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from mentis.api.common import SourceEpisode, parse
@@ -17,7 +18,7 @@ from mentis.api.review import AcceptProposalInput
 from mentis.api.thoughts import AppendThoughtInput, GetThoughtInput, SearchThoughtsInput
 from mentis.config import Settings
 from mentis.errors import Forbidden, IntegrityError, InvalidInput
-from mentis.ledger.links import ENTITY_TYPES_CHAIN
+from mentis.ledger.links import ENTITY_TYPES_CHAIN, body_links
 from mentis.providers.embed import HashEmbedder
 from mentis.service.entity_types import BUILTIN
 from mentis.service.memory import Caller, Memory
@@ -345,3 +346,31 @@ def test_an_accepted_thought_proposal_carries_its_source_episode_into_the_though
     got = memory.get_thought(caller, GetThoughtInput(thought_id=done.record_id))
     assert got.source_episode == EPISODE
     assert found(memory, caller, filters={"source_session": "s-42"}) == ["round once"]
+
+
+# ---------------------------------------------------------------- the ledger's rule for the registry chain
+
+
+@pytest.mark.parametrize(
+    ("chain", "kind", "body", "why"),
+    [
+        (
+            ENTITY_TYPES_CHAIN,
+            "entity_type",
+            {"name": "queue", "description": "q", "by": "a", "at": "t"},
+            None,
+        ),
+        (REPO, "entity_type", {"name": "queue", "description": "q"}, "only entity types stand there"),
+        (ENTITY_TYPES_CHAIN, "thought", {"repository": ENTITY_TYPES_CHAIN}, "only entity types stand there"),
+        (ENTITY_TYPES_CHAIN, "entity_type", {"name": "Queue", "description": "q"}, "valid type name"),
+        (ENTITY_TYPES_CHAIN, "entity_type", {"name": "queue", "description": 3}, "valid type name"),
+    ],
+)
+def test_an_entity_type_entry_stands_only_in_its_system_chain_and_names_a_valid_type(
+    chain: str, kind: str, body: dict[str, Any], why: str | None
+) -> None:
+    found = body_links(chain, kind, "id-1", orjson.dumps(body))
+    if why is None:
+        assert found == []
+    else:
+        assert isinstance(found, str) and why in found

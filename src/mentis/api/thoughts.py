@@ -225,10 +225,10 @@ class ThoughtOut(Out):
     reasserts: list[Rejection] = Field(default_factory=list)
     entity_type: str | None = None
     source_episode: dict[str, Any] | None = Field(
-        default=None,
-        description="transcript, session_id, from_line, to_line: a SourceEpisode, published as an "
-        "object (its four fields cost every thought read's schema 48 tokens; docs/provenance.md)",
+        default=None, description="a SourceEpisode: transcript, session_id, from_line, to_line"
     )
+    """Published as an object, its four fields documented in docs/provenance.md rather than in the
+    schema of each of the five thought reads (48 tokens each; docs/tools.md)."""
 
 
 class AppendThoughtResult(Out):
