@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from mentis.cli.common import DbOpt, JsonOpt, run_op
+from mentis.cli.common import DbOpt, JsonOpt, RepoOpt, run_op
 
 commands = typer.Typer()
 branch_app = typer.Typer(
@@ -18,7 +18,6 @@ branch_app = typer.Typer(
 )
 commands.add_typer(branch_app)
 
-RepoOpt = Annotated[str, typer.Option("--repository", "-r", help="The repository (its main line's name).")]
 NameArg = Annotated[str, typer.Argument(help="The branch's name (a git branch name).")]
 
 
