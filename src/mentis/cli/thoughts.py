@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mentis.cli.common import DbOpt, JsonOpt, RepoOpt, errors, run_op
+from mentis.cli.common import BranchOpt, DbOpt, JsonOpt, RepoOpt, errors, run_op
 from mentis.errors import InvalidInput
 
 commands = typer.Typer()
@@ -48,6 +48,7 @@ def append_thought(
     visibility: Annotated[
         str | None, typer.Option(help="repository (default), agent or session: who may read it.")
     ] = None,
+    branch: BranchOpt = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -56,6 +57,7 @@ def append_thought(
         relations = _relations(relation)
     data = {
         "repository": repository,
+        "branch": branch,
         "type": type_,
         "content": content,
         "role": role,
