@@ -65,3 +65,35 @@ def test_bad_branch_names_and_merges_exit_non_zero_naming_the_field_and_write_no
         assert got == code, err
         assert says in err
     assert [e.hash for e, _ in memory.store.iter_ledger()] == before
+
+
+def test_record_attempt_and_search_take_a_branch(memory: Memory, mentis_env: dict[str, str]) -> None:
+    memory.record_attempt(
+        Caller(agent_id="cli-test"),
+        RecordAttemptInput(repository=REPO, task_id="t", action="ran it", observation="failed"),
+    )
+    memory.close()
+    assert run(mentis_env, "branch", "from", "wip", "-r", REPO)[0] == 0
+    args = (
+        "record-attempt",
+        "-r",
+        REPO,
+        "--branch",
+        "wip",
+        "-t",
+        "b",
+        "--action",
+        "tried",
+        "--observation",
+        "cache miss",
+    )
+    code, out, err = run(mentis_env, *args, "--json")
+    assert code == 0, err
+    made = json.loads(out)["attempt_id"]
+    code, out, err = run(mentis_env, "search", "cache miss", "-r", REPO, "--branch", "wip", "--json")
+    assert code == 0, err
+    assert made in {i for t in json.loads(out)["tasks"] for i in t["matched_attempt_ids"]}
+    code, out, err = run(mentis_env, "search", "cache miss", "-r", REPO, "--json")
+    assert made not in {i for t in json.loads(out)["tasks"] for i in t["matched_attempt_ids"]}
+    code, _, err = run(mentis_env, *args[:4], "nope", *args[5:])
+    assert code == 3 and "branch" in err

@@ -50,7 +50,7 @@ def direct(memory: Memory, caller: Caller, name: str, arguments: dict[str, Any])
 
 CLI: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
     # operation: (its command (words), fields given as arguments, field -> option; "a.b" is a nested field)
-    "search": ("search", ("query",), {"repository": "--repo", "limit": "--limit"}),
+    "search": ("search", ("query",), {"repository": "--repo", "branch": "--branch", "limit": "--limit"}),
     "recall": ("recall", ("sql",), {"repository": "--repo", "task_id": "--task", "params": "--param"}),
     "verify_integrity": ("verify-integrity", (), {"repository": "--repo"}),
     "mark_conclusion_outdated": (
@@ -64,6 +64,7 @@ CLI: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
         (),
         {
             "repository": "--repo",
+            "branch": "--branch",
             "task_id": "--task",
             "task_title": "--title",
             "action": "--action",
@@ -105,6 +106,13 @@ CLI: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
         {"repository": "--repo", "filters.entity_types": "--entity-type"},
     ),
     "upsert_entity_type": ("entity-type upsert", ("name",), {"description": "--description"}),
+    "branch_from": (
+        "branch from",
+        ("branch",),
+        {"repository": "--repo", "parent": "--parent", "fork_seq": "--fork-seq", "fork_hash": "--fork-hash"},
+    ),
+    "list_branches": ("branch list", (), {"repository": "--repo"}),
+    "merge_branch": ("branch merge", ("branch",), {"repository": "--repo", "into": "--into"}),
 }
 
 

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from mentis.api.attempts import SearchResult
 from mentis.api.federation import FederatedSearchResult
-from mentis.cli.common import DbOpt, JsonOpt, RepoOpt, emit, err, errors, open_memory, run, run_op
+from mentis.cli.common import BranchOpt, DbOpt, JsonOpt, RepoOpt, emit, err, errors, open_memory, run, run_op
 from mentis.errors import InvalidInput
 
 commands = typer.Typer()
@@ -78,12 +78,14 @@ def record_attempt(
     visibility: Annotated[
         str | None, typer.Option(help="repository (default), agent or session: who may read it.")
     ] = None,
+    branch: BranchOpt = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Record an attempt (the record_attempt tool)."""
     data: dict[str, Any] = {
         "repository": repository,
+        "branch": branch,
         "task_id": task_id,
         "task_title": title,
         "action": action,
@@ -104,6 +106,9 @@ def record_attempt(
 def search(
     query: Annotated[str, typer.Argument(help="The problem, described in your own words.")],
     repository: Annotated[str | None, typer.Option("--repo", "-r", help="Only this repository.")] = None,
+    branch: Annotated[
+        str | None, typer.Option(help="A branch of --repo: its records and its parent's (docs/branches.md).")
+    ] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="Tasks to return (1-50).")] = 10,
     federated: Annotated[
         bool,
@@ -124,6 +129,8 @@ def search(
 ) -> None:
     """Search tasks by a problem description (the search tool; --federated: federated_search)."""
     data: dict[str, Any] = {"query": query, "repository": repository, "limit": limit}
+    if branch is not None:
+        data["branch"] = branch
     if not federated and memory:
         with errors():
             raise InvalidInput(

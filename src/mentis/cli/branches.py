@@ -11,7 +11,7 @@ from rich.table import Table
 
 from mentis.api.branches import MergeBranchInput
 from mentis.api.common import parse
-from mentis.cli.common import DbOpt, JsonOpt, emit, errors, run_op
+from mentis.cli.common import DbOpt, JsonOpt, RepoOpt, emit, errors, run_op
 from mentis.errors import InvalidInput
 from mentis.integrations import git
 
@@ -23,7 +23,6 @@ branch_app = typer.Typer(
 )
 commands.add_typer(branch_app)
 
-RepoOpt = Annotated[str, typer.Option("--repository", "-r", help="The repository (its main line's name).")]
 NameArg = Annotated[str, typer.Argument(help="The branch's name (a git branch name).")]
 
 

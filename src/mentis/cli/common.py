@@ -40,6 +40,9 @@ JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print JSON (the default when stdout is not a terminal).")
 ]
 RepoOpt = Annotated[str, typer.Option("--repo", "-r", help="Repository identity, e.g. github.com/acme/shop.")]
+BranchOpt = Annotated[
+    str | None, typer.Option(help="Write to this branch of --repo (docs/branches.md); it must exist.")
+]
 
 
 def settings(db: Path | None) -> Settings:

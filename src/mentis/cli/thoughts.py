@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mentis.cli.common import DbOpt, JsonOpt, RepoOpt, errors, run_op
+from mentis.cli.common import BranchOpt, DbOpt, JsonOpt, RepoOpt, errors, run_op
 from mentis.errors import InvalidInput
 
 commands = typer.Typer()
@@ -73,6 +73,7 @@ def append_thought(
     source_lines: Annotated[
         str | None, typer.Option(help="Source episode: its lines or turns, FROM-TO (1-based, inclusive).")
     ] = None,
+    branch: BranchOpt = None,
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -82,6 +83,7 @@ def append_thought(
         episode = _episode(source_transcript, source_session, source_lines)
     data = {
         "repository": repository,
+        "branch": branch,
         "type": type_,
         "content": content,
         "role": role,
