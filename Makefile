@@ -32,7 +32,7 @@ test: $(VENV)/.dev
 
 # Reliability drills at full sizes (CI runs them at bounded sizes inside `make test`).
 drill: $(VENV)/.dev
-	MENTIS_DRILL_SCALE=full MENTIS_REQUIRE_POSTGRES=1 $(BIN)/pytest -q -m drill tests/drills --timeout=3600 -s
+	MENTIS_DRILL_SCALE=full MENTIS_REQUIRE_POSTGRES=1 $(BIN)/pytest -q -m drill tests/drills tests/test_verify_fastpath.py --timeout=3600 -s
 
 check: $(VENV)/.dev
 	$(BIN)/ruff format --check src tests bench

@@ -25,12 +25,14 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 def backend_settings(backend: str, home: Path, request: pytest.FixtureRequest) -> Settings:
     """A store of ``backend`` in ``home``: its SQLite file there, or a fresh database in the
-    session's PostgreSQL cluster (``pg_cluster`` of tests/conftest.py)."""
+    session's PostgreSQL cluster (``pg_cluster`` of tests/conftest.py), its schema already made
+    for the hash embedder's vectors (``Cluster.new_migrated_database``; the migrations from an
+    empty database run where a test makes its own with ``new_database``)."""
     base = Settings(home=home, db_path=home / "mentis.db", embedder="hash")
     if backend == "sqlite":
         return base
     cluster: Cluster = request.getfixturevalue("pg_cluster")
-    return dataclasses.replace(base, database_url=cluster.new_database())
+    return dataclasses.replace(base, database_url=cluster.new_migrated_database(HashEmbedder().dim))
 
 
 @pytest.fixture

@@ -61,6 +61,8 @@ class Cluster:
         self.log = root / "log" / "postgres.log"
         self.created: list[str] = []
         """Databases made by :meth:`new_database` and not dropped yet."""
+        self.migrated: dict[int, str] = {}
+        """The template of :meth:`new_migrated_database` for each vector size, once made."""
 
     def url(self, dbname: str = "postgres") -> str:
         return f"postgresql://postgres@/{dbname}?host={self.socket_dir}&port={PORT}"
@@ -71,12 +73,28 @@ class Cluster:
         with psycopg.connect(self.url(dbname), autocommit=True) as conn:
             conn.execute(sql)  # type: ignore[arg-type]
 
-    def new_database(self) -> str:
-        """A fresh database (with pgvector) and its URL."""
+    def new_database(self, template: str = "mentis_template") -> str:
+        """A fresh database (with pgvector) and its URL. Copied file by file (``FILE_COPY``: with
+        fsync off, quicker than PostgreSQL 15's default of logging every block of the template)."""
         name = f"t_{uuid.uuid4().hex[:12]}"
-        self.execute(f"CREATE DATABASE {name} TEMPLATE mentis_template")
+        self.execute(f"CREATE DATABASE {name} TEMPLATE {template} STRATEGY FILE_COPY")
         self.created.append(name)
         return self.url(name)
+
+    def new_migrated_database(self, dim: int) -> str:
+        """A fresh database already holding this Mentis's schema, for vectors of ``dim``: a copy of
+        a template that the first call migrates with :class:`PostgresStore` (the same migrations a
+        fresh database gets on its first open), which saves each store the ~150 ms they take.
+        The template holds the schema only: no ledger entry, token or setting of the service."""
+        template = self.migrated.get(dim)
+        if template is None:
+            from mentis.store.postgres.store import PostgresStore
+
+            template = f"mentis_schema_{dim}"
+            self.execute(f"CREATE DATABASE {template} TEMPLATE mentis_template")
+            PostgresStore(self.url(template), dim).close()
+            self.migrated[dim] = template
+        return self.new_database(template)
 
     def drop_created(self) -> None:
         """Drops the databases :meth:`new_database` made that nobody is connected to any more; one

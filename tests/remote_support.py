@@ -1,5 +1,7 @@
-"""Real processes for the remote proxy's tests: a `mentis serve --http` child on a loopback port,
-and `mentis serve --remote` children driven by the official MCP client over their stdio."""
+"""Real processes for the remote proxy's tests: `mentis serve --remote` children driven by the
+official MCP client over their stdio, in front of a `mentis serve --http` child on a loopback port
+(:func:`http_server`, for the tests that stop, pause or restart it, or pass it TLS options) or of the
+same app served in this process (:func:`live_server`, a second or more quicker per test)."""
 
 from __future__ import annotations
 
@@ -21,8 +23,13 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
+from mentis.config import Settings
 from mentis.ledger import signing
+from mentis.providers.embed import HashEmbedder
+from mentis.service.agent_keys import create_agent_key
+from mentis.service.memory import Caller, Memory
 from mentis.service.tokens import TokenStore
+from tests.http_support import LiveServer
 
 MENTIS = [sys.executable, "-m", "mentis"]
 
@@ -48,6 +55,25 @@ def keygen(env: dict[str, str], agent: str, path: Path) -> Ed25519PrivateKey:
     )
     assert done.returncode == 0, done.stderr
     return signing.load_private_key(path)
+
+
+def keygen_here(db_path: Path, agent: str, path: Path) -> Ed25519PrivateKey:
+    """:func:`keygen` in this process: the service call `mentis agent keygen` makes, by the local
+    (admin) caller the CLI would be. The command itself runs in tests/test_signing_stdio.py."""
+    memory = Memory.open(Settings(home=db_path.parent, db_path=db_path, embedder="hash"), HashEmbedder())
+    try:
+        create_agent_key(memory, Caller(agent_id="test-agent", admin=True), agent, path)
+    finally:
+        memory.close()
+    return signing.load_private_key(path)
+
+
+@asynccontextmanager
+async def live_server(db_path: Path) -> AsyncIterator[str]:
+    """The app `mentis serve --http 127.0.0.1:0 --tools all` serves (token auth, every tool) on the
+    SQLite file ``db_path``, run in this process (tests/http_support.py); yields its MCP URL."""
+    with LiveServer(db_path, tools="all") as live:
+        yield f"{live.url}/mcp"
 
 
 @asynccontextmanager

@@ -1,5 +1,6 @@
-"""Federated search over real memories: this SQLite store, a PostgreSQL store and a second
-`mentis serve --http` process with a token; fused by rank, a memory that stops or refuses the
+"""Federated search over real memories: this SQLite store, a PostgreSQL store and a served one
+with a token (a real `mentis serve --http` process where the test stops it, else the same app run
+in this process); fused by rank, a memory that stops or refuses the
 token reported while the others answer, and bad configuration refused naming the variable."""
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from mentis.service.access import Caller
 from mentis.service.federation import RemoteMemory, parse_memories
 from mentis.service.memory import Memory
 from mentis.service.profiles import parse_profile
+from tests.http_support import LiveServer
 from tests.pg_server import Cluster
 from tests.remote_support import make_token
 
@@ -103,33 +105,58 @@ class Served:
         self.process.stderr.close()
 
 
-@pytest.fixture
-def three(tmp_path: Path, pg_cluster: Cluster) -> Iterator[tuple[Memory, Settings, Served, str]]:
-    """A local SQLite memory federating a PostgreSQL store ('team') and a served one ('remote')."""
+def _remote(tmp_path: Path) -> tuple[Path, str]:
+    """The served store ('remote'), filled, and a read token for it."""
     remote_db = tmp_path / "remote" / "mentis.db"
     remote_db.parent.mkdir(mode=0o700)
     with opened(Settings(home=remote_db.parent, db_path=remote_db, embedder="hash")) as m:
         _fill(m, "remote")
-    token = make_token(remote_db, "reader", scope="read")
+    return remote_db, make_token(remote_db, "reader", scope="read")
+
+
+@contextmanager
+def _federating(
+    tmp_path: Path, pg_cluster: Cluster, remote_url: str, token: str
+) -> Iterator[tuple[Memory, Settings]]:
+    """A local SQLite memory federating a PostgreSQL store ('team') and the served one ('remote')."""
     pg = dataclasses.replace(
         Settings(home=tmp_path, db_path=tmp_path / "unused.db", embedder="hash"),
         database_url=pg_cluster.new_database(),
     )
     with opened(pg) as m:
         _fill(m, "team")
-    served = Served(remote_db)
     env = {
-        "MENTIS_FEDERATION": f"team={pg.database_url},remote={served.url}",
+        "MENTIS_FEDERATION": f"team={pg.database_url},remote={remote_url}",
         "MENTIS_FEDERATION_REMOTE_TOKEN": token,
         "MENTIS_FEDERATION_TIMEOUT": "20",
     }
     local_settings = Settings(home=tmp_path, db_path=tmp_path / "mentis.db", embedder="hash", federation=env)
-    local = Memory.open(local_settings, HashEmbedder())
-    _fill(local, "local")
+    with opened(local_settings) as local:
+        _fill(local, "local")
+        yield local, local_settings
+
+
+@pytest.fixture
+def three(tmp_path: Path, pg_cluster: Cluster) -> Iterator[tuple[Memory, Settings, LiveServer, str]]:
+    """The local memory federating 'team' and 'remote', 'remote' served by the app `mentis serve
+    --http` serves, run in this process (tests/http_support.py)."""
+    remote_db, token = _remote(tmp_path)
+    with (
+        LiveServer(remote_db) as served,
+        _federating(tmp_path, pg_cluster, served.url, token) as (local, settings),
+    ):
+        yield local, settings, served, token
+
+
+@pytest.fixture
+def three_served(tmp_path: Path, pg_cluster: Cluster) -> Iterator[tuple[Memory, Settings, Served, str]]:
+    """:func:`three` with 'remote' served by a real `mentis serve --http` child (the test stops it)."""
+    remote_db, token = _remote(tmp_path)
+    served = Served(remote_db)
     try:
-        yield local, local_settings, served, token
+        with _federating(tmp_path, pg_cluster, served.url, token) as (local, settings):
+            yield local, settings, served, token
     finally:
-        local.close()
         served.stop()
 
 
@@ -144,7 +171,7 @@ def test_rank_fusion_is_the_sum_of_reciprocal_ranks_over_the_lists_holding_a_key
 
 
 def test_a_federated_search_fuses_each_memorys_own_ranking_and_names_where_each_task_came_from(
-    three: tuple[Memory, Settings, Served, str],
+    three: tuple[Memory, Settings, LiveServer, str],
 ) -> None:
     local, _, _, _ = three
     result = local.federated_search(CALLER, FederatedSearchInput(query=QUERY, limit=10))
@@ -181,9 +208,9 @@ def test_a_federated_search_fuses_each_memorys_own_ranking_and_names_where_each_
 
 
 def test_a_memory_that_stops_or_hangs_is_reported_and_the_others_still_answer(
-    three: tuple[Memory, Settings, Served, str],
+    three_served: tuple[Memory, Settings, Served, str],
 ) -> None:
-    local, settings, served, _ = three
+    local, settings, served, _ = three_served
     first = local.federated_search(CALLER, FederatedSearchInput(query=QUERY))
     assert "remote" in first.answered
     served.process.send_signal(signal.SIGSTOP)  # it hangs: its connection accepted, no answer
@@ -203,7 +230,7 @@ def test_a_memory_that_stops_or_hangs_is_reported_and_the_others_still_answer(
 
 
 def test_rest_answers_a_federated_search_with_the_servers_own_memory(
-    three: tuple[Memory, Settings, Served, str],
+    three: tuple[Memory, Settings, LiveServer, str],
 ) -> None:
     _, _, served, token = three
     reply = httpx.post(
@@ -224,7 +251,7 @@ def test_rest_answers_a_federated_search_with_the_servers_own_memory(
     assert bad.status_code == 422 and bad.json()["error"]["field"] == "memories"
 
 
-def test_a_wrong_token_is_reported_as_refused(three: tuple[Memory, Settings, Served, str]) -> None:
+def test_a_wrong_token_is_reported_as_refused(three: tuple[Memory, Settings, LiveServer, str]) -> None:
     _, settings, _, _ = three
     wrong = dataclasses.replace(
         settings, federation={**settings.federation, "MENTIS_FEDERATION_REMOTE_TOKEN": "mentis_wrong"}
@@ -238,7 +265,7 @@ def test_a_wrong_token_is_reported_as_refused(three: tuple[Memory, Settings, Ser
 
 
 def test_a_caller_limited_to_some_repositories_is_not_given_a_remote_answer(
-    three: tuple[Memory, Settings, Served, str],
+    three: tuple[Memory, Settings, LiveServer, str],
 ) -> None:
     local, _, _, _ = three
     scoped = Caller(agent_id="t", repositories=("github.com/acme/*",))
@@ -251,7 +278,7 @@ def test_a_caller_limited_to_some_repositories_is_not_given_a_remote_answer(
 
 
 def test_the_tool_and_the_cli_answer_with_each_memory_named(
-    three: tuple[Memory, Settings, Served, str], monkeypatch: pytest.MonkeyPatch
+    three: tuple[Memory, Settings, LiveServer, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     local, settings, _, _ = three
 

@@ -1,6 +1,7 @@
 """A hostile team server cannot get `mentis serve --remote` to sign what the harness did not ask for.
 
-Each attack runs end to end: a real `mentis serve --http` behind the hostile server of
+Each attack runs end to end: the real HTTP server (the app `mentis serve --http` serves, run in
+this process; the registry test runs the command itself) behind the hostile server of
 tests/hostile_remote.py (which changes the calls it hands on, the entries prepare_write answers, or
 its tool list), a real `mentis serve --remote` child holding the agent's real Ed25519 key, driven by
 the official MCP client. A refused write is a tool error naming what differs, and nothing is signed:
@@ -31,7 +32,9 @@ from .remote_support import (
     error_text,
     http_server,
     keygen,
+    keygen_here,
     ledger_rows,
+    live_server,
     make_token,
     ok,
     proxy_params,
@@ -57,8 +60,8 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def key(mentis_env: dict[str, str], tmp_path: Path) -> Ed25519PrivateKey:
-    return keygen(mentis_env, AGENT, tmp_path / "agent.pem")
+def key(db_path: Path, tmp_path: Path) -> Ed25519PrivateKey:
+    return keygen_here(db_path, AGENT, tmp_path / "agent.pem")
 
 
 @pytest.fixture
@@ -101,7 +104,7 @@ async def _attacked(
     """The real server seeded by the bystander, the hostile server in front of it (its Tamper
     honest until the test sets it), and the signing proxy connected to the hostile server."""
     tamper = Tamper()
-    async with http_server(mentis_env) as url:
+    async with live_server(db_path) as url:
         seeded = await _seed(url, make_token(db_path, BYSTANDER))
         async with hostile_server(url, tamper) as hostile, Client(proxy_params(hostile.url, env)) as proxy:
             yield proxy, hostile, tamper, seeded
@@ -305,7 +308,7 @@ async def test_a_server_that_marks_writes_read_only_still_gets_them_signed_and_i
 ) -> None:
     with anyio.fail_after(120):
         async with (
-            http_server(mentis_env) as url,
+            live_server(db_path) as url,
             hostile_server(url, Tamper(tools=_read_only)) as hostile,
             Client(proxy_params(hostile.url, signing_env)) as proxy,
         ):

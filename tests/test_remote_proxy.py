@@ -1,5 +1,6 @@
-"""`mentis serve --remote`: a real `mentis serve --http` child, a real proxy child on stdio, both
-driven by the official MCP client. The proxy publishes the remote's tools, forwards every call
+"""`mentis serve --remote`: a real proxy child on stdio in front of a real `mentis serve --http`
+child (or, where the test neither stops, pauses nor restarts the server, the same app served in this
+process), driven by the official MCP client. The proxy publishes the remote's tools, forwards every call
 and hands back the remote's answer unchanged; a server that is down or refuses the token gives a
 clear error, never a hang."""
 
@@ -26,8 +27,9 @@ from .remote_support import (
     error_text,
     http_server,
     http_server_process,
-    keygen,
+    keygen_here,
     ledger_rows,
+    live_server,
     make_token,
     ok,
     proxy_params,
@@ -99,7 +101,7 @@ async def test_the_proxy_publishes_exactly_the_remote_tools_and_forwards_a_round
 
 @pytest.mark.anyio
 async def test_a_tool_error_comes_back_from_the_proxy_exactly_as_the_remote_gave_it(
-    mentis_env: dict[str, str], proxy_env: dict[str, str], token: str
+    mentis_env: dict[str, str], proxy_env: dict[str, str], db_path: Path, token: str
 ) -> None:
     calls = [
         ("recall", {"sql": "SELECT nope FROM nowhere"}),
@@ -107,7 +109,7 @@ async def test_a_tool_error_comes_back_from_the_proxy_exactly_as_the_remote_gave
         ("mark_conclusion_outdated", {"repository": REPO, "attempt_id": "0" * 32, "reason": "stale"}),
     ]
     with anyio.fail_after(90):
-        async with http_server(mentis_env) as url:
+        async with live_server(db_path) as url:
             async with direct_client(url, token) as direct:
                 expected = [await direct.call_tool(name, args) for name, args in calls]
             async with Client(proxy_params(url, proxy_env)) as proxy:
@@ -173,7 +175,7 @@ async def test_a_token_revoked_while_the_proxy_runs_gives_a_clear_error_naming_t
         tokens.close()
     with anyio.fail_after(90):
         async with (
-            http_server(mentis_env) as url,
+            live_server(db_path) as url,
             Client(proxy_params(url, {**proxy_env, "MENTIS_TOKEN": secret})) as proxy,
         ):
             assert ok(await proxy.call_tool("search", {"query": "cart total"}))["tasks"] == []
@@ -206,11 +208,11 @@ async def test_https_with_a_private_ca_works_with_ca_file_and_fails_clearly_with
 
 @pytest.mark.anyio
 async def test_calls_over_the_tokens_rate_limit_get_a_clear_error_and_the_others_their_answers(
-    mentis_env: dict[str, str], proxy_env: dict[str, str]
+    mentis_env: dict[str, str], proxy_env: dict[str, str], db_path: Path
 ) -> None:
     results: list[CallToolResult] = []
     with anyio.fail_after(120):
-        async with http_server(mentis_env) as url, Client(proxy_params(url, proxy_env)) as proxy:
+        async with live_server(db_path) as url, Client(proxy_params(url, proxy_env)) as proxy:
 
             async def one(i: int) -> None:
                 results.append(await proxy.call_tool("search", {"query": f"cart total {i}"}))
@@ -227,10 +229,10 @@ async def test_calls_over_the_tokens_rate_limit_get_a_clear_error_and_the_others
 
 
 def test_a_refused_token_stops_the_proxy_at_start_with_a_clear_error(
-    mentis_env: dict[str, str], proxy_env: dict[str, str]
+    mentis_env: dict[str, str], proxy_env: dict[str, str], db_path: Path
 ) -> None:
     async def run() -> subprocess.CompletedProcess[bytes]:
-        async with http_server(mentis_env) as url:
+        async with live_server(db_path) as url:
             env = {**proxy_env, "MENTIS_TOKEN": "mentis_not-a-real-token"}
             return await anyio.run_process([*MENTIS, "serve", "--remote", url], env=env, check=False)
 
@@ -302,9 +304,9 @@ def test_plain_http_to_another_host_is_refused_so_the_token_never_crosses_a_netw
 
 
 @pytest.fixture
-def alice_key(mentis_env: dict[str, str], tmp_path: Path) -> Ed25519PrivateKey:
-    """AGENT registered with a real Ed25519 key on the server's store by `mentis agent keygen`."""
-    return keygen(mentis_env, AGENT, tmp_path / "alice.pem")
+def alice_key(db_path: Path, tmp_path: Path) -> Ed25519PrivateKey:
+    """AGENT registered with a real Ed25519 key on the server's store, as `mentis agent keygen` does."""
+    return keygen_here(db_path, AGENT, tmp_path / "alice.pem")
 
 
 @pytest.mark.anyio
@@ -315,7 +317,7 @@ async def test_writes_through_the_proxy_are_signed_with_the_local_key_and_verify
     env = {**proxy_env, "MENTIS_SIGNING_KEY": str(tmp_path / "alice.pem"), "MENTIS_AGENT_ID": AGENT}
     key_id = signing.key_id_of(alice_key.public_key())
     with anyio.fail_after(120):
-        async with http_server(mentis_env) as url:
+        async with live_server(db_path) as url:
             async with direct_client(url, token) as direct:
                 unsigned = await direct.call_tool("record_attempt", ATTEMPT)
                 assert "has a key in the agent registry; its writes must be signed" in error_text(unsigned)
@@ -373,7 +375,7 @@ async def test_a_key_for_another_agent_than_the_tokens_is_refused_before_anythin
 ) -> None:  # fmt: skip
     env = {**proxy_env, "MENTIS_SIGNING_KEY": str(tmp_path / "alice.pem"), "MENTIS_AGENT_ID": "someone-else"}
     with anyio.fail_after(90):
-        async with http_server(mentis_env) as url, Client(proxy_params(url, env)) as proxy:
+        async with live_server(db_path) as url, Client(proxy_params(url, env)) as proxy:
             refused = await proxy.call_tool("record_attempt", ATTEMPT)
     assert "[forbidden]" in error_text(refused)
     assert "MENTIS_AGENT_ID says this key signs for 'someone-else'" in error_text(refused)
@@ -382,12 +384,12 @@ async def test_a_key_for_another_agent_than_the_tokens_is_refused_before_anythin
 
 @pytest.mark.anyio
 async def test_the_proxys_stdout_carries_only_jsonrpc_and_an_unreadable_line_gets_a_parse_error(
-    mentis_env: dict[str, str], proxy_env: dict[str, str], tmp_path: Path
+    mentis_env: dict[str, str], proxy_env: dict[str, str], db_path: Path, tmp_path: Path
 ) -> None:
     from .test_stdout_is_jsonrpc import RawSession, assert_all_jsonrpc
 
     with anyio.fail_after(90), (tmp_path / "proxy-stderr.log").open("wb") as stderr:
-        async with http_server(mentis_env) as url:
+        async with live_server(db_path) as url:
             process = await anyio.open_process(
                 [*MENTIS, "serve", "--remote", url, "--tools", "all"], env=proxy_env, stderr=stderr
             )
@@ -427,7 +429,7 @@ async def test_a_proxy_signing_with_an_unregistered_or_revoked_key_is_refused_an
     stranger = signing.write_private_key(Ed25519PrivateKey.generate(), tmp_path / "stranger.pem")
     key_id = signing.key_id_of(alice_key.public_key())
     with anyio.fail_after(120):
-        async with http_server(mentis_env) as url:
+        async with live_server(db_path) as url:
             env = {**proxy_env, "MENTIS_SIGNING_KEY": str(stranger)}
             async with Client(proxy_params(url, env)) as proxy:
                 unknown = await proxy.call_tool("record_attempt", ATTEMPT)
@@ -475,7 +477,7 @@ def _peak_rss(pid: int) -> int:
 
 @pytest.mark.anyio
 async def test_an_answer_over_the_cap_is_a_clear_tool_error_and_the_proxy_reads_and_holds_no_more(
-    mentis_env: dict[str, str], proxy_env: dict[str, str], tmp_path: Path
+    mentis_env: dict[str, str], proxy_env: dict[str, str], db_path: Path, tmp_path: Path
 ) -> None:
     from .hostile_remote import Tamper, hostile_server
     from .test_stdout_is_jsonrpc import RawSession, assert_all_jsonrpc
@@ -483,7 +485,7 @@ async def test_an_answer_over_the_cap_is_a_clear_tool_error_and_the_proxy_reads_
     mib, huge = 1 << 20, 128 << 20
     with anyio.fail_after(120), (tmp_path / "proxy-stderr.log").open("wb") as stderr:
         async with (
-            http_server(mentis_env) as url,
+            live_server(db_path) as url,
             hostile_server(url, Tamper(huge={"search": huge})) as hostile,
         ):
             command = [*MENTIS, "serve", "--remote", hostile.url, "--max-response-mb", "8", "--tools", "all"]

@@ -30,6 +30,7 @@ from mentis.store.sqlite import ledger_scan
 from mentis.store.sqlite import verify as sqlite_verify
 from mentis.store.sqlite.schema import _LEDGER_SCHEMA
 from mentis.store.sqlite.store import SqliteStore
+from tests.drills.scale import SIZES
 from tests.test_verify_parallel import DIM, assert_agrees, rowid, sql
 
 AT = "2026-01-01T00:00:00Z"
@@ -154,7 +155,8 @@ def reference_accepts(row: tuple[Any, ...]) -> bool:
     return True
 
 
-@settings(max_examples=3000, deadline=None)
+@pytest.mark.drill  # `make drill` runs it with 3,000 rows; CI with 600 (tests/drills/scale.py)
+@settings(max_examples=SIZES.fast_path_rows, deadline=None)
 @given(attempt_row())
 def test_the_attempt_loop_accepts_exactly_what_the_general_loop_and_the_reference_accept(
     row: tuple[Any, ...],

@@ -20,10 +20,19 @@ class Sizes:
     soak_processes: int
     soak_seconds: float
     hook_calls: int = 1_000  # CI: calls of the hook's code from four processes; full: `mentis hook` processes
+    fast_path_rows: int = 600  # hypothesis rows through the attempt loop, the general loop and the reference
 
 
 CI = Sizes("ci", kills=20, tamper_edits=200, fuzz_examples=25, soak_processes=8, soak_seconds=15.0)
-FULL = Sizes("full", kills=100, tamper_edits=1_000, fuzz_examples=150, soak_processes=8, soak_seconds=60.0)
+FULL = Sizes(
+    "full",
+    kills=100,
+    tamper_edits=1_000,
+    fuzz_examples=150,
+    soak_processes=8,
+    soak_seconds=60.0,
+    fast_path_rows=3_000,
+)
 SIZES = FULL if os.environ.get("MENTIS_DRILL_SCALE", "").lower() == "full" else CI
 
 # Drills write their reports here (relative to the repository root).

@@ -10,6 +10,7 @@ dashboard (:mod:`mentis.dashboard`), signed in with the same tokens.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import os
@@ -213,6 +214,12 @@ class ByCaller:
         await (self.admin if admin else self.user)(scope, receive, send)
 
 
+@functools.cache
+def _openapi_json() -> bytes:
+    """``/v1/openapi.json``: the same document for every app of this process, so generated once."""
+    return orjson.dumps(openapi(OPERATIONS))
+
+
 def build_app(
     memory: Memory,
     tokens: TokenStore | None,
@@ -242,10 +249,10 @@ def build_app(
             max_request_body_size=config.max_body_bytes,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
-    document = openapi(OPERATIONS)
+    document = _openapi_json()
 
     def _openapi(_: Request) -> Response:
-        return Response(orjson.dumps(document), media_type="application/json")
+        return Response(document, media_type="application/json")
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

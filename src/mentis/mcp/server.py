@@ -9,6 +9,7 @@ we replace it with a pass-through so the input model sees, and rejects, every ke
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -67,7 +68,12 @@ def caller_from(ctx: Context[Any, Any], settings: Settings) -> Caller:
     return resolve_caller(settings, client_name=params.client_info.name if params is not None else None)
 
 
+@functools.cache
 def _make_tool(op: Operation, profile: Profile) -> Tool:
+    """``op``'s tool as ``profile`` offers it. Made once per process and shared by every server
+    built in it (the tool holds no state: its Memory comes from the server's lifespan), because
+    generating the schemas takes pydantic most of a server's start (~10 ms a tool)."""
+
     def run(ctx: Context[Any, Any], **arguments: Any) -> CallToolResult:
         memory: Memory = ctx.request_context.lifespan_context
         try:
