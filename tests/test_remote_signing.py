@@ -13,6 +13,7 @@ import pytest
 from mcp_types import CallToolResult, TextContent
 
 from mentis.api.attempts import MarkOutdatedInput, RecordAttemptInput
+from mentis.api.common import parse
 from mentis.errors import InvalidInput, StatementRefused
 from mentis.ledger.canonical import canonical
 from mentis.mcp.remote_signing import as_tool, check, error_code
@@ -259,3 +260,21 @@ def test_a_thoughts_provenance_is_the_calls_and_an_entity_type_upsert_is_checked
     assert (fields.chain, fields.kind, fields.agent) == ("__entity_types__", "entity_type", "alice")
     with pytest.raises(StatementRefused, match="description"):
         check("upsert_entity_type", upsert, _with_body(u, description="a message stream"))
+
+
+def test_a_write_to_a_branch_is_checked_against_the_branch_s_chain_and_branch_tools_are_refused(
+    memory: Memory,
+) -> None:
+    from mentis.api.branches import BranchFromInput
+
+    memory.record_attempt(ALICE, parse(RecordAttemptInput, ATTEMPT))
+    memory.branch_from(ALICE, BranchFromInput(repository=REPO, branch="feature/x", parent=None))
+    on_branch = {**THOUGHT, "branch": "feature/x"}
+    fields = check(
+        "append_thought", on_branch, prepare(memory, ALICE, "append_thought", on_branch).model_dump()
+    )
+    assert (fields.chain, fields.kind) == (f"{REPO}:feature/x", "thought")
+    with pytest.raises(StatementRefused):  # the main line's entry is not the branch's
+        check("append_thought", on_branch, prepare(memory, ALICE, "append_thought", THOUGHT).model_dump())
+    assert unsignable("branch_from", {"repository": REPO, "branch": "y"}) is not None
+    assert unsignable("merge_branch", {"repository": REPO, "branch": "feature/x"}) is not None

@@ -56,7 +56,7 @@ READS = frozenset(
         *("traverse_thoughts", "context_bundle", "recent_context", "export_memory_md"),
         *("read_skill", "search_skills", "list_skills", "skill_versions", "list_agents", "show_agent"),
         *("list_proposals", "show_proposal", "federated_search"),
-        *("list_webhooks", "webhook_deliveries", "list_entity_types"),
+        *("list_webhooks", "webhook_deliveries", "list_entity_types", "list_branches"),
     }
 )
 """Tools that write nothing: forwarded unsigned."""
@@ -77,6 +77,15 @@ UNSIGNABLE = {
     "reject_proposal": (
         "reject_proposal is refused while signing, like accepting: decide proposals with the CLI on the "
         "store, or through a server that signs them itself"
+    ),
+    "branch_from": (
+        "branch_from appends two ledger entries (the fork in the branch's chain and its note in the "
+        "parent's), and one signature covers one entry; create branches with `mentis branch from` on "
+        "the store"
+    ),
+    "merge_branch": (
+        "merge_branch writes the conflicts the server finds, which this proxy cannot derive from the call; "
+        "merge with `mentis branch merge` on the store"
     ),
 }
 """Writes the proxy refuses to sign, and why."""
@@ -212,8 +221,15 @@ def _call(req: BaseModel, *leave_out: str, **more: Any) -> dict[str, Any]:
     return {**given, **more}
 
 
+def _branch_chain(req: RecordAttemptInput | AppendThoughtInput) -> str:
+    """The chain a write naming a branch appends to (docs/branches.md): ``repository:branch``."""
+    return req.repository if req.branch is None else f"{req.repository}:{req.branch}"
+
+
 def _attempt(req: RecordAttemptInput, e: signing.Unsigned) -> Shape:
-    exact = _call(req, attempt_id=e.id, agent_id=e.agent, created_at=e.at)
+    exact = _call(
+        req, "branch", repository=_branch_chain(req), attempt_id=e.id, agent_id=e.agent, created_at=e.at
+    )
     return Shape(exact, {"reasserts": REASSERTS}, record_id="attempt_id")
 
 
@@ -222,7 +238,15 @@ def _correction(req: MarkOutdatedInput, e: signing.Unsigned) -> Shape:
 
 
 def _thought(req: AppendThoughtInput, e: signing.Unsigned) -> Shape:
-    exact = _call(req, "relations", thought_id=e.id, agent_id=e.agent, created_at=e.at)
+    exact = _call(
+        req,
+        "relations",
+        "branch",
+        repository=_branch_chain(req),
+        thought_id=e.id,
+        agent_id=e.agent,
+        created_at=e.at,
+    )
     given = _call(req)["relations"]
     taken = {e.id, *req.refs, *(r.target_id for r in req.relations)}
 
@@ -377,11 +401,11 @@ def _entity_types(_: Any) -> str:
 
 
 WRITES: dict[str, Write] = {
-    "record_attempt": Write(RecordAttemptInput, "attempt", _attempt),
+    "record_attempt": Write(RecordAttemptInput, "attempt", _attempt, chain=_branch_chain),
     "mark_conclusion_outdated": Write(MarkOutdatedInput, "correction", _correction),
     "publish": Write(PublishInput, "visibility", _publish),
     "forget_attempt": Write(ForgetInput, "forget", _forget_attempt),
-    "append_thought": Write(AppendThoughtInput, "thought", _thought),
+    "append_thought": Write(AppendThoughtInput, "thought", _thought, chain=_branch_chain),
     "forget_thought": Write(ForgetThoughtInput, "forget", _forget_thought),
     "upload_skill": Write(UploadSkillInput, "skill", _skill_version, unsignable=_no_diff),
     "deprecate_skill": Write(SkillStatusInput, "skill_status", _skill_status("deprecate")),
