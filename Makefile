@@ -1,9 +1,10 @@
 # Two commands on a fresh machine with Python >= 3.11:
 #   make run    set up .venv and serve MCP + REST over HTTP on 127.0.0.1:9471 (token auth)
 #   make test   set up .venv with the dev tools and run the whole test suite in WORKERS pytest-xdist
-#               processes (`make test WORKERS=0` runs it in one process)
+#               processes, 3 on 2 cores: a third fills the time the others wait on subprocesses and
+#               servers (`make test WORKERS=0` runs it in one process)
 PYTHON ?= python3
-WORKERS ?= 2
+WORKERS ?= 3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
