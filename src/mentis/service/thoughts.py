@@ -17,7 +17,6 @@ the same subject 0.27-0.79, and a negation ("is not caused by ...") 0.88.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +52,6 @@ from mentis.api.thoughts import (
 from mentis.errors import Conflict, InvalidInput, NotFound
 from mentis.ledger.bodies import (
     INVALIDATING_KINDS,
-    THOUGHT_TYPES,
     AttemptBody,
     EpisodeBody,
     RelationBody,
@@ -66,6 +64,7 @@ from mentis.retrieval import pipeline
 from mentis.service.access import Caller, left_out_note, may_read, may_write, written_visibility
 from mentis.service.context import ServiceContext, secret_warnings
 from mentis.service.entity_types import check_entity_type
+from mentis.service.memory_md import parse_memory_md, render_memory_md
 from mentis.service.session_windows import SessionNeighbours
 from mentis.store.protocol import ThoughtQuery
 from mentis.store.seal import Seal
@@ -546,14 +545,8 @@ class ThoughtOps:
         )
         every, cutoff = len(rowids) or 1, caller.cutoff(req.repository)
         live = self._materialise(caller, list(reversed(rowids)), now_iso(), False, None, every, cutoff)
-        by_type: dict[str, list[ThoughtOut]] = {}
-        for _, t in live:
-            by_type.setdefault(t.type, []).append(t)
-        out = [f"# MEMORY: {req.repository}", ""]
-        for kind in THOUGHT_TYPES:
-            if kind in by_type:
-                out += [f"## {kind}", ""] + [md_line(t) for t in by_type[kind]] + [""]
-        return MemoryMdExportResult(markdown="\n".join(out), count=len(live))
+        markdown = render_memory_md(req.repository, [t for _, t in live])
+        return MemoryMdExportResult(markdown=markdown, count=len(live))
 
     def import_memory_md(self, caller: Caller, req: MemoryMdImportInput, seal: Seal) -> MemoryMdImportResult:
         """Append each thought of the file, one ledger entry each (with ``seal``: its signer)."""
@@ -566,76 +559,3 @@ class ThoughtOps:
 def _one_line(text: str, limit: int) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-_MD_META = re.compile(r"\s+<!-- mentis (\{.*\}) -->$")
-MD_META_KEYS = frozenset({"role", "importance", "confidence", "tags", "concepts", "task_id"})
-"""What a MEMORY.md line's metadata may set (what :func:`md_line` writes): never the repository,
-the thought's id, its refs or relations, which the file may not choose."""
-
-
-def md_line(t: ThoughtOut) -> str:
-    """One MEMORY.md line: the content (newlines and backslashes escaped) and its metadata."""
-    import orjson
-
-    content = t.content.replace("\\", "\\\\").replace("\n", "\\n")
-    meta: dict[str, Any] = {"role": t.role, "importance": _decimal(t.importance)}
-    if t.confidence is not None:
-        meta["confidence"] = _decimal(t.confidence)
-    for key in ("tags", "concepts"):
-        if getattr(t, key):
-            meta[key] = getattr(t, key)
-    if t.task_id:
-        meta["task_id"] = t.task_id
-    return f"- {content} <!-- mentis {orjson.dumps(meta).decode()} -->"
-
-
-def _decimal(value: float) -> str:
-    return format(value, ".4f").rstrip("0").rstrip(".") or "0"
-
-
-def parse_memory_md(repository: str, text: str) -> list[AppendThoughtInput]:
-    """Thoughts from a MEMORY.md (``## Type`` sections, one ``- `` line each); all or nothing:
-    every line is checked before the caller writes any."""
-    import orjson
-
-    kind: str | None = None
-    out: list[AppendThoughtInput] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.startswith("## "):
-            kind = line[3:].strip()
-            if kind not in THOUGHT_TYPES:
-                raise InvalidInput(
-                    f"MEMORY.md line {number}: unknown thought type {kind!r}", field="markdown"
-                )
-            continue
-        if not line.startswith("- "):
-            continue
-        if kind is None:
-            raise InvalidInput(
-                f"MEMORY.md line {number}: a thought line before any '## Type' heading", "markdown"
-            )
-        body, meta = line[2:], {}
-        m = _MD_META.search(body)
-        if m:
-            try:
-                meta = orjson.loads(m.group(1))
-            except orjson.JSONDecodeError:
-                raise InvalidInput(
-                    f"MEMORY.md line {number}: malformed metadata comment", field="markdown"
-                ) from None
-            body = body[: m.start()]
-            if not isinstance(meta, dict) or not set(meta) <= MD_META_KEYS:
-                extra = sorted(set(meta) - MD_META_KEYS) if isinstance(meta, dict) else meta
-                raise InvalidInput(
-                    f"MEMORY.md line {number}: metadata may hold only {', '.join(sorted(MD_META_KEYS))}, "
-                    f"not {extra}; the target repository is the one given",
-                    field="markdown",
-                )
-        content = re.sub(r"\\(\\|n)", lambda g: "\n" if g.group(1) == "n" else "\\", body)
-        data = {"repository": repository, "type": kind, "content": content, **meta}
-        try:
-            out.append(parse(AppendThoughtInput, data))
-        except InvalidInput as exc:
-            raise InvalidInput(f"MEMORY.md line {number}: {exc}", field="markdown") from None
-    return out
