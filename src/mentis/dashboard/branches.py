@@ -19,19 +19,15 @@ from starlette.responses import Response
 
 from mentis.api.branches import BranchFromInput, MergeBranchInput, MergeReport
 from mentis.api.common import parse
-from mentis.dashboard.core import Ctx, State, param, redirect, render
+from mentis.dashboard.core import Ctx, State, form_text, param, redirect, render
 from mentis.errors import InvalidInput
 
 Form = Mapping[str, str]
 
 
-def _text(form: Form, name: str) -> str:
-    return (form.get(name) or "").strip()
-
-
 def _optional(form: Form, data: dict[str, Any], *names: str) -> dict[str, Any]:
     for name in names:
-        if value := _text(form, name):
+        if value := form_text(form, name):
             data[name] = value
     return data
 
@@ -43,7 +39,7 @@ class BranchPages:
         self.state = state
 
     def branches(self, request: Request, ctx: Ctx, form: Form, report: MergeReport | None = None) -> Response:
-        repository = param(request, "repository") or _text(form, "repository")
+        repository = param(request, "repository") or form_text(form, "repository")
         if not repository:
             raise InvalidInput("the repository parameter is required", "repository")
         found = self.state.memory.list_branches(ctx.caller, repository)
@@ -59,9 +55,9 @@ class BranchPages:
 
     def create(self, request: Request, ctx: Ctx, form: Form) -> Response:
         data = _optional(
-            form, {"repository": _text(form, "repository"), "branch": _text(form, "branch")}, "parent"
+            form, {"repository": form_text(form, "repository"), "branch": form_text(form, "branch")}, "parent"
         )
-        if seq := _text(form, "fork_seq"):
+        if seq := form_text(form, "fork_seq"):
             if not seq.isdigit() or len(seq) > 12:
                 raise InvalidInput(f"fork_seq: must be a whole number, not {seq[:40]!r}", "fork_seq")
             data["fork_seq"] = int(seq)
@@ -70,7 +66,7 @@ class BranchPages:
 
     def merge(self, request: Request, ctx: Ctx, form: Form) -> Response:
         data = _optional(
-            form, {"repository": _text(form, "repository"), "branch": _text(form, "branch")}, "into"
+            form, {"repository": form_text(form, "repository"), "branch": form_text(form, "branch")}, "into"
         )
         req = parse(MergeBranchInput, data)
         if form.get("confirm") != "yes":

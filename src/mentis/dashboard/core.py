@@ -158,6 +158,20 @@ def param(request: Request, name: str) -> str | None:
     return value.strip()
 
 
+def required_param(request: Request, name: str) -> str:
+    """A query parameter that must be there: InvalidInput naming it otherwise."""
+    value = param(request, name)
+    if value is None:
+        raise InvalidInput(f"the {name} parameter is required", name)
+    return value
+
+
+def form_text(form: Mapping[str, str], name: str) -> str:
+    """A form field, stripped, with a textarea's CRLF line ends as LF; "" when absent (the service
+    names a missing required field)."""
+    return (form.get(name) or "").replace("\r\n", "\n").strip()
+
+
 def int_param(request: Request, name: str, default: int) -> int:
     value = param(request, name)
     if value is None:

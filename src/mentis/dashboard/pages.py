@@ -12,9 +12,9 @@ from starlette.responses import Response
 from mentis.api.attempts import SearchInput
 from mentis.api.common import parse
 from mentis.api.thoughts import GetThoughtInput, SearchThoughtsInput, TraverseInput
-from mentis.dashboard.core import Ctx, State, int_param, markup, param, redirect, render
+from mentis.dashboard.core import Ctx, State, int_param, markup, param, redirect, render, required_param
 from mentis.dashboard.graph import Edge, Node, relation_svg
-from mentis.errors import InvalidInput, NotFound
+from mentis.errors import NotFound
 from mentis.ledger.bodies import THOUGHT_ROLES, THOUGHT_TYPES
 from mentis.service.browse import TimelineAttempt
 from mentis.service.token_admin import list_tokens
@@ -28,13 +28,6 @@ PRIVATE = {
     "agent": "only its writer (and admins) may read it",
     "session": "only its writer in the session that wrote it (and admins) may read it",
 }
-
-
-def _required(request: Request, name: str) -> str:
-    value = param(request, name)
-    if value is None:
-        raise InvalidInput(f"the {name} parameter is required", name)
-    return value
 
 
 class Pages:
@@ -80,7 +73,7 @@ class Pages:
         )
 
     def tasks(self, request: Request, ctx: Ctx, form: Form) -> Response:
-        repository = _required(request, "repository")
+        repository = required_param(request, "repository")
         status, agent = param(request, "status"), param(request, "agent")
         found = self.state.memory.task_page(
             ctx.caller, repository, status=status, agent=agent, page=int_param(request, "page", 1)
@@ -97,7 +90,7 @@ class Pages:
         )
 
     def task(self, request: Request, ctx: Ctx, form: Form) -> Response:
-        repository, task_id = _required(request, "repository"), _required(request, "task_id")
+        repository, task_id = required_param(request, "repository"), required_param(request, "task_id")
         timeline = self.state.memory.task_timeline(ctx.caller, repository, task_id, param(request, "commit"))
         ids = [i.body.attempt_id for i in timeline.items if isinstance(i, TimelineAttempt)]
         seen = self.state.memory.visibilities(ctx.caller, ids)
@@ -161,7 +154,7 @@ class Pages:
         )
 
     def thought(self, request: Request, ctx: Ctx, form: Form) -> Response:
-        thought_id = _required(request, "id")
+        thought_id = required_param(request, "id")
         memory = self.state.memory
         thought = memory.get_thought(ctx.caller, parse(GetThoughtInput, {"thought_id": thought_id}))
         around = memory.traverse_thoughts(
@@ -192,8 +185,8 @@ class Pages:
         )
 
     def forget(self, request: Request, ctx: Ctx, form: Form) -> Response:
-        repository, attempt_id = _required(request, "repository"), _required(request, "attempt_id")
-        task_id = _required(request, "task_id")
+        repository, attempt_id = required_param(request, "repository"), required_param(request, "attempt_id")
+        task_id = required_param(request, "task_id")
         timeline = self.state.memory.task_timeline(ctx.caller, repository, task_id)
         attempt = next(
             (i for i in timeline.items if isinstance(i, TimelineAttempt) and i.body.attempt_id == attempt_id),

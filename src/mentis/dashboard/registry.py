@@ -26,7 +26,7 @@ from mentis.api.agents import (
 )
 from mentis.api.common import parse
 from mentis.api.skills import ListSkillsInput, RevokeSkillInput, SkillStatusInput, SkillVersionsInput
-from mentis.dashboard.core import Ctx, State, param, redirect, render
+from mentis.dashboard.core import Ctx, State, form_text, param, redirect, render, required_param
 from mentis.errors import InvalidInput
 
 Form = Mapping[str, str]
@@ -39,20 +39,8 @@ SIGNATURE_NOTES = {
 }
 
 
-def _required(request: Request, name: str) -> str:
-    value = param(request, name)
-    if value is None:
-        raise InvalidInput(f"the {name} parameter is required", name)
-    return value
-
-
-def _text(form: Form, name: str) -> str:
-    """A form field, stripped; "" when absent (the service names a missing required field)."""
-    return (form.get(name) or "").strip()
-
-
 def _list(form: Form, name: str) -> list[str]:
-    return [p.strip() for p in _text(form, name).replace(",", "\n").split("\n") if p.strip()]
+    return [p.strip() for p in form_text(form, name).replace(",", "\n").split("\n") if p.strip()]
 
 
 class RegistryPages:
@@ -68,7 +56,7 @@ class RegistryPages:
         return render(self.state, ctx, "agents.html", nav="agents", agents=found.agents)
 
     def agent(self, request: Request, ctx: Ctx, form: Form) -> Response:
-        agent_id = _required(request, "id")
+        agent_id = required_param(request, "id")
         agent = self.state.memory.show_agent(ctx.caller, parse(ShowAgentInput, {"agent_id": agent_id}))
         return render(self.state, ctx, "agent.html", nav="agents", a=agent)
 
@@ -77,30 +65,30 @@ class RegistryPages:
 
     def register_agent(self, request: Request, ctx: Ctx, form: Form) -> Response:
         data: dict[str, Any] = {
-            "agent_id": _text(form, "agent_id"),
-            "display_name": _text(form, "display_name"),
-            "description": _text(form, "description"),
+            "agent_id": form_text(form, "agent_id"),
+            "display_name": form_text(form, "display_name"),
+            "description": form_text(form, "description"),
             "aliases": _list(form, "aliases"),
         }
         made = self.state.memory.register_agent(ctx.caller, parse(RegisterAgentInput, data))
         return redirect(self._agent_url(ctx, made.agent.agent_id))
 
     def add_key(self, request: Request, ctx: Ctx, form: Form) -> Response:
-        data = {"agent_id": _text(form, "agent_id"), "public_key": _text(form, "public_key")}
+        data = {"agent_id": form_text(form, "agent_id"), "public_key": form_text(form, "public_key")}
         made = self.state.memory.add_agent_key(ctx.caller, parse(AddAgentKeyInput, data))
         return redirect(self._agent_url(ctx, made.agent.agent_id))
 
     def revoke_key(self, request: Request, ctx: Ctx, form: Form) -> Response:
         data = {
-            "agent_id": _text(form, "agent_id"),
-            "key_id": _text(form, "key_id"),
-            "reason": _text(form, "reason"),
+            "agent_id": form_text(form, "agent_id"),
+            "key_id": form_text(form, "key_id"),
+            "reason": form_text(form, "reason"),
         }
         made = self.state.memory.revoke_agent_key(ctx.caller, parse(RevokeAgentKeyInput, data))
         return redirect(self._agent_url(ctx, made.agent.agent_id))
 
     def disable_agent(self, request: Request, ctx: Ctx, form: Form) -> Response:
-        data = {"agent_id": _text(form, "agent_id"), "reason": _text(form, "reason")}
+        data = {"agent_id": form_text(form, "agent_id"), "reason": form_text(form, "reason")}
         req = parse(DisableAgentInput, data)
         if form.get("confirm") != "yes":
             raise InvalidInput("confirm: tick the confirmation box to disable the agent", "confirm")
@@ -131,7 +119,10 @@ class RegistryPages:
         )
 
     def skill(self, request: Request, ctx: Ctx, form: Form) -> Response:
-        ref = {"repository": _required(request, "repository"), "skill_id": _required(request, "skill_id")}
+        ref = {
+            "repository": required_param(request, "repository"),
+            "skill_id": required_param(request, "skill_id"),
+        }
         review = self.state.memory.review_skill(ctx.caller, parse(SkillVersionsInput, ref))
         return render(self.state, ctx, "skill.html", nav="skills", r=review, notes=SIGNATURE_NOTES)
 
@@ -139,17 +130,20 @@ class RegistryPages:
         return f"{ctx.base}/skill?{urlencode({'repository': repository, 'skill_id': skill_id})}"
 
     def deprecate_skill(self, request: Request, ctx: Ctx, form: Form) -> Response:
-        data: dict[str, Any] = {"repository": _text(form, "repository"), "skill_id": _text(form, "skill_id")}
-        if reason := _text(form, "reason"):
+        data: dict[str, Any] = {
+            "repository": form_text(form, "repository"),
+            "skill_id": form_text(form, "skill_id"),
+        }
+        if reason := form_text(form, "reason"):
             data["reason"] = reason
         done = self.state.memory.deprecate_skill(ctx.caller, parse(SkillStatusInput, data))
         return redirect(self._skill_url(ctx, done.repository, done.skill_id))
 
     def revoke_skill(self, request: Request, ctx: Ctx, form: Form) -> Response:
         data = {
-            "repository": _text(form, "repository"),
-            "skill_id": _text(form, "skill_id"),
-            "reason": _text(form, "reason"),
+            "repository": form_text(form, "repository"),
+            "skill_id": form_text(form, "skill_id"),
+            "reason": form_text(form, "reason"),
         }
         req = parse(RevokeSkillInput, data)
         if form.get("confirm") != "yes":

@@ -27,7 +27,7 @@ from mentis.api.review import (
     RejectProposalInput,
     ShowProposalInput,
 )
-from mentis.dashboard.core import Ctx, State, param, redirect, render
+from mentis.dashboard.core import Ctx, State, form_text, param, redirect, render
 from mentis.errors import Conflict, InvalidInput
 
 Form = Mapping[str, str]
@@ -41,11 +41,6 @@ THOUGHT_FIELDS = ("type", "role", "content", "task_id", "session_id", "confidenc
 ATTEMPT_TASK_SQL = "SELECT task_id FROM attempts WHERE attempt_id = :id AND repository = :repository"
 
 
-def _text(form: Form, name: str) -> str:
-    """A form field, stripped, with a textarea's CRLF line ends as LF; "" when absent."""
-    return (form.get(name) or "").replace("\r\n", "\n").strip()
-
-
 def _tags(text: str) -> list[str]:
     return [t.strip() for t in text.replace("\n", ",").split(",") if t.strip()]
 
@@ -55,10 +50,10 @@ def changed_edits(kind: str, record: Mapping[str, Any], form: Form) -> dict[str,
     field of the other kind of record, posted anyway, is passed on for the service to refuse."""
     edits: dict[str, Any] = {}
     for name in dict.fromkeys((*TEXT_EDITS.get(kind, ()), *(n for f in TEXT_EDITS.values() for n in f))):
-        if name in form and _text(form, name) != str(record.get(name) or "").strip():
-            edits[name] = _text(form, name)
-    if "tags" in form and _tags(_text(form, "tags")) != list(record.get("tags") or []):
-        edits["tags"] = _tags(_text(form, "tags"))
+        if name in form and form_text(form, name) != str(record.get(name) or "").strip():
+            edits[name] = form_text(form, name)
+    if "tags" in form and _tags(form_text(form, "tags")) != list(record.get("tags") or []):
+        edits["tags"] = _tags(form_text(form, "tags"))
     return edits
 
 
@@ -138,7 +133,7 @@ class ReviewPages:
         return f"{ctx.base}/proposal?{urlencode({'id': proposal_id})}"
 
     def accept(self, request: Request, ctx: Ctx, form: Form) -> Response:
-        ref = parse(ShowProposalInput, {"proposal_id": _text(form, "proposal_id")})
+        ref = parse(ShowProposalInput, {"proposal_id": form_text(form, "proposal_id")})
         shown = self.state.memory.show_proposal(ctx.caller, ref)
         data: dict[str, Any] = {"proposal_id": ref.proposal_id}
         if edits := changed_edits(shown.kind, shown.record, form):
@@ -151,7 +146,7 @@ class ReviewPages:
         return redirect(self._url(ctx, ref.proposal_id))
 
     def reject(self, request: Request, ctx: Ctx, form: Form) -> Response:
-        data = {"proposal_id": _text(form, "proposal_id"), "reason": _text(form, "reason")}
+        data = {"proposal_id": form_text(form, "proposal_id"), "reason": form_text(form, "reason")}
         req = parse(RejectProposalInput, data)
         try:
             self.state.memory.reject_proposal(ctx.caller, req)

@@ -26,7 +26,7 @@ from mentis.api.webhooks import (
     RedeliverInput,
     WebhookRef,
 )
-from mentis.dashboard.core import Ctx, State, param, redirect, render
+from mentis.dashboard.core import Ctx, State, form_text, param, redirect, render
 from mentis.errors import InvalidInput, NotFound
 from mentis.ledger.bodies import THOUGHT_TYPES
 from mentis.service.token_admin import list_tokens
@@ -41,10 +41,6 @@ MAX_DEAD = 200
 """The dead letters the list page counts (the most ``webhook_deliveries`` returns at once)."""
 
 
-def _text(form: Form, name: str) -> str:
-    return (form.get(name) or "").strip()
-
-
 def epoch(seconds: float | None) -> str:
     """Seconds since the epoch → ``2026-12-01 22:46:15 UTC``."""
     if seconds is None:
@@ -56,13 +52,13 @@ def create_data(form: Form) -> dict[str, Any]:
     """The create form as :class:`CreateWebhookInput` data: blank optional fields left out, the
     ticked events in order (an unknown one posted anyway is passed on for the service to refuse)."""
     data: dict[str, Any] = {
-        "url": _text(form, "url"),
+        "url": form_text(form, "url"),
         "events": [name[len(EVENT_FIELD) :] for name in form if name.startswith(EVENT_FIELD)],
-        "token_id": _text(form, "token_id"),
+        "token_id": form_text(form, "token_id"),
         "ids_only": form.get("ids_only") == "yes",
     }
     for name in ("repository", "status", "thought_type"):
-        if value := _text(form, name):
+        if value := form_text(form, name):
             data[name] = value
     return data
 
@@ -134,15 +130,15 @@ class WebhookPages:
         return self.webhooks(request, ctx, {}, created=(made.webhook_id, made.secret))
 
     def delete(self, request: Request, ctx: Ctx, form: Form) -> Response:
-        ref = parse(WebhookRef, {"webhook_id": _text(form, "webhook_id")})
+        ref = parse(WebhookRef, {"webhook_id": form_text(form, "webhook_id")})
         if form.get("confirm") != "yes":
             raise InvalidInput("confirm: tick the confirmation box to delete the webhook", "confirm")
         self.state.memory.delete_webhook(ctx.caller, ref)
         return redirect(f"{ctx.base}/webhooks")
 
     def redeliver(self, request: Request, ctx: Ctx, form: Form) -> Response:
-        req = parse(RedeliverInput, {"delivery_id": _text(form, "delivery_id")})
-        back = _text(form, "webhook_id")
+        req = parse(RedeliverInput, {"delivery_id": form_text(form, "delivery_id")})
+        back = form_text(form, "webhook_id")
         target = parse(WebhookRef, {"webhook_id": back}).webhook_id if back else None
         done = self.state.memory.redeliver_webhook(ctx.caller, req)
         if target is None:
