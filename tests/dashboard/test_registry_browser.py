@@ -184,6 +184,7 @@ def test_a_write_token_deprecates_then_revokes_a_skill_through_the_forms(
     ref = {"repository": SHOP, "skill_id": "cut-release"}
     assert server.memory.skill_versions(ADMIN, parse(SkillVersionsInput, ref)).status == "revoked"
     page.goto(f"{server.url}/dashboard/skills")
+    page.wait_for_load_state("domcontentloaded")  # its deferred script attached the listener
     page.get_by_label("Status").select_option("revoked")  # applies at once (data-autosubmit)
     expect(page).to_have_url(re.compile(r"status=revoked"))
     expect(page.locator("ul.skills > li")).to_have_count(1)

@@ -79,6 +79,7 @@ def test_the_queue_lists_proposals_with_their_source_and_filters_them(
     expect(page.locator(f"#p-{ids[THOUGHT]}")).to_contain_text(THOUGHT_CONTENT)
     expect(page.locator(f"#p-{ids[THOUGHT]}")).to_contain_text("thought · LLMExtracted")
     shoot(page, "review")
+    page.wait_for_load_state("domcontentloaded")  # its deferred script attached the listener
     page.get_by_label("Repository").select_option(BILLING)  # applies at once (data-autosubmit)
     expect(page).to_have_url(re.compile(r"repository=github.com%2Facme%2Fbilling"))
     expect(page.locator("ul.proposals > li")).to_have_count(1)

@@ -120,6 +120,7 @@ def test_a_dead_letter_is_shown_with_its_error_and_redelivered(
     page.goto(f"{live.url}/dashboard/webhooks")
     page.locator(f"#h-{dead.webhook_id} a.task-link").click()
     expect(page).to_have_url(f"{live.url}{_hook_url(dead.webhook_id)}")
+    page.wait_for_load_state("domcontentloaded")  # its deferred script attached the listener
     page.get_by_label("State").select_option("dead")  # applies at once (data-autosubmit)
     expect(page).to_have_url(re.compile(r"state=dead"))
     page.goto(f"{live.url}/dashboard/webhooks")
