@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import uuid
 
-from mentis.errors import Conflict, IntegrityError, InvalidInput, NotFound
+from mentis.errors import Conflict, InvalidInput, NotFound
 from mentis.ledger.branches import GENESIS, BranchBody, BranchGraph, ConflictBody, ForkBody, MergeBody
 from mentis.ledger.canonical import canonical, sha256_hex
 from mentis.ledger.entry import Entry, entry_hash
 from mentis.store.seal import Seal
 from mentis.store.shared.backend import ConnT
-from mentis.store.shared.core import ENTRY_COLS, LedgerCore, entry_of
+from mentis.store.shared.core import ENTRY_COLS, LedgerCore, checked_entry, entry_of
 
 
 class BranchCore(LedgerCore[ConnT]):
@@ -34,16 +34,9 @@ class BranchCore(LedgerCore[ConnT]):
         ).fetchall()
         found = []
         for row in rows:
-            e, raw = entry_of(row[:12]), bytes(row[12])
-            if e.chain in self.damaged:
+            if str(row[1]) in self.damaged:  # ENTRY_COLS' chain
                 continue
-            if entry_hash(e.document()) != e.hash or sha256_hex(raw) != e.body_hash:
-                raise IntegrityError(
-                    f"ledger does not verify: chain {e.chain!r} seq {e.seq}: entry or body changed "
-                    "while the store was open; run `mentis verify-integrity`",
-                    chain=e.chain,
-                    seq=e.seq,
-                )
+            e, raw = checked_entry(row)
             found.append((e.chain, e.seq, e.kind, raw))
         return BranchGraph.of(found)
 
@@ -61,15 +54,7 @@ class BranchCore(LedgerCore[ConnT]):
             ).fetchall()
         out = []
         for row in rows:
-            e, raw = entry_of(row[:12]), bytes(row[12])
-            if entry_hash(e.document()) != e.hash or sha256_hex(raw) != e.body_hash:
-                raise IntegrityError(
-                    f"ledger does not verify: chain {e.chain!r} seq {e.seq}: entry or body changed "
-                    "while the store was open; run `mentis verify-integrity`",
-                    chain=e.chain,
-                    seq=e.seq,
-                )
-            out.append((e, raw))
+            out.append(checked_entry(row))
         return out
 
     def record_bodies(self, ids: list[str]) -> dict[str, tuple[Entry, bytes]]:

@@ -82,6 +82,21 @@ def entry_of(row: Sequence[Any]) -> Entry:
     )
 
 
+def checked_entry(row: Sequence[Any], kind: str | None = None) -> tuple[Entry, bytes]:
+    """The Entry of the 12 ENTRY_COLS values and the body after them, both checked against the
+    entry's hashes (and ``kind`` when given): IntegrityError naming chain and seq if either
+    changed since the store was verified."""
+    e, raw = entry_of(row[:12]), bytes(row[12])
+    if entry_hash(e.document()) != e.hash or sha256_hex(raw) != e.body_hash or kind not in (None, e.kind):
+        raise IntegrityError(
+            f"ledger does not verify: chain {e.chain!r} seq {e.seq}: entry or body changed "
+            "while the store was open; run `mentis verify-integrity`",
+            chain=e.chain,
+            seq=e.seq,
+        )
+    return e, raw
+
+
 def derived_mismatch(rowid: int) -> IntegrityError:
     return IntegrityError(
         f"a derived index row (entry rowid {rowid}) disagrees with the ledger; run "
@@ -223,15 +238,7 @@ class LedgerCore(WebhookCore[ConnT]):
                 ),
                 args,
             ):
-                raw = bytes(row[-1])
-                e = entry_of(row[1:13])
-                if entry_hash(e.document()) != e.hash or sha256_hex(raw) != e.body_hash or e.kind != kind:
-                    raise IntegrityError(
-                        f"ledger does not verify: chain {e.chain!r} seq {e.seq}: entry or body changed "
-                        "while the store was open; run `mentis verify-integrity`",
-                        chain=e.chain,
-                        seq=e.seq,
-                    )
+                e, raw = checked_entry(row[1:], kind)
                 out[int(row[0])] = Stored(e, body.parse(raw))
         return out
 
